@@ -1,0 +1,58 @@
+# ge-plugin: the two commands that matter are `make demo` and `make test`.
+# Everything is set up by `make setup`, idempotently: a second run with nothing changed takes seconds.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMPS := $(VENV)/.stamps
+EXT := ge_plugin/_fastpath$(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
+PYTEST_ARGS ?=
+
+.PHONY: setup system-deps test test-py demo bench bench-micro lint format clean
+
+setup: system-deps $(STAMPS)/installed $(EXT)
+
+# Debian packages (libb64-0d for perf_analyzer); installs only what is missing.
+system-deps:
+	@scripts/system-deps.sh
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMPS)/requirements: requirements.txt constraints.txt | $(PY)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt
+	@mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/installed: $(STAMPS)/requirements pyproject.toml setup.py
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-build-isolation --no-deps -e .
+	@touch $@
+
+$(EXT): ge_plugin/_fastpath.pyx $(wildcard ge_plugin/_fastpath.pxd) setup.py $(STAMPS)/requirements
+	$(PY) setup.py --quiet build_ext --inplace
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The whole suite again on the pure-Python twin of the fast path.
+test-py: setup
+	GE_PLUGIN_NO_EXTENSIONS=1 $(PY) -m pytest $(PYTEST_ARGS)
+
+demo: setup
+	$(VENV)/bin/ge-plugin demo
+
+bench: setup
+	$(VENV)/bin/ge-plugin bench
+
+bench-micro: setup
+	$(PY) -m pytest benchmarks -q -p no:randomly --benchmark-columns=min,median,max,ops --benchmark-sort=name
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: setup
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+clean:
+	rm -rf build ge_plugin/*.so ge_plugin/_fastpath.c ge_plugin/*.html .pytest_cache .benchmarks *.egg-info

@@ -1,0 +1,58 @@
+"""The ``ge-plugin`` command: one module per sub-command, each with ``register(subparsers)``.
+
+Exit codes: 0 ok, 1 a check failed or a spec is invalid, 2 usage errors (argparse's own). Sub-command modules
+are imported only when the command line names them, so ``ge-plugin validate`` does not pay for importing
+onnxruntime or tritonclient.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from ge_plugin import __version__
+from ge_plugin.errors import GePluginError
+
+#: sub-command -> module under ge_plugin.cli, in the order --help lists them
+COMMANDS: dict[str, str] = {
+}
+
+EPILOG = """examples:
+  ge-plugin validate specs/llama.yaml
+  ge-plugin render specs -o model_repository
+  ge-plugin atc specs/llama.yaml --print
+  ge-plugin serve model_repository
+"""
+
+
+def build_parser(names: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ge-plugin",
+        description="Serve Huawei Ascend OM models with NVIDIA Triton (backend \"ge\").",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"ge-plugin {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers.required = True
+    for name in names if names is not None else COMMANDS:
+        module = importlib.import_module(f"ge_plugin.cli.{COMMANDS[name]}")
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Import only the named command's module; fall back to all of them for --help and typos.
+    named = [a for a in argv if not a.startswith("-")][:1]
+    parser = build_parser(named if named and named[0] in COMMANDS else None)
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except GePluginError as exc:
+        print(f"ge-plugin {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,101 @@
+"""One table of tensor data types, as Triton, pyACL, numpy and spec authors name them.
+
+Spec authors write short names (``fp32``, ``int64``, ``bf16``) or Triton's (``TYPE_FP32``); config.pbtxt and
+the Triton client use Triton's; the OM reports pyACL's ``aclDataType``. numpy has no bfloat16, so bf16
+tensors travel as their uint16 bit patterns everywhere in ge-plugin.
+"""
+
+from __future__ import annotations
+
+import attrs
+import numpy as np
+
+from ge_plugin import acl_constants as C
+
+
+@attrs.frozen
+class DType:
+    """One data type under all its names."""
+
+    short: str  #: the spec's name, e.g. ``fp32``
+    triton: str  #: config.pbtxt's name, e.g. ``TYPE_FP32``
+    acl: int  #: pyACL's aclDataType
+    numpy: np.dtype = attrs.field(converter=np.dtype)  #: how the bytes look on the host
+
+    @property
+    def wire(self) -> str:
+        """The KServe/Triton protocol name used by clients (``FP32``, ``BYTES``)."""
+        return "BYTES" if self.short == "string" else self.triton[len("TYPE_") :]
+
+    @property
+    def itemsize(self) -> int:
+        return self.numpy.itemsize
+
+    def __str__(self) -> str:
+        return self.short
+
+
+_TABLE = (
+    DType("bool", "TYPE_BOOL", C.ACL_BOOL, np.bool_),
+    DType("uint8", "TYPE_UINT8", C.ACL_UINT8, np.uint8),
+    DType("uint16", "TYPE_UINT16", C.ACL_UINT16, np.uint16),
+    DType("uint32", "TYPE_UINT32", C.ACL_UINT32, np.uint32),
+    DType("uint64", "TYPE_UINT64", C.ACL_UINT64, np.uint64),
+    DType("int8", "TYPE_INT8", C.ACL_INT8, np.int8),
+    DType("int16", "TYPE_INT16", C.ACL_INT16, np.int16),
+    DType("int32", "TYPE_INT32", C.ACL_INT32, np.int32),
+    DType("int64", "TYPE_INT64", C.ACL_INT64, np.int64),
+    DType("fp16", "TYPE_FP16", C.ACL_FLOAT16, np.float16),
+    DType("fp32", "TYPE_FP32", C.ACL_FLOAT, np.float32),
+    DType("fp64", "TYPE_FP64", C.ACL_DOUBLE, np.float64),
+    DType("bf16", "TYPE_BF16", C.ACL_BF16, np.uint16),
+    DType("string", "TYPE_STRING", C.ACL_STRING, np.object_),
+)
+
+#: short names, Triton names, wire names and the common numpy spellings, all lower-cased
+_BY_NAME: dict[str, DType] = {}
+for _d in _TABLE:
+    for _alias in (_d.short, _d.triton, _d.wire):
+        _BY_NAME[_alias.lower()] = _d
+for _alias, _short in {
+    "float32": "fp32",
+    "float16": "fp16",
+    "float64": "fp64",
+    "float": "fp32",
+    "half": "fp16",
+    "double": "fp64",
+    "bfloat16": "bf16",
+    "u8": "uint8",
+    "i8": "int8",
+    "i32": "int32",
+    "i64": "int64",
+}.items():
+    _BY_NAME[_alias] = _BY_NAME[_short]
+
+_BY_ACL = {d.acl: d for d in _TABLE}
+
+#: names accepted by ``by_name``, for error messages
+SHORT_NAMES = tuple(d.short for d in _TABLE)
+TRITON_NAMES = tuple(d.triton for d in _TABLE)
+
+
+def by_name(name: str) -> DType:
+    """The data type called ``name`` (any spelling above); KeyError names what is accepted."""
+    try:
+        return _BY_NAME[name.strip().lower()]
+    except (KeyError, AttributeError):
+        raise KeyError(
+            f"unknown data type {name!r}; use one of {', '.join(SHORT_NAMES)} or {', '.join(TRITON_NAMES)}"
+        ) from None
+
+
+def by_acl(code: int) -> DType:
+    """The data type pyACL reports as ``code``."""
+    try:
+        return _BY_ACL[code]
+    except KeyError:
+        raise KeyError(f"aclDataType {code} is not supported by ge-plugin") from None
+
+
+def all_dtypes() -> tuple[DType, ...]:
+    return _TABLE

@@ -1,0 +1,79 @@
+"""The one error tree of ge-plugin.
+
+Every error inherits ``GePluginError`` and the nearest built-in, so callers can catch either
+(``except ValueError`` keeps working for a bad spec). ACL failures carry the numeric code, its ACL name, the
+call that failed and ``acl.get_recent_err_msg()``, because that is what a user pastes into a support ticket.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ge_plugin.acl_constants import MEMORY_ERRORS, error_name
+
+
+class GePluginError(Exception):
+    """Base of every error raised by ge-plugin."""
+
+
+class SpecError(ValueError, GePluginError):
+    """A model spec is invalid. ``problems`` holds every problem, each ``file.yaml:LINE: $.path: message``."""
+
+    def __init__(self, problems: Sequence[str]):
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+class ConfigError(ValueError, GePluginError):
+    """A config.pbtxt (or its ``parameters``) cannot be served; the message names the key."""
+
+
+class RenderError(GePluginError):
+    """A model repository cannot be written."""
+
+
+class AtcError(ValueError, GePluginError):
+    """ATC flags that ATC itself would reject."""
+
+
+class ModelFileError(ValueError, GePluginError):
+    """A file is not a model this runtime can load (for example a real OM given to the simulator)."""
+
+
+class RequestError(ValueError, GePluginError):
+    """One inference request is invalid; its batch-mates still run. The message names the input."""
+
+
+class ServeError(RuntimeError, GePluginError):
+    """tritonserver cannot be prepared or started."""
+
+
+class AclError(RuntimeError, GePluginError):
+    """A pyACL call returned a non-zero code.
+
+    pyACL never raises for runtime failures; it returns an int. ``check_acl`` turns that int into this
+    exception at the device layer, so nothing above the device layer ever looks at raw codes.
+    """
+
+    def __init__(self, code: int, call: str, detail: str = ""):
+        self.code = code
+        self.name = error_name(code)
+        self.call = call
+        self.detail = detail
+        message = f"{call} failed: {self.name} ({code})"
+        if detail:
+            message += f": {detail}"
+        super().__init__(message)
+
+
+class AclMemoryError(MemoryError, AclError):
+    """An ACL allocation failed (device or pinned host memory exhausted)."""
+
+    def __init__(self, code: int, call: str, detail: str = ""):
+        AclError.__init__(self, code, call, detail)
+
+
+def acl_error(code: int, call: str, detail: str = "") -> AclError:
+    """The most specific AclError for ``code``."""
+    cls = AclMemoryError if code in MEMORY_ERRORS else AclError
+    return cls(code, call, detail)
