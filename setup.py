@@ -28,7 +28,9 @@ def _extensions():
 
     version = tuple(int(part) for part in Cython.__version__.split(".")[:2])
     if version < MIN_CYTHON:
-        raise RuntimeError(f"ge-plugin needs Cython >= {MIN_CYTHON[0]}.{MIN_CYTHON[1]}, found {Cython.__version__}")
+        raise RuntimeError(
+            f"ge-plugin needs Cython >= {MIN_CYTHON[0]}.{MIN_CYTHON[1]}, found {Cython.__version__}"
+        )
     import numpy
 
     directives = {

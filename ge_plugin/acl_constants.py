@@ -346,13 +346,15 @@ ERROR_NAMES = {
 }
 
 #: codes that mean "out of memory": the device layer raises AclMemoryError (a MemoryError) for them
-MEMORY_ERRORS = frozenset({
-    ACL_ERROR_BAD_ALLOC,
-    ACL_ERROR_RT_MEMORY_ALLOCATION,
-    207018,
-    245000,
-    ACL_ERROR_GE_DEVICE_MEMORY_ALLOCATION_FAILED,
-})
+MEMORY_ERRORS = frozenset(
+    {
+        ACL_ERROR_BAD_ALLOC,
+        ACL_ERROR_RT_MEMORY_ALLOCATION,
+        207018,
+        245000,
+        ACL_ERROR_GE_DEVICE_MEMORY_ALLOCATION_FAILED,
+    }
+)
 
 
 def error_name(code: int) -> str:

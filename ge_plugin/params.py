@@ -119,7 +119,9 @@ class ModelParams:
         if DEVICE_IDS in raw:
             kwargs[DEVICE_IDS] = _int_list(raw, DEVICE_IDS, minimum=0)
             if len(set(kwargs[DEVICE_IDS])) != len(kwargs[DEVICE_IDS]):
-                raise ConfigError(f"parameters.{DEVICE_IDS}: device ids must be unique, got {raw[DEVICE_IDS]!r}")
+                raise ConfigError(
+                    f"parameters.{DEVICE_IDS}: device ids must be unique, got {raw[DEVICE_IDS]!r}"
+                )
         if raw.get(GEARS, "").strip():
             kwargs[GEARS] = _int_list(raw, GEARS, minimum=1)
         if raw.get(DIMS_GEARS, "").strip():
@@ -138,7 +140,9 @@ class ModelParams:
             try:
                 kwargs[PAD_VALUE] = float(raw[PAD_VALUE])
             except ValueError:
-                raise ConfigError(f"parameters.{PAD_VALUE}: expected a number, got {raw[PAD_VALUE]!r}") from None
+                raise ConfigError(
+                    f"parameters.{PAD_VALUE}: expected a number, got {raw[PAD_VALUE]!r}"
+                ) from None
         if PRECISION in raw:
             if raw[PRECISION] not in PRECISIONS:
                 raise ConfigError(
@@ -153,7 +157,9 @@ class ModelParams:
                 if not isinstance(json.loads(raw[ACL_JSON]), dict):
                     raise ValueError("not an object")
             except ValueError as exc:
-                raise ConfigError(f"parameters.{ACL_JSON}: expected a JSON object, got {raw[ACL_JSON]!r} ({exc})") from None
+                raise ConfigError(
+                    f"parameters.{ACL_JSON}: expected a JSON object, got {raw[ACL_JSON]!r} ({exc})"
+                ) from None
             kwargs[ACL_JSON] = raw[ACL_JSON]
         return cls(**kwargs)
 
@@ -196,7 +202,9 @@ def _dim_tie(text: str) -> DimTie:
             f"parameters.{OUTPUT_DIM_TIES}: expected OUTPUT:DIM=INPUT:DIM (e.g. logits:0=input_ids:0), got {text!r}"
         ) from None
     if tie.output_dim < 0 or tie.input_dim < 0 or not tie.output or not tie.input:
-        raise ConfigError(f"parameters.{OUTPUT_DIM_TIES}: names must be non-empty and dims >= 0, got {text!r}")
+        raise ConfigError(
+            f"parameters.{OUTPUT_DIM_TIES}: names must be non-empty and dims >= 0, got {text!r}"
+        )
     return tie
 
 

@@ -16,8 +16,7 @@ from ge_plugin import __version__
 from ge_plugin.errors import GePluginError
 
 #: sub-command -> module under ge_plugin.cli, in the order --help lists them
-COMMANDS: dict[str, str] = {
-}
+COMMANDS: dict[str, str] = {}
 
 EPILOG = """examples:
   ge-plugin validate specs/llama.yaml
@@ -30,7 +29,7 @@ EPILOG = """examples:
 def build_parser(names: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ge-plugin",
-        description="Serve Huawei Ascend OM models with NVIDIA Triton (backend \"ge\").",
+        description='Serve Huawei Ascend OM models with NVIDIA Triton (backend "ge").',
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

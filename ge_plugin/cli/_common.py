@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 
 
-def add_command(subparsers, name: str, *, help: str, description: str, examples: str) -> argparse.ArgumentParser:
+def add_command(
+    subparsers, name: str, *, help: str, description: str, examples: str
+) -> argparse.ArgumentParser:
     """A sub-command parser whose --help ends with examples, as every ge-plugin command's does."""
     return subparsers.add_parser(
         name,
