@@ -16,7 +16,9 @@ from ge_plugin import __version__
 from ge_plugin.errors import GePluginError
 
 #: sub-command -> module under ge_plugin.cli, in the order --help lists them
-COMMANDS: dict[str, str] = {}
+COMMANDS: dict[str, str] = {
+    "demo-models": "demo_models",
+}
 
 EPILOG = """examples:
   ge-plugin validate specs/llama.yaml

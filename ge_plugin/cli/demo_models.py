@@ -1,0 +1,75 @@
+"""``ge-plugin demo-models DIR``: write the tiny example ONNX models that specs/, the demo and tests use."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from pathlib import Path
+
+from ge_plugin.cli._common import add_command
+
+EXAMPLES = """
+  ge-plugin demo-models models
+      writes models/tiny_llama.onnx, models/tiny_bert.onnx and models/identity.onnx; a second run
+      rewrites nothing, because the files are byte-identical every time
+"""
+
+
+def register(subparsers) -> None:
+    parser = add_command(
+        subparsers,
+        "demo-models",
+        help="write the tiny example ONNX models (LLaMA, BERT, identity)",
+        description=(
+            "Write deterministic tiny ONNX models into DIR: tiny_llama.onnx (input_ids -> logits over 32000 "
+            "tokens; predicts input_id + 1 at every position), tiny_bert.onnx (input_ids, attention_mask -> "
+            "last_hidden_state) and identity.onnx (INPUT0 -> OUTPUT0). Files whose bytes would not change "
+            "are left alone."
+        ),
+        examples=EXAMPLES,
+    )
+    parser.add_argument(
+        "directory", metavar="DIR", type=Path, help="directory to write to (created if missing)"
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    # onnx is imported here, not at module level, so `ge-plugin --help` does not pay for it.
+    from ge_plugin.models import DEMO_MODELS, write_model
+
+    directory: Path = args.directory
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for stem, build in DEMO_MODELS.items():
+            model = build()
+            path = directory / f"{stem}.onnx"
+            status = "written" if write_model(path, model) else "unchanged"
+            data = path.read_bytes()
+            print(
+                f"{path}  {_size(len(data))}  sha256 {hashlib.sha256(data).hexdigest()[:12]}  "
+                f"{_signature(model)}  ({status})"
+            )
+    except OSError as exc:
+        print(f"ge-plugin demo-models: error: cannot write models to {directory}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _signature(model) -> str:
+    """``input_ids int64[batch,seq] -> logits float32[batch,seq,32000]``, read from the graph itself."""
+    from onnx import helper
+
+    def describe(value) -> str:
+        kind = value.type.tensor_type
+        dims = ",".join(d.dim_param or str(d.dim_value) for d in kind.shape.dim)
+        return f"{value.name} {helper.tensor_dtype_to_np_dtype(kind.elem_type)}[{dims}]"
+
+    inputs = ", ".join(describe(v) for v in model.graph.input)
+    outputs = ", ".join(describe(v) for v in model.graph.output)
+    return f"{inputs} -> {outputs}"
+
+
+def _size(count: int) -> str:
+    return f"{count / 1e6:.1f} MB" if count >= 100_000 else f"{count} B"
