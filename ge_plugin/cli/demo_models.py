@@ -22,10 +22,11 @@ def register(subparsers) -> None:
         "demo-models",
         help="write the tiny example ONNX models (LLaMA, BERT, identity)",
         description=(
-            "Write deterministic tiny ONNX models into DIR: tiny_llama.onnx (input_ids -> logits over 32000 "
-            "tokens; predicts input_id + 1 at every position), tiny_bert.onnx (input_ids, attention_mask -> "
-            "last_hidden_state) and identity.onnx (INPUT0 -> OUTPUT0). Files whose bytes would not change "
-            "are left alone."
+            "Write deterministic tiny ONNX models into DIR:\n"
+            "  tiny_llama.onnx  input_ids -> logits over 32000 tokens; predicts input_id + 1 everywhere\n"
+            "  tiny_bert.onnx   input_ids, attention_mask -> last_hidden_state\n"
+            "  identity.onnx    INPUT0 -> OUTPUT0, the overhead floor for benchmarks\n"
+            "A file whose bytes would not change is left alone. See docs/models.md."
         ),
         examples=EXAMPLES,
     )
