@@ -1,0 +1,106 @@
+"""ModelSpec -> the ATC command line that compiles its OM on an Ascend host.
+
+The spec already says everything ATC needs: the ONNX source, the input shapes with -1 where gears apply,
+the gears, the chip and the precision. ATC takes one dynamic mode per model, so:
+
+- batch gears only -> ``--dynamic_batch_size=1,4,8`` with the batch dim -1 in ``--input_shape``;
+- dims gears (with or without batch gears) -> ``--dynamic_dims`` over the grid batch gears x dims gears,
+  each ATC gear listing every -1 dim of every input in order, batch dims included, plus
+  ``--input_format=ND`` which ``--dynamic_dims`` requires;
+- neither -> static ``--input_shape``.
+
+Precision uses ``--precision_mode`` (understood by every CANN release; ``--precision_mode_v2`` is not): origin
+-> must_keep_origin_dtype, fp16 -> force_fp16, bf16 -> allow_mix_precision_bf16. The spec's ``atc_options``
+follow as ``--flag=value`` in the order written.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+from typing import Union
+
+from ge_plugin.errors import AtcError
+from ge_plugin.spec import validators
+from ge_plugin.spec.load import show_path
+from ge_plugin.spec.model import ModelSpec
+
+ONNX_FRAMEWORK = 5
+
+PRECISION_MODES = {
+    "origin": "must_keep_origin_dtype",
+    "fp16": "force_fp16",
+    "bf16": "allow_mix_precision_bf16",
+}
+
+
+def atc_args(spec: ModelSpec, *, output: Union[str, os.PathLike[str], None] = None) -> list[str]:
+    """ATC's flags for ``spec`` (without the leading ``atc``).
+
+    ``output`` is where ATC writes the OM, without ``.om`` (ATC appends it; a trailing ``.om`` given here is
+    dropped). Default: the ONNX source's folder and the OM's file name, e.g. ``build/models/llama`` for
+    ``source: ../build/models/tiny_llama.onnx`` and ``om: llama.om``; pass ``REPO/<name>/1/llama`` to
+    compile straight into a model repository. AtcError when the spec is one ATC would reject.
+    """
+    problems = validators.cross_checks(spec)
+    if problems:
+        raise AtcError(
+            f"{spec.path or spec.name}: ATC would reject this model: "
+            + "; ".join(f"{show_path(where)}: {message}" for where, message in problems)
+        )
+    args = [
+        f"--model={spec.source_path}",
+        f"--framework={ONNX_FRAMEWORK}",
+        f"--output={_output(spec, output)}",
+        f"--input_shape={input_shape(spec)}",
+    ]
+    if spec.dims_gears:
+        args.append("--input_format=ND")
+        args.append(
+            "--dynamic_dims=" + ";".join(",".join(map(str, gear)) for gear in dynamic_dims_gears(spec))
+        )
+    elif spec.batching is not None:
+        args.append("--dynamic_batch_size=" + ",".join(map(str, spec.batching.gears)))
+    args.append(f"--soc_version={spec.model.soc_version}")
+    args.append(f"--precision_mode={PRECISION_MODES[spec.precision]}")
+    for flag, value in spec.atc_options.items():
+        if flag == "input_format" and spec.dims_gears:
+            continue  # already --input_format=ND (validated)
+        args.append(f"--{flag}={value}")
+    return args
+
+
+def atc_command(spec: ModelSpec, *, output: Union[str, os.PathLike[str], None] = None) -> str:
+    """The whole ``atc ...`` line, shell-quoted, to paste on an Ascend host."""
+    return shlex.join(["atc", *atc_args(spec, output=output)])
+
+
+def input_shape(spec: ModelSpec) -> str:
+    """``--input_shape``: the model's full shapes, -1 for the batch dim (when batching) and gear dims."""
+    batch = [-1] if spec.batching is not None else []
+    return ";".join(f"{t.name}:{','.join(str(d) for d in (*batch, *t.dims))}" for t in spec.inputs)
+
+
+def dynamic_dims_gears(spec: ModelSpec) -> list[tuple[int, ...]]:
+    """The ATC ``--dynamic_dims`` gears: batch gears x dims gears, batch-major, each the values of every -1
+    dim of ``input_shape`` in order (for BERT: ``(1, 16, 1, 16), (1, 32, 1, 32), …``)."""
+    batches: tuple[Union[int, None], ...] = spec.gears or (None,)
+    grid = []
+    for batch in batches:
+        for gear in spec.dims_gears:
+            values = iter(gear)
+            row: list[int] = []
+            for tensor in spec.inputs:
+                if batch is not None:
+                    row.append(batch)
+                row.extend(next(values) for dim in tensor.dims if dim == -1)
+            grid.append(tuple(row))
+    return grid
+
+
+def _output(spec: ModelSpec, output: Union[str, os.PathLike[str], None]) -> str:
+    if output is None:
+        return str(spec.source_path.parent / Path(spec.om_filename).stem)
+    text = os.fspath(output)
+    return text[: -len(".om")] if text.endswith(".om") else text

@@ -1,0 +1,85 @@
+"""ModelSpec -> Triton ``ModelConfig`` protobuf -> config.pbtxt text.
+
+The config is built as a ``model_config_pb2.ModelConfig`` (so Triton's own schema checks every field name
+and enum) and printed with ``google.protobuf.text_format``, which orders fields by number and map entries
+by key: the same spec always gives the same bytes. Everything the ``ge`` backend needs beyond Triton's own
+fields travels in ``parameters`` (ge_plugin.params), so a hand-written config works without a spec.
+"""
+
+from __future__ import annotations
+
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2 as mc
+
+from ge_plugin.spec.model import ModelSpec
+
+BACKEND = "ge"
+
+_TIMEOUT_ACTIONS = {"reject": mc.ModelQueuePolicy.REJECT, "delay": mc.ModelQueuePolicy.DELAY}
+
+
+def render_config(spec: ModelSpec) -> mc.ModelConfig:
+    config = mc.ModelConfig(name=spec.name, backend=BACKEND, max_batch_size=spec.max_batch_size)
+    _set_tensors(config, spec)
+    _set_dynamic_batching(config, spec)
+    _set_instance_groups(config, spec)
+    _set_parameters(config, spec)
+    return config
+
+
+def render_text(spec: ModelSpec) -> str:
+    """config.pbtxt for ``spec``: deterministic, newline-terminated, ``max_batch_size`` always present.
+
+    text_format prints fields by number, which would put ``backend`` last; the head (name, backend,
+    max_batch_size) is printed first on its own, as people write it, and the rest after it. proto3 does not
+    print a zero max_batch_size, and Triton fills a missing one in by itself, so that line is written out.
+    """
+    config = render_config(spec)
+    head = mc.ModelConfig(name=config.name, backend=config.backend)
+    rest = mc.ModelConfig()
+    rest.CopyFrom(config)
+    for field in ("name", "backend", "max_batch_size"):
+        rest.ClearField(field)
+    source = spec.path.name if spec.path is not None else "a ge-plugin spec"
+    return (
+        f"# Rendered by `ge-plugin render` from {source}: edit the spec, not this file.\n"
+        + text_format.MessageToString(head)
+        + f"max_batch_size: {config.max_batch_size}\n"
+        + text_format.MessageToString(rest, use_short_repeated_primitives=True)
+    )
+
+
+def _set_tensors(config: mc.ModelConfig, spec: ModelSpec) -> None:
+    for tensors, field in ((spec.inputs, config.input), (spec.outputs, config.output)):
+        for tensor in tensors:
+            field.add(name=tensor.name, data_type=mc.DataType.Value(tensor.dtype.triton), dims=tensor.dims)
+
+
+def _set_dynamic_batching(config: mc.ModelConfig, spec: ModelSpec) -> None:
+    """Triton forms batches of the sizes the OM has gears for; anything in between is padded up."""
+    if spec.batching is None:
+        return
+    batching = config.dynamic_batching
+    batching.preferred_batch_size.extend(spec.batching.gears)
+    batching.max_queue_delay_microseconds = spec.batching.max_queue_delay_us
+    queue = spec.batching.queue
+    if queue.max_size or queue.timeout_us or queue.timeout_action != "reject":
+        policy = batching.default_queue_policy
+        policy.max_queue_size = queue.max_size
+        policy.default_timeout_microseconds = queue.timeout_us
+        policy.timeout_action = _TIMEOUT_ACTIONS[queue.timeout_action]
+
+
+def _set_instance_groups(config: mc.ModelConfig, spec: ModelSpec) -> None:
+    """One group per NPU, named after it: the backend reads the device from the instance name (npu3_0)."""
+    for device in spec.placement.devices:
+        config.instance_group.add(
+            name=f"npu{device}",
+            kind=mc.ModelInstanceGroup.KIND_CPU,
+            count=spec.placement.instances_per_device,
+        )
+
+
+def _set_parameters(config: mc.ModelConfig, spec: ModelSpec) -> None:
+    for key, value in spec.to_params().to_parameters().items():
+        config.parameters[key].string_value = value

@@ -1,0 +1,138 @@
+"""Writing specs into a Triton model repository, and comparing a repository with its specs.
+
+Each model gets ``<repo>/<name>/config.pbtxt`` and the version folder ``<repo>/<name>/1/`` (with a
+``.gitkeep``, so that the folder exists in git while the OM files generated into it stay ignored). Nothing
+else in the repository is touched: the OM files, other backends' models and stale ``ge`` models are the
+user's to manage. ``diff_repository`` is the read-only twin used by ``ge-plugin render --check``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Union
+
+from ge_plugin.errors import RenderError
+from ge_plugin.render.pbtxt import render_text
+from ge_plugin.spec.model import ModelSpec
+
+CONFIG_FILE = "config.pbtxt"
+VERSION_DIR = "1"
+KEEP_FILE = ".gitkeep"
+
+_GE_BACKEND = re.compile(r'^\s*backend\s*:\s*"ge"\s*$', re.MULTILINE)
+_ANY_BACKEND = re.compile(r"^\s*(backend|platform)\s*:", re.MULTILINE)
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def write_repository(specs: Sequence[ModelSpec], repo: PathLike) -> list[Path]:
+    """Render every spec into ``repo``; returns the config.pbtxt paths, in spec order.
+
+    A config is rewritten only when its text changes. RenderError when a model folder holds another
+    backend's config (a name clash the user must resolve) or the file system refuses.
+    """
+    repo = Path(repo)
+    _check_names(specs)
+    if repo.exists() and not repo.is_dir():
+        raise RenderError(f"{repo} is not a directory")
+    written = []
+    for spec in specs:
+        config = repo / spec.name / CONFIG_FILE
+        text = render_text(spec)
+        current = _read(config)
+        if current is not None and not _is_ge_config(current) and _ANY_BACKEND.search(current):
+            raise RenderError(
+                f"{config} belongs to another backend; not overwriting it with model {spec.name!r} "
+                f"from {spec.path} (rename the model or move the folder)"
+            )
+        try:
+            version = config.parent / VERSION_DIR
+            version.mkdir(parents=True, exist_ok=True)
+            (version / KEEP_FILE).touch(exist_ok=True)
+            if current != text:
+                config.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise RenderError(f"cannot write {config}: {exc.strerror or exc}") from None
+        written.append(config)
+    return written
+
+
+def diff_repository(specs: Sequence[ModelSpec], repo: PathLike) -> str:
+    """A unified diff from ``repo`` to what rendering ``specs`` would write; "" when they agree.
+
+    Also lists a missing version folder, and removes (in the diff) every ``backend: "ge"`` model of the
+    repository that none of ``specs`` renders: a stale model would still be served.
+    """
+    repo = Path(repo)
+    _check_names(specs)
+    chunks: list[str] = []
+    for spec in specs:
+        config = repo / spec.name / CONFIG_FILE
+        chunks.append(_diff(config, _read(config), render_text(spec), f"rendered from {spec.path}"))
+        version = config.parent / VERSION_DIR
+        if not version.is_dir():
+            chunks.append(f"Only in the specs: {version}{os.sep}\n")
+    for config in stale_models(specs, repo):
+        chunks.append(_diff(config, _read(config), None, "no spec renders this model"))
+    return "".join(chunks)
+
+
+def stale_models(specs: Iterable[ModelSpec], repo: PathLike) -> list[Path]:
+    """config.pbtxt files of ``backend: "ge"`` models in ``repo`` that none of ``specs`` is named after."""
+    repo = Path(repo)
+    names = {spec.name for spec in specs}
+    if not repo.is_dir():
+        return []
+    stale = []
+    for model_dir in sorted(repo.iterdir()):
+        config = model_dir / CONFIG_FILE
+        if model_dir.name not in names and config.is_file():
+            text = _read(config)
+            if text is not None and _is_ge_config(text):
+                stale.append(config)
+    return stale
+
+
+def _check_names(specs: Sequence[ModelSpec]) -> None:
+    seen: dict[str, ModelSpec] = {}
+    for spec in specs:
+        if spec.name in seen:
+            raise RenderError(
+                f"model name {spec.name!r} is used by both {seen[spec.name].path} and {spec.path}"
+            )
+        seen[spec.name] = spec
+
+
+def _is_ge_config(text: str) -> bool:
+    return _GE_BACKEND.search(text) is not None
+
+
+def _read(path: Path) -> Union[str, None]:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RenderError(f"cannot read {path}: {exc}") from None
+
+
+def _diff(path: Path, current: Union[str, None], wanted: Union[str, None], why: str) -> str:
+    if current == wanted:
+        return ""
+    lines = difflib.unified_diff(
+        _lines(current),
+        _lines(wanted),
+        fromfile=str(path) if current is not None else "/dev/null",
+        tofile=f"{path} ({why})" if wanted is not None else f"/dev/null ({why}: {path})",
+    )
+    return "".join(
+        line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
+    )
+
+
+def _lines(text: Union[str, None]) -> list[str]:
+    return [] if text is None else text.splitlines(keepends=True)

@@ -1,0 +1,28 @@
+"""The spec language: one YAML file per model, checked in full before anything is rendered or compiled."""
+
+from ge_plugin.spec.load import check_specs, load_spec, load_specs, spec_files
+from ge_plugin.spec.model import (
+    Batching,
+    DimRef,
+    InputSpec,
+    ModelFiles,
+    ModelSpec,
+    OutputSpec,
+    Placement,
+    QueuePolicy,
+)
+
+__all__ = [
+    "Batching",
+    "DimRef",
+    "InputSpec",
+    "ModelFiles",
+    "ModelSpec",
+    "OutputSpec",
+    "Placement",
+    "QueuePolicy",
+    "check_specs",
+    "load_spec",
+    "load_specs",
+    "spec_files",
+]

@@ -1,0 +1,118 @@
+"""A YAML loader that remembers where things are, so a spec problem can name its line.
+
+``yaml.safe_load`` returns plain dicts and lists and forgets the source. cattrs reports problems by path
+(``$.inputs[0].dtype``), so recording the line of every mapping key and sequence item under that same path
+is enough to turn a path into ``file.yaml:LINE``. PyYAML also silently keeps the last of two equal keys;
+a spec author almost always meant something else, so duplicates are recorded too.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+import attrs
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+#: a path into the document: mapping keys and sequence indexes, from the root
+Location = tuple[Union[str, int, Any], ...]
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+@attrs.frozen
+class Duplicate:
+    """Key ``location[-1]`` appears twice in one mapping: first at ``first_line``, again at ``line``."""
+
+    location: Location
+    line: int
+    first_line: int
+
+
+class MarkedLoader(yaml.SafeLoader):
+    """SafeLoader recording the 1-based line of every mapping key and sequence item, by location.
+
+    It constructs exactly what ``yaml.safe_load`` does; the marks are a side table in ``lines``.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.lines: dict[Location, int] = {}
+        self.duplicates: list[Duplicate] = []
+
+    def construct_document(self, node: Node) -> Any:
+        self._mark(node, (), set())
+        return super().construct_document(node)
+
+    def _mark(self, node: Node, location: Location, active: set[int]) -> None:
+        # A key's own line wins over its value's: "dims:" is where an author looks, not the next line.
+        self.lines.setdefault(location, node.start_mark.line + 1)
+        if id(node) in active:  # a recursive alias (&a [*a]); its items are already marked
+            return
+        active = active | {id(node)}
+        if isinstance(node, MappingNode):
+            self._note_duplicates(node, location)
+            self.flatten_mapping(node)  # resolve "<<" merge keys as the constructor will (idempotent)
+            for key_node, value_node in node.value:
+                key = self._key(key_node)
+                if key is None:
+                    continue
+                self.lines[(*location, key)] = key_node.start_mark.line + 1
+                self._mark(value_node, (*location, key), active)
+        elif isinstance(node, SequenceNode):
+            for index, item in enumerate(node.value):
+                self._mark(item, (*location, index), active)
+
+    def _note_duplicates(self, node: MappingNode, location: Location) -> None:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == _MERGE_TAG:  # keys merged in may be overridden on purpose
+                continue
+            key = self._key(key_node)
+            if key is None:
+                continue
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                self.duplicates.append(Duplicate((*location, key), line, seen[key]))
+            else:
+                seen[key] = line
+
+    def _key(self, key_node: Node) -> Any:
+        """The constructed key, or None for keys that cannot index a location (the constructor rejects
+        unhashable keys with its own error)."""
+        if not isinstance(key_node, ScalarNode):
+            return None
+        key = self.construct_object(key_node)
+        try:
+            hash(key)
+        except TypeError:
+            return None
+        return key
+
+
+@attrs.frozen
+class MarkedDocument:
+    """A parsed YAML document and where each of its parts was written."""
+
+    data: Any
+    lines: dict[Location, int]
+    duplicates: tuple[Duplicate, ...] = ()
+
+    def line_of(self, location: Location) -> int:
+        """The line of ``location``, or of its nearest ancestor that was written (a missing key's problem
+        belongs to the mapping that lacks it); 1 for the document itself."""
+        for end in range(len(location), -1, -1):
+            line = self.lines.get(tuple(location[:end]))
+            if line is not None:
+                return line
+        return 1
+
+
+def load_marked(text: str) -> MarkedDocument:
+    """Parse one YAML document safely; yaml.YAMLError (with its own mark) on bad YAML."""
+    loader = MarkedLoader(text)
+    try:
+        data = loader.get_single_data()
+    finally:
+        loader.dispose()
+    return MarkedDocument(data, dict(loader.lines), tuple(loader.duplicates))

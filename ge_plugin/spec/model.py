@@ -1,0 +1,190 @@
+"""The spec language: what a user writes in ``specs/*.yaml``, as attrs classes.
+
+Field names are the YAML keys: cattrs structures them one to one and rejects unknown keys. Dims follow
+config.pbtxt: when the model batches they exclude the batch dim, so ``input_ids`` with dims ``[-1]`` is
+``[batch, seq]`` on the model. Field checks live in validators.py; rules spanning fields run after
+structuring (``validators.cross_checks``). docs/spec.md describes every field.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, NewType, Optional, Union
+
+import attrs
+
+from ge_plugin.dtypes import DType
+from ge_plugin.params import PRECISIONS, DimTie, ModelParams
+from ge_plugin.spec import validators as v
+
+#: field metadata key: the field is not read from YAML (cattrs omits it; the loader fills it in)
+NOT_IN_YAML = "ge_plugin.not_in_yaml"
+
+#: an ATC flag value as written in YAML (a string or a number), kept as the string ATC will see
+AtcValue = NewType("AtcValue", str)
+
+#: ``dims_gears`` as written: a flat list of ints (shorthand) or a list of lists; normalised after init
+DimsGearsInput = tuple[Union[int, tuple[int, ...]], ...]
+
+
+@attrs.frozen
+class ModelFiles:
+    """The ``model`` section: the OM file served and what ATC compiles it from."""
+
+    #: OM file name inside the version folder ``<repo>/<name>/1/``; becomes ``om_model_path``
+    om: str = attrs.field(validator=v.om_filename)
+    #: the ONNX model, relative to the spec file
+    source: str = attrs.field(validator=v.onnx_path)
+    #: ATC ``--soc_version``
+    soc_version: str = attrs.field(validator=v.soc_version)
+
+
+@attrs.frozen
+class DimRef:
+    """``input_ids:0``: dim 0 of input ``input_ids`` (counted like config dims)."""
+
+    input: str
+    dim: int
+
+    def __str__(self) -> str:
+        return f"{self.input}:{self.dim}"
+
+
+@attrs.frozen
+class TensorSpec:
+    name: str = attrs.field(validator=v.tensor_name)
+    #: ``fp32``, ``TYPE_FP32``, ``float32``... (``ge_plugin.dtypes.by_name``)
+    dtype: DType
+    #: config dims: -1 for dynamic; without the batch dim when the model batches
+    dims: tuple[int, ...] = attrs.field(validator=v.dims)
+
+
+@attrs.frozen
+class InputSpec(TensorSpec):
+    pass
+
+
+@attrs.frozen
+class OutputSpec(TensorSpec):
+    #: output dim -> the input dim whose length it has, so padded outputs can be trimmed back per request
+    follows: dict[int, DimRef] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class QueuePolicy:
+    """Triton's ``default_queue_policy``: what happens to requests that wait too long."""
+
+    #: requests waiting beyond this are rejected (0 = no limit)
+    max_size: int = attrs.field(default=0, validator=v.at_least(0))
+    #: a request still queued after this long gets timeout_action (0 = no timeout)
+    timeout_us: int = attrs.field(default=0, validator=v.at_least(0))
+    timeout_action: str = attrs.field(default="reject", validator=v.one_of(("reject", "delay")))
+
+
+@attrs.frozen
+class Batching:
+    """Triton dynamic batching over the model's batch gears (ATC ``--dynamic_batch_size``)."""
+
+    #: batch sizes the OM is compiled for, strictly ascending; the largest is max_batch_size
+    gears: tuple[int, ...] = attrs.field(validator=v.batch_gears)
+    max_queue_delay_us: int = attrs.field(default=0, validator=v.at_least(0))
+    queue: QueuePolicy = attrs.field(factory=QueuePolicy)
+
+
+@attrs.frozen
+class Placement:
+    """Where instances run: ``instances_per_device`` Triton instances on each NPU."""
+
+    devices: tuple[int, ...] = attrs.field(default=(0,), validator=v.device_ids)
+    instances_per_device: int = attrs.field(default=1, validator=v.at_least(1))
+    streams_per_instance: int = attrs.field(default=1, validator=v.at_least(1))
+
+
+@attrs.frozen
+class ModelSpec:
+    """One model: what Triton serves, how ATC compiles it, how the ``ge`` backend runs it."""
+
+    #: Triton model name (its directory in the repository)
+    name: str = attrs.field(validator=v.model_name)
+    model: ModelFiles
+    inputs: tuple[InputSpec, ...] = attrs.field(validator=v.non_empty)
+    outputs: tuple[OutputSpec, ...] = attrs.field(validator=v.non_empty)
+    #: None: no Triton batching, max_batch_size 0, dims are the model's full dims
+    batching: Optional[Batching] = None
+    #: per gear, the value of every -1 input dim (not the batch dim), in input order; ATC ``--dynamic_dims``
+    dims_gears: DimsGearsInput = attrs.field(default=(), validator=v.dims_gears)
+    placement: Placement = attrs.field(factory=Placement)
+    precision: str = attrs.field(default="origin", validator=v.one_of(PRECISIONS))
+    #: extra ATC flags, without dashes (``log: error`` -> ``--log=error``)
+    atc_options: dict[str, AtcValue] = attrs.field(factory=dict, validator=v.atc_options)
+    #: runtime options for acl.init, as the acl.json file would hold them
+    acl_json: dict[str, Any] = attrs.field(factory=dict, validator=v.json_object)
+    #: executes per gear at start-up (0 = off)
+    warmup: int = attrs.field(default=1, validator=v.at_least(0))
+    #: the value padding fills inputs with, up to a gear
+    pad_value: float = attrs.field(default=0.0, validator=v.finite)
+    metrics_interval_ms: int = attrs.field(default=1000, validator=v.at_least(1))
+    #: the spec file, as given; relative paths in the spec are relative to its folder
+    path: Optional[Path] = attrs.field(default=None, eq=False, metadata={NOT_IN_YAML: True})
+
+    def __attrs_post_init__(self) -> None:
+        # The shorthand [16, 32] means "every -1 dim takes this value"; expand it to one value per -1 dim so
+        # that everything downstream (params, ATC) sees one form.
+        gears = self.dims_gears
+        slots = len(self.dynamic_dims)
+        if gears and slots and all(isinstance(gear, int) for gear in gears):
+            object.__setattr__(self, "dims_gears", tuple((gear,) * slots for gear in gears))
+
+    @property
+    def max_batch_size(self) -> int:
+        return max(self.batching.gears, default=0) if self.batching is not None else 0
+
+    @property
+    def gears(self) -> tuple[int, ...]:
+        """Batch gears; empty when the model does not batch."""
+        return self.batching.gears if self.batching is not None else ()
+
+    @property
+    def om_filename(self) -> str:
+        return self.model.om
+
+    @property
+    def source_path(self) -> Path:
+        """The ONNX model, relative to the spec file's folder (normalised, not made absolute)."""
+        base = self.path.parent if self.path is not None else Path()
+        return Path(os.path.normpath(base / self.model.source))
+
+    @property
+    def dynamic_dims(self) -> tuple[tuple[int, int], ...]:
+        """(input index, dim index) of every -1 input dim, in order: the slots a dims gear fills."""
+        return tuple(
+            (i, d) for i, tensor in enumerate(self.inputs) for d, dim in enumerate(tensor.dims) if dim == -1
+        )
+
+    @property
+    def dim_ties(self) -> tuple[DimTie, ...]:
+        return tuple(
+            DimTie(output.name, dim, ref.input, ref.dim)
+            for output in self.outputs
+            for dim, ref in sorted(output.follows.items())
+        )
+
+    def to_params(self) -> ModelParams:
+        """The ``parameters`` the ``ge`` backend reads (see ge_plugin.params and docs/config.md)."""
+        return ModelParams(
+            om_model_path=self.model.om,
+            device_ids=self.placement.devices,
+            gears=self.gears,
+            dims_gears=tuple(tuple(gear) for gear in self.dims_gears),
+            output_dim_ties=self.dim_ties,
+            pad_value=float(self.pad_value),
+            precision=self.precision,
+            streams_per_instance=self.placement.streams_per_instance,
+            acl_json=json.dumps(self.acl_json, sort_keys=True, separators=(",", ":"))
+            if self.acl_json
+            else "",
+            warmup=self.warmup,
+            metrics_interval_ms=self.metrics_interval_ms,
+        )

@@ -1,0 +1,332 @@
+"""Checks on spec values, each with a message that stands alone.
+
+cattrs reports where a problem is (``$.batching.gears``) and the loader adds the line, so a message says
+only what is wrong and what would be right. Field validators are attrs validators: they raise
+``ValueError(message, attribute, value, at)``, where ``at`` optionally narrows the place to an item
+(``(2,)`` for ``gears[2]``). ``cross_checks`` holds the rules that span fields (names, gear grids, dim ties);
+they run once the whole spec has structured.
+
+The numeric limits are ATC's: 2 to 100 gears per model (``--dynamic_batch_size`` / ``--dynamic_dims``),
+batch sizes 1 to 2048, and one dynamic mode per model, which is why batch gears and dims gears combine into
+a single ``--dynamic_dims`` grid.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Sequence
+from pathlib import PurePosixPath, PureWindowsPath
+from typing import TYPE_CHECKING, Any, NoReturn, Union
+
+import attrs
+
+if TYPE_CHECKING:
+    from ge_plugin.spec.model import ModelSpec
+
+#: where a cross-field problem is, from the spec root, and what it is
+Problem = tuple[tuple[Union[str, int], ...], str]
+
+MIN_GEARS = 2
+MAX_GEARS = 100
+MAX_BATCH = 2048
+
+#: the extra input ATC adds to every gear model
+MBATCH_INPUT = "ascend_mbatch_shape_data"
+
+#: ATC flags the spec sets itself -> the spec field to use instead
+CONTROLLED_ATC_FLAGS = {
+    "model": "model.source",
+    "framework": "model.source (ge-plugin always compiles ONNX, --framework=5)",
+    "output": "model.om (the output path is derived from it)",
+    "mode": "nothing: ge-plugin runs ATC to build an .om (--mode=0)",
+    "input_shape": "inputs[*].dims (and batching.gears for the batch dim)",
+    "dynamic_batch_size": "batching.gears",
+    "dynamic_dims": "dims_gears",
+    "dynamic_image_size": "dims_gears (ATC allows one dynamic mode per model, and ge-plugin uses --dynamic_dims)",
+    "input_shape_range": "batching.gears and dims_gears (shape-range models are not supported)",
+    "soc_version": "model.soc_version",
+    "precision_mode": "precision (origin, fp16 or bf16)",
+    "precision_mode_v2": "precision (origin, fp16 or bf16)",
+}
+
+_MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
+_SOC_VERSION = re.compile(r"Ascend[0-9A-Za-z_]+")
+_ATC_FLAG = re.compile(r"[a-z][a-z0-9_]*")
+
+Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+
+
+def _fail(attribute: attrs.Attribute[Any], value: Any, message: str, *at: Union[str, int]) -> NoReturn:
+    raise ValueError(message, attribute, value, at)
+
+
+def _show(values: Sequence[Any]) -> str:
+    return "[" + ", ".join(str(v) for v in values) + "]"
+
+
+def at_least(minimum: int) -> Validator:
+    def check(_instance: Any, attribute: attrs.Attribute[Any], value: int) -> None:
+        if value < minimum:
+            _fail(attribute, value, f"must be >= {minimum}, got {value}")
+
+    return check
+
+
+def one_of(choices: Sequence[str]) -> Validator:
+    def check(_instance: Any, attribute: attrs.Attribute[Any], value: str) -> None:
+        if value not in choices:
+            _fail(attribute, value, f"expected one of {', '.join(choices)}, got {value!r}")
+
+    return check
+
+
+def finite(_instance: Any, attribute: attrs.Attribute[Any], value: float) -> None:
+    if not math.isfinite(value):
+        _fail(attribute, value, f"must be a finite number, got {value}")
+
+
+def model_name(_instance: Any, attribute: attrs.Attribute[Any], value: str) -> None:
+    if not _MODEL_NAME.fullmatch(value) or value in (".", ".."):
+        _fail(
+            attribute,
+            value,
+            f"a model name becomes a directory of the model repository: use letters, digits, '_', '-' and '.', "
+            f"got {value!r}",
+        )
+
+
+def tensor_name(_instance: Any, attribute: attrs.Attribute[Any], value: str) -> None:
+    if not value.strip() or value != value.strip():
+        _fail(attribute, value, f"a tensor name must be non-empty, without surrounding spaces, got {value!r}")
+    if value == MBATCH_INPUT:
+        _fail(attribute, value, f"{MBATCH_INPUT!r} is the input ATC adds to gear models; pick another name")
+
+
+def dims(_instance: Any, attribute: attrs.Attribute[Any], value: tuple[int, ...]) -> None:
+    if not value:
+        _fail(attribute, value, "list at least one dim (config dims exclude the batch dim when batching)")
+    for index, dim in enumerate(value):
+        if dim != -1 and dim < 1:
+            _fail(attribute, value, f"a dim is -1 (dynamic) or >= 1, got {dim}", index)
+
+
+def non_empty(_instance: Any, attribute: attrs.Attribute[Any], value: Sequence[Any]) -> None:
+    if not value:
+        _fail(attribute, value, f"list at least one tensor under {attribute.name}")
+
+
+def om_filename(_instance: Any, attribute: attrs.Attribute[Any], value: str) -> None:
+    path = PurePosixPath(value)
+    if not value.endswith(".om") or path.name == ".om":
+        _fail(attribute, value, f"the OM file name ends in .om, e.g. model.om, got {value!r}")
+    if path.is_absolute() or PureWindowsPath(value).is_absolute() or ".." in path.parts:
+        _fail(
+            attribute,
+            value,
+            f"the OM file lives in the model's version folder <repo>/<name>/1/: give a relative path without "
+            f"'..', got {value!r}",
+        )
+
+
+def onnx_path(_instance: Any, attribute: attrs.Attribute[Any], value: str) -> None:
+    if not value.lower().endswith(".onnx"):
+        _fail(
+            attribute,
+            value,
+            f"the source is the ONNX model ATC compiles (--framework=5), a .onnx file, got {value!r}",
+        )
+
+
+def soc_version(_instance: Any, attribute: attrs.Attribute[Any], value: str) -> None:
+    if not _SOC_VERSION.fullmatch(value):
+        _fail(
+            attribute,
+            value,
+            f"expected 'Ascend' + the chip name from npu-smi info without spaces (e.g. Ascend310P3, "
+            f"Ascend910B3), got {value!r}",
+        )
+
+
+def batch_gears(_instance: Any, attribute: attrs.Attribute[Any], value: tuple[int, ...]) -> None:
+    if not MIN_GEARS <= len(value) <= MAX_GEARS:
+        _fail(attribute, value, f"ATC takes {MIN_GEARS} to {MAX_GEARS} batch gears, got {len(value)}")
+    for index, gear in enumerate(value):
+        if not 1 <= gear <= MAX_BATCH:
+            _fail(attribute, value, f"a batch gear is 1 to {MAX_BATCH}, got {gear}", index)
+        if index and gear <= value[index - 1]:
+            _fail(attribute, value, f"gears must be strictly ascending, got {_show(value)}", index)
+
+
+def dims_gears(_instance: Any, attribute: attrs.Attribute[Any], value: tuple[Any, ...]) -> None:
+    """The shape of ``dims_gears`` on its own; how it fits the inputs is a cross check."""
+    if len(value) > MAX_GEARS:
+        _fail(attribute, value, f"ATC takes at most {MAX_GEARS} gears, got {len(value)}")
+    flat = [isinstance(gear, int) for gear in value]
+    if any(flat) and not all(flat):
+        _fail(
+            attribute,
+            value,
+            "use one form: a list of ints (every -1 dim takes that value) or a list of lists (one value per -1 "
+            "dim), not both",
+        )
+    seen: dict[Any, int] = {}
+    for index, gear in enumerate(value):
+        values = (gear,) if isinstance(gear, int) else gear
+        if not values:
+            _fail(attribute, value, "a gear lists at least one dim value", index)
+        if any(v < 1 for v in values):
+            _fail(attribute, value, f"dim values are >= 1, got {_show(values)}", index)
+        if gear in seen:
+            _fail(
+                attribute, value, f"gear {_show(values)} is listed twice (also at index {seen[gear]})", index
+            )
+        seen[gear] = index
+
+
+def device_ids(_instance: Any, attribute: attrs.Attribute[Any], value: tuple[int, ...]) -> None:
+    if not value:
+        _fail(attribute, value, "list at least one NPU device id")
+    for index, device in enumerate(value):
+        if device < 0:
+            _fail(attribute, value, f"device ids are >= 0, got {device}", index)
+        if device in value[:index]:
+            _fail(attribute, value, f"device {device} is listed twice", index)
+
+
+def atc_options(_instance: Any, attribute: attrs.Attribute[Any], value: dict[str, str]) -> None:
+    for flag in value:
+        if flag.startswith("-"):
+            _fail(attribute, value, f"write ATC flags without the leading dashes: {flag.lstrip('-')!r}", flag)
+        if flag in CONTROLLED_ATC_FLAGS:
+            _fail(attribute, value, f"--{flag} is set by the spec; use {CONTROLLED_ATC_FLAGS[flag]}", flag)
+        if not _ATC_FLAG.fullmatch(flag):
+            _fail(
+                attribute,
+                value,
+                f"an ATC flag name is lower-case letters, digits and '_', got {flag!r}",
+                flag,
+            )
+
+
+def json_object(_instance: Any, attribute: attrs.Attribute[Any], value: dict[str, Any]) -> None:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        _fail(
+            attribute,
+            value,
+            f"acl.json options must be plain JSON values (strings, numbers, lists, maps): {exc}",
+        )
+
+
+def cross_checks(spec: ModelSpec) -> list[Problem]:
+    """Every rule that spans fields; written to cope with fields that failed their own checks."""
+    return [*_unique_tensor_names(spec), *_dims_gears_fit(spec), *_ties(spec), *_input_format(spec)]
+
+
+def _unique_tensor_names(spec: ModelSpec) -> list[Problem]:
+    problems: list[Problem] = []
+    first: dict[str, str] = {}
+    for kind, tensors in (("inputs", spec.inputs), ("outputs", spec.outputs)):
+        for index, tensor in enumerate(tensors):
+            here = f"$.{kind}[{index}]"
+            if tensor.name in first:
+                problems.append(
+                    (
+                        (kind, index, "name"),
+                        f"tensor name {tensor.name!r} is already used by {first[tensor.name]}",
+                    )
+                )
+            else:
+                first[tensor.name] = here
+    return problems
+
+
+def _dims_gears_fit(spec: ModelSpec) -> list[Problem]:
+    slots = spec.dynamic_dims
+    named = ", ".join(f"{spec.inputs[i].name} dims[{d}]" for i, d in slots)
+    if not spec.dims_gears:
+        return [
+            (
+                ("inputs", i, "dims", d),
+                "a -1 dim needs dims_gears: ATC compiles one gear per value it can take",
+            )
+            for i, d in slots
+        ]
+    if not slots:
+        return [(("dims_gears",), "no input has a -1 dim, so there is nothing for dims_gears to set")]
+    problems: list[Problem] = []
+    wrong = [
+        i for i, gear in enumerate(spec.dims_gears) if not isinstance(gear, int) and len(gear) != len(slots)
+    ]
+    expected = f"each gear lists one value per -1 input dim ({len(slots)}: {named})"
+    if wrong and len(wrong) == len(spec.dims_gears):
+        sizes = sorted({len(spec.dims_gears[i]) for i in wrong})
+        problems.append((("dims_gears",), f"{expected}, but the gears list {' or '.join(map(str, sizes))}"))
+    else:
+        problems.extend((("dims_gears", i), f"{expected}, got {len(spec.dims_gears[i])}") for i in wrong)
+    batch = len(spec.batching.gears) if spec.batching is not None else 1
+    total = batch * len(spec.dims_gears)
+    if spec.batching is not None and total > MAX_GEARS:
+        problems.append(
+            (
+                ("dims_gears",),
+                f"{batch} batch gears x {len(spec.dims_gears)} dims gears make {total} ATC gears "
+                f"(ATC has one dynamic mode per model, so batch and dims share --dynamic_dims); "
+                f"ATC allows at most {MAX_GEARS}",
+            )
+        )
+    if total < MIN_GEARS:
+        problems.append((("dims_gears",), f"ATC takes {MIN_GEARS} to {MAX_GEARS} gears, got {total}"))
+    return problems
+
+
+def _ties(spec: ModelSpec) -> list[Problem]:
+    problems: list[Problem] = []
+    inputs = {tensor.name: tensor for tensor in spec.inputs}
+    for index, output in enumerate(spec.outputs):
+        for dim, ref in output.follows.items():
+            where = ("outputs", index, "follows", dim)
+            if not 0 <= dim < len(output.dims):
+                problems.append(
+                    (where, f"{output.name} has dims {_show(output.dims)}: there is no dim {dim}")
+                )
+            elif output.dims[dim] != -1:
+                problems.append(
+                    (
+                        where,
+                        f"{output.name} dims[{dim}] is {output.dims[dim]}; only a -1 dim can follow an input",
+                    )
+                )
+            source = inputs.get(ref.input)
+            if source is None:
+                names = ", ".join(repr(t.name) for t in spec.inputs)
+                problems.append((where, f"no input named {ref.input!r}; the inputs are {names}"))
+            elif not 0 <= ref.dim < len(source.dims):
+                problems.append(
+                    (where, f"{source.name} has dims {_show(source.dims)}: there is no dim {ref.dim}")
+                )
+            elif source.dims[ref.dim] != -1:
+                problems.append(
+                    (
+                        where,
+                        f"{source.name} dims[{ref.dim}] is {source.dims[ref.dim]}; an output can only follow a -1 "
+                        f"input dim",
+                    )
+                )
+    return problems
+
+
+def _input_format(spec: ModelSpec) -> list[Problem]:
+    given = spec.atc_options.get("input_format")
+    if spec.dims_gears and given is not None and given != "ND":
+        return [
+            (
+                ("atc_options", "input_format"),
+                f"a model with dims_gears is compiled with --dynamic_dims, which needs --input_format=ND, "
+                f"got {given!r}",
+            )
+        ]
+    return []
