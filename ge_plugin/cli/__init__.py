@@ -17,6 +17,8 @@ from ge_plugin.errors import GePluginError
 
 #: sub-command -> module under ge_plugin.cli, in the order --help lists them
 COMMANDS: dict[str, str] = {
+    "validate": "validate",
+    "render": "render",
     "demo-models": "demo_models",
 }
 

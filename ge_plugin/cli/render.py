@@ -1,0 +1,64 @@
+"""``ge-plugin render SPEC_OR_DIR... -o REPO [--check]``: specs -> a Triton model repository."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ge_plugin.cli._common import add_command
+from ge_plugin.errors import SpecError
+from ge_plugin.render import diff_repository, stale_models, write_repository
+from ge_plugin.spec import load_specs
+
+EXAMPLES = """
+  ge-plugin render specs -o model_repository
+  ge-plugin render specs/llama.yaml specs/bert.yaml -o /tmp/repo
+  ge-plugin render --check specs -o model_repository    # CI: exit 1 and a diff when out of date
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = add_command(
+        subparsers,
+        "render",
+        help="write a Triton model repository from model specs",
+        description=(
+            "Write REPO/<name>/config.pbtxt and the version folder REPO/<name>/1/ for every spec. Other files "
+            "in REPO are left alone. With --check nothing is written: exit 1 with a unified diff when REPO "
+            'differs, including backend "ge" models in REPO that no given spec renders.'
+        ),
+        examples=EXAMPLES,
+    )
+    parser.add_argument("specs", nargs="+", metavar="SPEC_OR_DIR", help="spec files or folders of specs")
+    parser.add_argument("-o", "--output", required=True, metavar="REPO", help="the model repository")
+    parser.add_argument("--check", action="store_true", help="compare instead of writing")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        specs = load_specs(args.specs)
+    except SpecError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return 1
+    if args.check:
+        diff = diff_repository(specs, args.output)
+        if diff:
+            sys.stdout.write(diff)
+            print(
+                f"ge-plugin render: {args.output} differs from the specs; "
+                f"run `ge-plugin render {' '.join(args.specs)} -o {args.output}`",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"ok: {args.output} matches {len(specs)} spec{'s' if len(specs) != 1 else ''}")
+        return 0
+    for config in write_repository(specs, args.output):
+        print(f"rendered {config}")
+    for config in stale_models(specs, args.output):
+        print(
+            f"warning: {config} is a ge model that no given spec renders; delete it if it is stale",
+            file=sys.stderr,
+        )
+    return 0
