@@ -23,9 +23,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "render",
         help="write a Triton model repository from model specs",
         description=(
-            "Write REPO/<name>/config.pbtxt and the version folder REPO/<name>/1/ for every spec. Other files "
-            "in REPO are left alone. With --check nothing is written: exit 1 with a unified diff when REPO "
-            'differs, including backend "ge" models in REPO that no given spec renders.'
+            "Write REPO/<name>/config.pbtxt and the version folder REPO/<name>/1/ for every spec.\n"
+            "Other files in REPO are left alone.\n\n"
+            "With --check nothing is written: exit 1 with a unified diff when REPO differs from the\n"
+            'specs, including backend "ge" models in REPO that none of the given specs renders.'
         ),
         examples=EXAMPLES,
     )

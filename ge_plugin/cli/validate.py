@@ -20,8 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "validate",
         help="check model specs",
         description=(
-            "Check model specs. Prints 'ok: PATH (NAME)' per valid spec, or every problem as "
-            "FILE:LINE: $.path: message. Exit status 1 when any spec is invalid."
+            "Check model specs. Prints 'ok: PATH (NAME)' per valid spec, or every problem as\n"
+            "FILE:LINE: $.path: message, and exits 1 when any spec is invalid."
         ),
         examples=EXAMPLES,
     )
