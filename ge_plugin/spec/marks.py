@@ -19,6 +19,9 @@ Location = tuple[Union[str, int, Any], ...]
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
+#: stands for a key that cannot be part of a location (``null: x`` has the key None, which can)
+_NO_KEY = object()
+
 
 @attrs.frozen
 class Duplicate:
@@ -55,7 +58,7 @@ class MarkedLoader(yaml.SafeLoader):
             self.flatten_mapping(node)  # resolve "<<" merge keys as the constructor will (idempotent)
             for key_node, value_node in node.value:
                 key = self._key(key_node)
-                if key is None:
+                if key is _NO_KEY:
                     continue
                 self.lines[(*location, key)] = key_node.start_mark.line + 1
                 self._mark(value_node, (*location, key), active)
@@ -69,7 +72,7 @@ class MarkedLoader(yaml.SafeLoader):
             if key_node.tag == _MERGE_TAG:  # keys merged in may be overridden on purpose
                 continue
             key = self._key(key_node)
-            if key is None:
+            if key is _NO_KEY:
                 continue
             line = key_node.start_mark.line + 1
             if key in seen:
@@ -78,15 +81,15 @@ class MarkedLoader(yaml.SafeLoader):
                 seen[key] = line
 
     def _key(self, key_node: Node) -> Any:
-        """The constructed key, or None for keys that cannot index a location (the constructor rejects
+        """The constructed key, or _NO_KEY for keys that cannot index a location (the constructor rejects
         unhashable keys with its own error)."""
         if not isinstance(key_node, ScalarNode):
-            return None
+            return _NO_KEY
         key = self.construct_object(key_node)
         try:
             hash(key)
         except TypeError:
-            return None
+            return _NO_KEY
         return key
 
 

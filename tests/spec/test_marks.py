@@ -58,3 +58,10 @@ def test_load_marked_raises_yaml_error_with_a_mark():
 def test_load_marked_is_safe():
     with pytest.raises(yaml.YAMLError):
         load_marked("a: !!python/object/apply:os.system ['true']\n")
+
+
+def test_load_marked_marks_null_and_integer_keys():
+    doc = load_marked("a: 1\nnull: 2\n3: 4\n")
+
+    assert doc.lines[(None,)] == 2
+    assert doc.lines[(3,)] == 3
