@@ -55,8 +55,8 @@ class DimRef:
 @attrs.frozen
 class TensorSpec:
     name: str = attrs.field(validator=v.tensor_name)
-    #: ``fp32``, ``TYPE_FP32``, ``float32``... (``ge_plugin.dtypes.by_name``)
-    dtype: DType
+    #: ``fp32``, ``TYPE_FP32``, ``float32``... (``ge_plugin.dtypes.by_name``); not bf16 or string
+    dtype: DType = attrs.field(validator=v.tensor_dtype)
     #: config dims: -1 for dynamic; without the batch dim when the model batches
     dims: tuple[int, ...] = attrs.field(validator=v.dims)
 

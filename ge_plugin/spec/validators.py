@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Union
 import attrs
 
 if TYPE_CHECKING:
+    from ge_plugin.dtypes import DType
     from ge_plugin.spec.model import ModelSpec
 
 #: where a cross-field problem is, from the spec root, and what it is
@@ -102,6 +103,19 @@ def tensor_name(_instance: Any, attribute: attrs.Attribute[Any], value: str) -> 
         _fail(attribute, value, f"a tensor name must be non-empty, without surrounding spaces, got {value!r}")
     if value == MBATCH_INPUT:
         _fail(attribute, value, f"{MBATCH_INPUT!r} is the input ATC adds to gear models; pick another name")
+
+
+def tensor_dtype(_instance: Any, attribute: attrs.Attribute[Any], value: DType) -> None:
+    """Types the ``ge`` backend can carry between Triton and an OM (it refuses the others at load time)."""
+    if value.short == "bf16":
+        _fail(
+            attribute,
+            value,
+            "Triton's Python backend cannot pass TYPE_BF16 tensors as numpy; declare fp32 and the ge backend "
+            "converts to and from the OM's bf16",
+        )
+    if value.short == "string":
+        _fail(attribute, value, "string tensors cannot go to an OM model; send token ids or bytes as uint8")
 
 
 def dims(_instance: Any, attribute: attrs.Attribute[Any], value: tuple[int, ...]) -> None:

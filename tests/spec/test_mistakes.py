@@ -31,6 +31,16 @@ MISTAKES = [
         [(8, "$.inputs[0].dtype", "unknown data type 'fp33'; use one of bool,")],
     ),
     (
+        "bf16-tensor",
+        dict(replace={"    dtype: fp32": "    dtype: bf16"}),
+        [(12, "$.outputs[0].dtype", "cannot pass TYPE_BF16 tensors as numpy; declare fp32")],
+    ),
+    (
+        "string-tensor",
+        dict(replace={"    dtype: int64": "    dtype: TYPE_STRING"}),
+        [(8, "$.inputs[0].dtype", "string tensors cannot go to an OM model")],
+    ),
+    (
         "string-for-list",
         dict(replace={"  gears: [1, 4, 8]": '  gears: "1,4,8"'}),
         [(16, "$.batching.gears", "expected a list, got '1,4,8'")],
