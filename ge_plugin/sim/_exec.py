@@ -1,0 +1,238 @@
+"""A loaded model and how it executes: the gear comes from the dataset, the data from device memory.
+
+As on an NPU, execute reads everything from memory: the gear from the ``ascend_mbatch_shape_data`` buffer
+(written there by set_dynamic_batch_size / set_dynamic_hw_size / set_input_dynamic_dims), the inputs from
+the input buffers (each at least the gear's size), and it writes the outputs into the output buffers. The
+buffer addresses and sizes are taken when the execute is submitted, as the runtime builds a task's arguments
+at submit time; the memory itself is read when the task runs.
+
+Codes: a dataset whose buffer count or sizes do not match the model returns ACL_ERROR_GE_PARAM_INVALID
+(145000, what GE's input checks return); a buffer that is not device memory of the model's device returns
+ACL_ERROR_GE_EXEC_MODEL_ADDR_INVALID (145007); an mbatch buffer holding no gear (never set) returns
+ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID (145013); one model executing on two streams at once returns
+ACL_ERROR_RT_STREAM_MODEL (107005).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+
+from ge_plugin import acl_constants as C
+from ge_plugin.sim import counters, faults
+from ge_plugin.sim._fail import Fail
+from ge_plugin.sim._objects import DataBuffer, Dataset, lookup
+from ge_plugin.sim._state import SIM, Context
+from ge_plugin.sim.engine import Engine
+from ge_plugin.sim.memory import DEVICE, Allocation, malloc_size
+from ge_plugin.sim.model import Gear, ModelInfo
+from ge_plugin.sim.streams import Stream
+
+#: (buffer, address, size) of each dataset entry, as taken at submit
+Snapshot = list[tuple[DataBuffer, int, int]]
+
+
+class LoadedModel:
+    def __init__(self, model_id: int, info: ModelInfo, engine: Engine, context: Context):
+        self.id = model_id
+        self.info = info
+        self.engine = engine
+        self.context = context
+        self.cur_gear: Gear | None = None
+        self.released = False
+        self.lock = threading.Lock()
+        self.pending = 0  #: execute_async tasks queued or running
+        self.pending_stream: Stream | None = None
+
+    def release(self) -> None:
+        self.released = True
+
+
+def _snapshot(ds: Dataset) -> Snapshot:
+    return [(b, b.addr, b.size) for b in ds.buffers]
+
+
+def prepare(model_id: int, in_handle: int, out_handle: int) -> tuple[LoadedModel, Snapshot, Snapshot]:
+    """The submit-time checks every execute does; raises Fail."""
+    from ge_plugin.sim import _state
+
+    _state.require_init()
+    ctx = _state.current_context()
+    model = SIM.models.get(model_id)
+    if model is None:
+        raise Fail(C.ACL_ERROR_INVALID_MODEL_ID, f"model id {model_id} is not loaded")
+    if model.context is not ctx:
+        raise Fail(
+            C.ACL_ERROR_RT_MODEL_CONTEXT,
+            f"model {model_id} was loaded in context 0x{model.context.handle:x}; this thread's current context "
+            f"is 0x{ctx.handle:x} (load, execute and unload must share one context)",
+        )
+    in_ds = lookup("datasets", in_handle, "input dataset")
+    out_ds = lookup("datasets", out_handle, "output dataset")
+    for ds, what in ((in_ds, "input"), (out_ds, "output")):
+        for n, buf in enumerate(ds.buffers):
+            if buf.handle not in SIM.buffers:
+                raise Fail(C.ACL_ERROR_INVALID_PARAM, f"{what} dataset entry {n} is a destroyed data buffer")
+    info = model.info
+    if len(in_ds.buffers) != len(info.inputs):
+        extra = " (including ascend_mbatch_shape_data)" if info.mbatch_index is not None else ""
+        raise Fail(
+            C.ACL_ERROR_GE_PARAM_INVALID,
+            f"the input dataset has {len(in_ds.buffers)} buffers; model {model_id} has {len(info.inputs)} inputs{extra}",
+        )
+    if len(out_ds.buffers) != len(info.outputs):
+        raise Fail(
+            C.ACL_ERROR_GE_PARAM_INVALID,
+            f"the output dataset has {len(out_ds.buffers)} buffers; model {model_id} has {len(info.outputs)} outputs",
+        )
+    return model, _snapshot(in_ds), _snapshot(out_ds)
+
+
+def _device_memory(addr: int, nbytes: int, device: int, what: str) -> Allocation:
+    kind, alloc, why = SIM.memory.locate(addr)  # type: ignore[union-attr]
+    if kind != DEVICE:
+        why = why or (
+            f"0x{addr:x} is host memory; in the ACL_HOST run mode model inputs and outputs must be device memory "
+            "from acl.rt.malloc"
+        )
+        raise Fail(C.ACL_ERROR_GE_EXEC_MODEL_ADDR_INVALID, f"{what}: {why}")
+    if alloc.device != device:
+        raise Fail(
+            C.ACL_ERROR_GE_EXEC_MODEL_ADDR_INVALID,
+            f"{what}: 0x{addr:x} is memory of device {alloc.device}; the model runs on device {device}",
+        )
+    if addr - alloc.base + nbytes > alloc.size:
+        raise Fail(
+            C.ACL_ERROR_GE_EXEC_MODEL_ADDR_INVALID,
+            f"{what}: 0x{addr:x}+{nbytes} runs past the end of its allocation (0x{alloc.base:x}, {alloc.size} bytes)",
+        )
+    return alloc
+
+
+def read_gear(model: LoadedModel, entry: tuple[DataBuffer, int, int]) -> Gear:
+    """The gear the mbatch buffer selects."""
+    info = model.info
+    _, addr, size = entry
+    count = len(info.gears[0].values)
+    if size < count * 8:
+        raise Fail(
+            C.ACL_ERROR_GE_DYNAMIC_INPUT_LENGTH_INVALID,
+            f"the {C.ACL_DYNAMIC_TENSOR_NAME} buffer holds {size} bytes; it needs {count * 8}",
+        )
+    try:
+        alloc = _device_memory(addr, count * 8, model.context.device, C.ACL_DYNAMIC_TENSOR_NAME)
+    except Fail as fail:
+        raise Fail(C.ACL_ERROR_GE_DYNAMIC_INPUT_ADDR_INVALID, fail.message) from None
+    values = tuple(int(v) for v in alloc.view(addr - alloc.base, count * 8).view(np.int64))
+    gear = info.gear_by_values.get(values)
+    if gear is None:
+        setter = {
+            "batch": "acl.mdl.set_dynamic_batch_size",
+            "hw": "acl.mdl.set_dynamic_hw_size",
+            "dims": "acl.mdl.set_input_dynamic_dims",
+        }[info.mode]
+        raise Fail(
+            C.ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID,
+            f"the {C.ACL_DYNAMIC_TENSOR_NAME} buffer selects no gear of model {model.id} (it was never set?); call "
+            f"{setter}(model_id, dataset, {info.mbatch_index}, ...) with one of the gears before execute",
+        )
+    return gear
+
+
+def run(model: LoadedModel, ins: Snapshot, outs: Snapshot) -> None:
+    """Execute now, in this thread; raises Fail."""
+    if model.released:
+        raise Fail(C.ACL_ERROR_INVALID_MODEL_ID, f"model {model.id} was unloaded before its execute ran")
+    info = model.info
+    device = model.context.device
+    gear = read_gear(model, ins[info.mbatch_index]) if info.mbatch_index is not None else info.gears[0]
+    arrays = []
+    for n in range(info.n_data):
+        desc = info.inputs[n]
+        _, addr, size = ins[n]
+        need = gear.input_sizes[n]
+        if size < need:
+            raise Fail(
+                C.ACL_ERROR_GE_PARAM_INVALID,
+                f"input {n} ({desc.name}) data buffer is {size} bytes; gear {gear.label} needs {need} bytes "
+                f"({list(gear.input_dims[n])} {desc.np.name})",
+            )
+        alloc = _device_memory(addr, need, device, f"input {n} ({desc.name})")
+        arrays.append(alloc.view(addr - alloc.base, need).view(desc.np).reshape(gear.input_dims[n]))
+    latency = faults.execute_latency_s()
+    if latency:
+        time.sleep(latency)
+    outputs = model.engine.run(arrays, gear)
+    for n, out in enumerate(outputs):
+        desc = info.outputs[n]
+        buf, addr, size = outs[n]
+        need = out.nbytes
+        if addr == 0 and size == 0:
+            addr = _allocate_output(device, need)
+            buf.addr, buf.size = addr, need
+        elif size < need:
+            raise Fail(
+                C.ACL_ERROR_GE_PARAM_INVALID,
+                f"output {n} ({desc.name}) data buffer is {size} bytes; gear {gear.label} produces {need} bytes "
+                f"({list(gear.output_dims[n])} {desc.np.name}); allocate get_output_size_by_index bytes",
+            )
+        alloc = _device_memory(addr, need, device, f"output {n} ({desc.name})")
+        alloc.view(addr - alloc.base, need)[:] = np.ascontiguousarray(out).reshape(-1).view(np.uint8)
+    model.cur_gear = gear
+    counters.device(device).executed(gear.label)
+
+
+def _allocate_output(device: int, nbytes: int) -> int:
+    """An output buffer created with (0, 0): the runtime allocates; the user frees it with acl.rt.free."""
+    arena = SIM.memory.devices[device]  # type: ignore[union-attr]
+    alloc = arena.malloc(nbytes, malloc_size(max(nbytes, 1)))
+    if alloc is None:
+        raise Fail(
+            C.ACL_ERROR_RT_MEMORY_ALLOCATION,
+            f"device {device} is out of memory for an output of {nbytes} bytes",
+        )
+    return alloc.base
+
+
+def execute_sync(model: LoadedModel, ins: Snapshot, outs: Snapshot) -> None:
+    if model.pending:
+        raise Fail(
+            C.ACL_ERROR_RT_STREAM_MODEL,
+            f"model {model.id} still has execute_async work on a stream; synchronize that stream before a "
+            "synchronous execute (one model may not run on two streams at once)",
+        )
+    run(model, ins, outs)
+
+
+def submit(model: LoadedModel, ins: Snapshot, outs: Snapshot, stream: Stream, injected: int) -> None:
+    """Queue an execute on ``stream``; an injected fault is reported by synchronize_stream."""
+    with model.lock:
+        if model.pending and model.pending_stream is not stream:
+            raise Fail(
+                C.ACL_ERROR_RT_STREAM_MODEL,
+                f"model {model.id} is already executing on another stream; one model may not run on two streams "
+                "at once (synchronize the other stream first)",
+            )
+        model.pending += 1
+        model.pending_stream = stream
+    stream.submit(_task, model, ins, outs, injected)
+
+
+def _task(model: LoadedModel, ins: Snapshot, outs: Snapshot, injected: int) -> None:
+    try:
+        if injected:
+            latency = faults.execute_latency_s()
+            if latency:
+                time.sleep(latency)
+            raise Fail(
+                injected,
+                "fault injected by the ge-plugin simulator into acl.mdl.execute_async (see ge_plugin.sim.faults)",
+            )
+        run(model, ins, outs)
+    finally:
+        with model.lock:
+            model.pending -= 1
+            if not model.pending:
+                model.pending_stream = None

@@ -1,0 +1,344 @@
+"""pyACL's top-level module, simulated on the CPU: ``import ge_plugin.sim.acl as acl``.
+
+Same call forms, return shapes and error codes as ``import acl`` on an Ascend host (see
+../shared/reference/pyacl.md and docs/simulator.md). Like pyACL it exports no constants; ``acl.rt``,
+``acl.mdl`` and ``acl.util`` are submodules. Runtime failures never raise: they return the code, and
+``acl.get_recent_err_msg()`` says why. Wrong argument types raise ``TypeError``.
+
+Data buffers, datasets and tensor descriptions are host-side structures, so, as in pyACL, they can be created
+before ``acl.init``; everything that touches a device needs ``acl.init`` (else ACL_ERROR_UNINITIALIZE,
+100001).
+"""
+
+import json as _json
+import math as _math
+import os as _os
+import struct as _struct
+
+from ge_plugin import acl_constants as _C
+from ge_plugin.sim import _args as _a
+from ge_plugin.sim import _config, mdl, rt, util
+from ge_plugin.sim import _state as _s
+from ge_plugin.sim import counters as _counters
+from ge_plugin.sim import faults as _faults
+from ge_plugin.sim._fail import Fail as _Fail
+from ge_plugin.sim._objects import DataBuffer as _DataBuffer
+from ge_plugin.sim._objects import TensorDesc as _TensorDesc
+from ge_plugin.sim._objects import lookup as _lookup
+
+__all__ = [
+    "create_data_buffer",
+    "create_tensor_desc",
+    "data_type_size",
+    "destroy_data_buffer",
+    "destroy_tensor_desc",
+    "finalize",
+    "float16_to_float",
+    "float_to_float16",
+    "get_data_buffer_addr",
+    "get_data_buffer_size",
+    "get_data_buffer_size_v2",
+    "get_recent_err_msg",
+    "get_soc_name",
+    "get_tensor_desc_dim",
+    "get_tensor_desc_dim_v2",
+    "get_tensor_desc_element_count",
+    "get_tensor_desc_format",
+    "get_tensor_desc_name",
+    "get_tensor_desc_num_dims",
+    "get_tensor_desc_size",
+    "get_tensor_desc_type",
+    "get_version",
+    "init",
+    "mdl",
+    "rt",
+    "set_tensor_desc_name",
+    "util",
+]
+
+#: the CANN release the simulator stands in for (acl.get_version)
+_VERSION = (8, 0, 0)
+
+
+def init(*args):
+    """``ret = acl.init()`` or ``acl.init(config_path)``; once per process."""
+    call = "acl.init"
+    if len(args) > 1:
+        raise TypeError(f"acl.init() takes at most 1 argument ({len(args)} given)")
+    path = _a.s(call, 1, args[0]) if args else ""
+    try:
+        if _faults.RULES:
+            _s.check_fault("init")
+        if _s.SIM.initialized or _s.SIM.finalized:
+            raise _Fail(
+                _C.ACL_ERROR_REPEAT_INITIALIZE,
+                "acl.init may be called once per process and it already was"
+                + (" (acl.finalize does not allow another acl.init)" if _s.SIM.finalized else ""),
+            )
+        section = None
+        if path:
+            try:
+                with open(path, encoding="utf-8") as file:
+                    text = file.read()
+            except OSError as exc:
+                raise _Fail(
+                    _C.ACL_ERROR_INVALID_FILE, f"cannot read the config file {path}: {exc.strerror or exc}"
+                ) from None
+            try:
+                data = _json.loads(text) if text.strip() else {}
+            except ValueError as exc:
+                raise _Fail(
+                    _C.ACL_ERROR_PARSE_FILE, f"the config file {path} is not valid JSON: {exc}"
+                ) from None
+            if not isinstance(data, dict):
+                raise _Fail(_C.ACL_ERROR_PARSE_FILE, f"the config file {path} must hold a JSON object")
+            section = data.get(_config.SECTION)
+        try:
+            config = _config.load(_os.environ, section)
+            _faults.install(config.faults)
+            if config.execute_latency_ms is not None:
+                _faults.set_execute_latency_ms(config.execute_latency_ms)
+        except (TypeError, ValueError) as exc:
+            code = _C.ACL_ERROR_PARSE_FILE if section is not None else _C.ACL_ERROR_INVALID_PARAM
+            raise _Fail(code, f"ge-plugin simulator configuration: {exc}") from None
+        _s.start(config)
+        return 0
+    except _Fail as fail:
+        return _s.failed(call, fail)
+
+
+def finalize():
+    """``ret = acl.finalize()``; writes the counters report first when GE_PLUGIN_SIM_REPORT_DIR is set."""
+    try:
+        if _faults.RULES:
+            _s.check_fault("finalize")
+        if not _s.SIM.initialized:
+            if _s.SIM.finalized:
+                raise _Fail(_C.ACL_ERROR_REPEAT_FINALIZE, "acl.finalize was already called")
+            raise _Fail(_C.ACL_ERROR_UNINITIALIZE, "acl.init() has not been called")
+        if _s.SIM.config.report_dir:
+            _counters.write_report(_s.SIM.config.report_dir)
+        _s.stop()
+        return 0
+    except _Fail as fail:
+        return _s.failed("acl.finalize", fail)
+
+
+def get_version():
+    """``major, minor, patch, ret = acl.get_version()``."""
+    return (*_VERSION, 0)
+
+
+def get_soc_name():
+    """``"Ascend910B3"`` (GE_PLUGIN_SIM_SOC), or None before acl.init, as aclrtGetSocName returns NULL."""
+    if not _s.SIM.initialized:
+        return None
+    return _s.SIM.config.soc_version
+
+
+def get_recent_err_msg():
+    """This thread's error messages since the last call, newest first, then cleared; None if there are none."""
+    return _s.take_messages()
+
+
+def create_data_buffer(data, size, /):
+    """``buf = acl.create_data_buffer(ptr, size)``; (0, 0) is an empty buffer (outputs: the runtime allocates)."""
+    call = "acl.create_data_buffer"
+    data = _a.k(call, 1, data)
+    size = _a.k(call, 2, size)
+    try:
+        if _faults.RULES:
+            _s.check_fault("create_data_buffer")
+    except _Fail as fail:
+        _s.failed(call, fail)
+        return 0
+    buf = _DataBuffer(_s.new_handle(), data, size)
+    _s.SIM.buffers[buf.handle] = buf
+    return buf.handle
+
+
+def destroy_data_buffer(buf, /):
+    """``ret``; destroys the wrapper, never the memory."""
+    call = "acl.destroy_data_buffer"
+    buf = _a.k(call, 1, buf)
+    try:
+        if _faults.RULES:
+            _s.check_fault("destroy_data_buffer")
+        _lookup("buffers", buf, "data buffer")
+        del _s.SIM.buffers[buf]
+        return 0
+    except _Fail as fail:
+        return _s.failed(call, fail)
+
+
+def update_data_buffer(buf, data, size, /):
+    """``ret``; points an existing buffer at new memory (every dataset holding it sees the change)."""
+    call = "acl.update_data_buffer"
+    buf = _a.k(call, 1, buf)
+    data = _a.k(call, 2, data)
+    size = _a.k(call, 3, size)
+    try:
+        if _faults.RULES:
+            _s.check_fault("update_data_buffer")
+        obj = _lookup("buffers", buf, "data buffer")
+        obj.addr, obj.size = data, size
+        return 0
+    except _Fail as fail:
+        return _s.failed(call, fail)
+
+
+def get_data_buffer_addr(buf, /):
+    """``addr``; 0 for an invalid buffer."""
+    call = "acl.get_data_buffer_addr"
+    buf = _a.k(call, 1, buf)
+    try:
+        return _lookup("buffers", buf, "data buffer").addr
+    except _Fail as fail:
+        _s.failed(call, fail)
+        return 0
+
+
+def get_data_buffer_size_v2(buf, /):
+    """``size`` (size_t); 0 for an invalid buffer."""
+    call = "acl.get_data_buffer_size_v2"
+    buf = _a.k(call, 1, buf)
+    try:
+        return _lookup("buffers", buf, "data buffer").size
+    except _Fail as fail:
+        _s.failed(call, fail)
+        return 0
+
+
+def get_data_buffer_size(buf, /):
+    """Deprecated uint32 form of get_data_buffer_size_v2 (acllite still calls it)."""
+    return get_data_buffer_size_v2(buf) & 0xFFFFFFFF
+
+
+def data_type_size(dtype, /):
+    """Bytes per element of an aclDataType; 0 for types without a fixed size."""
+    dtype = _a.i("acl.data_type_size", 1, dtype)
+    return _C.DATA_TYPE_SIZE.get(dtype, 0)
+
+
+def create_tensor_desc(dtype, dims, fmt, /):
+    """``desc = acl.create_tensor_desc(dtype, [dims...], format)``; 0 on failure."""
+    call = "acl.create_tensor_desc"
+    dtype = _a.i(call, 1, dtype)
+    if not isinstance(dims, (list, tuple)):
+        raise TypeError(
+            f"{call} args parse failed: argument 2 must be a list of ints, not {type(dims).__name__}"
+        )
+    dims = [_a.i(call, 2, d) for d in dims]
+    fmt = _a.i(call, 3, fmt)
+    try:
+        if _faults.RULES:
+            _s.check_fault("create_tensor_desc")
+        if len(dims) > _C.ACL_MAX_DIM_CNT:
+            raise _Fail(_C.ACL_ERROR_INVALID_PARAM, f"{len(dims)} dims; at most {_C.ACL_MAX_DIM_CNT}")
+    except _Fail as fail:
+        _s.failed(call, fail)
+        return 0
+    desc = _TensorDesc(_s.new_handle(), dtype, dims, fmt)
+    _s.SIM.tensor_descs[desc.handle] = desc
+    return desc.handle
+
+
+def destroy_tensor_desc(desc, /):
+    """Returns None, as pyACL does."""
+    call = "acl.destroy_tensor_desc"
+    desc = _a.k(call, 1, desc)
+    try:
+        _lookup("tensor_descs", desc, "tensor description")
+        del _s.SIM.tensor_descs[desc]
+    except _Fail as fail:
+        _s.failed(call, fail)
+
+
+def _tensor_desc(call, desc):
+    desc = _a.k(call, 1, desc)
+    try:
+        return _lookup("tensor_descs", desc, "tensor description")
+    except _Fail as fail:
+        _s.failed(call, fail)
+        return None
+
+
+def get_tensor_desc_type(desc, /):
+    obj = _tensor_desc("acl.get_tensor_desc_type", desc)
+    return _C.ACL_DT_UNDEFINED if obj is None else obj.dtype
+
+
+def get_tensor_desc_format(desc, /):
+    obj = _tensor_desc("acl.get_tensor_desc_format", desc)
+    return _C.ACL_FORMAT_UNDEFINED if obj is None else obj.format
+
+
+def get_tensor_desc_num_dims(desc, /):
+    obj = _tensor_desc("acl.get_tensor_desc_num_dims", desc)
+    return 0 if obj is None else len(obj.dims)
+
+
+def get_tensor_desc_dim_v2(desc, index, /):
+    """``dim, ret``."""
+    call = "acl.get_tensor_desc_dim_v2"
+    index = _a.k(call, 2, index)
+    obj = _tensor_desc(call, desc)
+    if obj is None:
+        return -1, _C.ACL_ERROR_INVALID_PARAM
+    if index >= len(obj.dims):
+        return -1, _s.failed(
+            call, _Fail(_C.ACL_ERROR_INVALID_PARAM, f"index {index} >= {len(obj.dims)} dims")
+        )
+    return obj.dims[index], 0
+
+
+def get_tensor_desc_dim(desc, index, /):
+    """Deprecated: the dim alone (-1 on failure)."""
+    return get_tensor_desc_dim_v2(desc, index)[0]
+
+
+def get_tensor_desc_element_count(desc, /):
+    obj = _tensor_desc("acl.get_tensor_desc_element_count", desc)
+    if obj is None or any(d < 0 for d in obj.dims):
+        return 0
+    return _math.prod(obj.dims)
+
+
+def get_tensor_desc_size(desc, /):
+    """Bytes of the described tensor; 0 when it has dynamic dims or a type without a fixed size."""
+    obj = _tensor_desc("acl.get_tensor_desc_size", desc)
+    if obj is None or any(d < 0 for d in obj.dims):
+        return 0
+    return _math.prod(obj.dims) * _C.DATA_TYPE_SIZE.get(obj.dtype, 0)
+
+
+def get_tensor_desc_name(desc, /):
+    obj = _tensor_desc("acl.get_tensor_desc_name", desc)
+    return "" if obj is None else obj.name
+
+
+def set_tensor_desc_name(desc, name, /):
+    """Returns None, as pyACL does."""
+    call = "acl.set_tensor_desc_name"
+    name = _a.s(call, 2, name)
+    obj = _tensor_desc(call, desc)
+    if obj is not None:
+        obj.name = name
+
+
+def float16_to_float(value, /):
+    """The float a float16 bit pattern (an int) stands for."""
+    bits = _a.i("acl.float16_to_float", 1, value) & 0xFFFF
+    return _struct.unpack("<e", bits.to_bytes(2, "little"))[0]
+
+
+def float_to_float16(value, /):
+    """The float16 bit pattern (an int) nearest to ``value``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(
+            f"acl.float_to_float16 args parse failed: argument 1 must be float, not {type(value).__name__}"
+        )
+    try:
+        return int.from_bytes(_struct.pack("<e", float(value)), "little")
+    except OverflowError:
+        return 0xFC00 if value < 0 else 0x7C00

@@ -1,0 +1,730 @@
+"""``acl.mdl``, simulated: loading sim OMs, describing them, datasets, gears and execution.
+
+A sim OM (``ge-plugin atc`` output) stands in for a real ``.om``; a real OM or any other file returns
+ACL_ERROR_DESERIALIZE_MODEL (100012) and the error message says how to build a sim OM. Gear models have the
+extra last input ``ascend_mbatch_shape_data``; the setters write the chosen gear into that buffer's device
+memory and execute reads it from there, as on the NPU. See docs/simulator.md for every code.
+"""
+
+from ge_plugin import acl_constants as _C
+from ge_plugin.errors import ModelFileError as _ModelFileError
+from ge_plugin.sim import _args as _a
+from ge_plugin.sim import _exec
+from ge_plugin.sim import _state as _s
+from ge_plugin.sim import counters as _counters
+from ge_plugin.sim import faults as _faults
+from ge_plugin.sim import omfile as _omfile
+from ge_plugin.sim._fail import Fail as _Fail
+from ge_plugin.sim._objects import Dataset as _Dataset
+from ge_plugin.sim._objects import ModelDesc as _ModelDesc
+from ge_plugin.sim._objects import lookup as _lookup
+
+__all__ = [
+    "add_dataset_buffer",
+    "create_dataset",
+    "create_desc",
+    "destroy_dataset",
+    "destroy_desc",
+    "execute",
+    "execute_async",
+    "get_cur_output_dims",
+    "get_dataset_buffer",
+    "get_dataset_num_buffers",
+    "get_desc",
+    "get_desc_from_file",
+    "get_dynamic_batch",
+    "get_dynamic_hw",
+    "get_input_data_type",
+    "get_input_dims",
+    "get_input_dims_v2",
+    "get_input_dynamic_dims",
+    "get_input_dynamic_gear_count",
+    "get_input_format",
+    "get_input_index_by_name",
+    "get_input_name_by_index",
+    "get_input_size_by_index",
+    "get_num_inputs",
+    "get_num_outputs",
+    "get_output_data_type",
+    "get_output_dims",
+    "get_output_format",
+    "get_output_index_by_name",
+    "get_output_name_by_index",
+    "get_output_size_by_index",
+    "get_tensor_real_name",
+    "load_from_file",
+    "load_from_mem",
+    "set_dynamic_batch_size",
+    "set_dynamic_hw_size",
+    "set_input_dynamic_dims",
+    "unload",
+]
+
+_SIM = _s.SIM
+#: get_input_dynamic_dims refuses larger gear counts with (None, 100000), as pyACL does
+_MAX_GEAR_COUNT = 4096
+
+
+def _fault(api):
+    if _faults.RULES:
+        _s.check_fault(api)
+
+
+# -- load and unload ------------------------------------------------------------------------------------
+
+
+def _parse_om(data, source):
+    from ge_plugin.sim.model import ModelInfo
+
+    try:
+        om = _omfile.loads(data, source)
+    except _omfile.NotSimOmError as exc:
+        raise _Fail(_C.ACL_ERROR_DESERIALIZE_MODEL, str(exc)) from None
+    except _omfile.SimOmVersionError as exc:
+        raise _Fail(_C.ACL_ERROR_DESERIALIZE_MODEL, str(exc)) from None
+    except _ModelFileError as exc:
+        raise _Fail(_C.ACL_ERROR_PARSE_MODEL, str(exc)) from None
+    try:
+        return om, ModelInfo(om.header)
+    except _ModelFileError as exc:
+        raise _Fail(_C.ACL_ERROR_PARSE_MODEL, f"{source}: {exc}") from None
+
+
+def _read_file(path):
+    import os
+
+    if not path or not os.path.isfile(path):
+        raise _Fail(
+            _C.ACL_ERROR_GE_EXEC_MODEL_PATH_INVALID,
+            f"model file {path!r} does not exist"
+            + (" (it is a directory)" if path and os.path.isdir(path) else ""),
+        )
+    try:
+        with open(path, "rb") as file:
+            return file.read()
+    except OSError as exc:
+        raise _Fail(_C.ACL_ERROR_READ_MODEL_FAILURE, f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _load(data, source):
+    from ge_plugin.sim.engine import Engine
+
+    _s.require_init()
+    ctx = _s.current_context()
+    om, info = _parse_om(data, source)
+    engine = Engine(om.onnx, info, _SIM.config.threads)
+    with _SIM.lock:
+        model_id = next(_SIM.model_ids)
+        _SIM.models[model_id] = _exec.LoadedModel(model_id, info, engine, ctx)
+    _counters.device(ctx.device).loads += 1
+    return model_id
+
+
+def load_from_file(model_path, /):
+    """``model_id, ret``: loads a sim OM into the current context."""
+    call = "acl.mdl.load_from_file"
+    model_path = _a.s(call, 1, model_path)
+    try:
+        _fault("mdl.load_from_file")
+        _s.require_init()
+        _s.current_context()
+        return _load(_read_file(model_path), model_path), 0
+    except _Fail as fail:
+        return 0, _s.failed(call, fail)
+
+
+def load_from_mem(model_ptr, model_size, /):
+    """``model_id, ret``: ``model_ptr`` is host memory holding the OM (e.g. ``acl.util.bytes_to_ptr``)."""
+    import ctypes
+
+    from ge_plugin.sim.memory import HOST, PINNED
+
+    call = "acl.mdl.load_from_mem"
+    model_ptr = _a.k(call, 1, model_ptr)
+    model_size = _a.k(call, 2, model_size)
+    try:
+        _fault("mdl.load_from_mem")
+        _s.require_init()
+        _s.current_context()
+        if model_size == 0:
+            raise _Fail(_C.ACL_ERROR_INVALID_PARAM, "model_size must not be 0")
+        kind, alloc, why = _SIM.memory.locate(model_ptr)
+        if kind not in (HOST, PINNED):
+            raise _Fail(
+                _C.ACL_ERROR_INVALID_PARAM,
+                why or f"0x{model_ptr:x} is device memory; load_from_mem reads host memory",
+            )
+        if alloc is not None and model_ptr - alloc.base + model_size > alloc.size:
+            raise _Fail(
+                _C.ACL_ERROR_INVALID_PARAM, f"0x{model_ptr:x}+{model_size} runs past its pinned allocation"
+            )
+        return _load(ctypes.string_at(model_ptr, model_size), f"the model at 0x{model_ptr:x}"), 0
+    except _Fail as fail:
+        return 0, _s.failed(call, fail)
+
+
+def _model(model_id, ctx):
+    model = _SIM.models.get(model_id)
+    if model is None:
+        raise _Fail(_C.ACL_ERROR_INVALID_MODEL_ID, f"model id {model_id} is not loaded")
+    if model.context is not ctx:
+        raise _Fail(
+            _C.ACL_ERROR_RT_MODEL_CONTEXT,
+            f"model {model_id} was loaded in context 0x{model.context.handle:x}; this thread's current context is "
+            f"0x{ctx.handle:x} (load, execute and unload must share one context)",
+        )
+    return model
+
+
+def unload(model_id, /):
+    """``ret``; waits for the model's queued execute_async work first."""
+    call = "acl.mdl.unload"
+    model_id = _a.u32(call, 1, model_id)
+    try:
+        _fault("mdl.unload")
+        _s.require_init()
+        model = _model(model_id, _s.current_context())
+        stream = model.pending_stream
+        if stream is not None:
+            stream.drain()
+        with _SIM.lock:
+            model.release()
+            _SIM.models.pop(model_id, None)
+        _counters.device(model.context.device).unloads += 1
+        return 0
+    except _Fail as fail:
+        return _s.failed(call, fail)
+
+
+# -- descriptions ---------------------------------------------------------------------------------------
+
+
+def create_desc():
+    """``desc`` (0 on failure)."""
+    try:
+        _fault("mdl.create_desc")
+    except _Fail as fail:
+        _s.failed("acl.mdl.create_desc", fail)
+        return 0
+    desc = _ModelDesc(_s.new_handle())
+    _SIM.descs[desc.handle] = desc
+    return desc.handle
+
+
+def get_desc(desc, model_id, /):
+    """``ret``: fills ``desc`` from a loaded model."""
+    call = "acl.mdl.get_desc"
+    desc = _a.k(call, 1, desc)
+    model_id = _a.u32(call, 2, model_id)
+    try:
+        _fault("mdl.get_desc")
+        _s.require_init()
+        obj = _lookup("descs", desc, "model description")
+        model = _SIM.models.get(model_id)
+        if model is None:
+            raise _Fail(_C.ACL_ERROR_INVALID_MODEL_ID, f"model id {model_id} is not loaded")
+        obj.info, obj.model_id = model.info, model_id
+        return 0
+    except _Fail as fail:
+        return _s.failed(call, fail)
+
+
+def get_desc_from_file(desc, model_path, /):
+    """``ret``: fills ``desc`` from an OM file without loading it."""
+    call = "acl.mdl.get_desc_from_file"
+    desc = _a.k(call, 1, desc)
+    model_path = _a.s(call, 2, model_path)
+    try:
+        _fault("mdl.get_desc_from_file")
+        _s.require_init()
+        obj = _lookup("descs", desc, "model description")
+        _, info = _parse_om(_read_file(model_path), model_path)
+        obj.info, obj.model_id = info, None
+        return 0
+    except _Fail as fail:
+        return _s.failed(call, fail)
+
+
+def destroy_desc(desc, /):
+    """``ret``."""
+    call = "acl.mdl.destroy_desc"
+    desc = _a.k(call, 1, desc)
+    try:
+        _fault("mdl.destroy_desc")
+        _lookup("descs", desc, "model description")
+        del _SIM.descs[desc]
+        return 0
+    except _Fail as fail:
+        return _s.failed(call, fail)
+
+
+def _info(call, desc):
+    """The ModelInfo behind ``desc``; raises Fail."""
+    obj = _lookup("descs", desc, "model description")
+    if obj.info is None:
+        raise _Fail(_C.ACL_ERROR_INVALID_PARAM, "the model description is empty; call acl.mdl.get_desc first")
+    return obj.info
+
+
+def _io(call, desc, index, outputs):
+    info = _info(call, desc)
+    items = info.outputs if outputs else info.inputs
+    if index >= len(items):
+        raise _Fail(
+            _C.ACL_ERROR_INVALID_PARAM,
+            f"{'output' if outputs else 'input'} index {index} is out of range; the model has {len(items)}",
+        )
+    return items[index]
+
+
+def _getter(call, desc, index, outputs, attr, default):
+    desc = _a.k(call, 1, desc)
+    index = _a.k(call, 2, index)
+    try:
+        return getattr(_io(call, desc, index, outputs), attr)
+    except _Fail as fail:
+        _s.failed(call, fail)
+        return default
+
+
+def get_num_inputs(desc, /):
+    """Inputs, counting ascend_mbatch_shape_data (0 for an invalid desc)."""
+    call = "acl.mdl.get_num_inputs"
+    try:
+        return len(_info(call, _a.k(call, 1, desc)).inputs)
+    except _Fail as fail:
+        _s.failed(call, fail)
+        return 0
+
+
+def get_num_outputs(desc, /):
+    call = "acl.mdl.get_num_outputs"
+    try:
+        return len(_info(call, _a.k(call, 1, desc)).outputs)
+    except _Fail as fail:
+        _s.failed(call, fail)
+        return 0
+
+
+def get_input_size_by_index(desc, index, /):
+    """Bytes at the largest gear."""
+    return _getter("acl.mdl.get_input_size_by_index", desc, index, False, "size", 0)
+
+
+def get_output_size_by_index(desc, index, /):
+    """Bytes at the largest gear."""
+    return _getter("acl.mdl.get_output_size_by_index", desc, index, True, "size", 0)
+
+
+def get_input_data_type(desc, index, /):
+    return _getter("acl.mdl.get_input_data_type", desc, index, False, "dtype", _C.ACL_DT_UNDEFINED)
+
+
+def get_output_data_type(desc, index, /):
+    return _getter("acl.mdl.get_output_data_type", desc, index, True, "dtype", _C.ACL_DT_UNDEFINED)
+
+
+def get_input_format(desc, index, /):
+    return _getter("acl.mdl.get_input_format", desc, index, False, "format", _C.ACL_FORMAT_UNDEFINED)
+
+
+def get_output_format(desc, index, /):
+    return _getter("acl.mdl.get_output_format", desc, index, True, "format", _C.ACL_FORMAT_UNDEFINED)
+
+
+def get_input_name_by_index(desc, index, /):
+    return _getter("acl.mdl.get_input_name_by_index", desc, index, False, "name", "")
+
+
+def get_output_name_by_index(desc, index, /):
+    return _getter("acl.mdl.get_output_name_by_index", desc, index, True, "name", "")
+
+
+def _dims(name, dims):
+    return {"name": name, "dimCount": len(dims), "dims": list(dims)}
+
+
+def _dims_call(call, api, desc, index, outputs):
+    desc = _a.k(call, 1, desc)
+    index = _a.k(call, 2, index)
+    try:
+        _fault(api)
+        item = _io(call, desc, index, outputs)
+        return _dims(item.name, item.dims), 0
+    except _Fail as fail:
+        return {}, _s.failed(call, fail)
+
+
+def get_input_dims(desc, index, /):
+    """``({'name', 'dimCount', 'dims'}, ret)``; -1 in dynamic dims; ``{}`` on failure."""
+    return _dims_call("acl.mdl.get_input_dims", "mdl.get_input_dims", desc, index, False)
+
+
+def get_input_dims_v2(desc, index, /):
+    """As get_input_dims (they differ only for AIPP models, which the simulator has none of)."""
+    return _dims_call("acl.mdl.get_input_dims_v2", "mdl.get_input_dims", desc, index, False)
+
+
+def get_output_dims(desc, index, /):
+    """``(dims dict, ret)``; gear models report the largest gear's dims."""
+    return _dims_call("acl.mdl.get_output_dims", "mdl.get_output_dims", desc, index, True)
+
+
+def get_cur_output_dims(desc, index, /):
+    """``(dims dict, ret)`` at the gear last set or executed; before that, the largest gear."""
+    call = "acl.mdl.get_cur_output_dims"
+    desc = _a.k(call, 1, desc)
+    index = _a.k(call, 2, index)
+    try:
+        _fault("mdl.get_cur_output_dims")
+        item = _io(call, desc, index, True)
+        obj = _SIM.descs[desc]
+        if obj.model_id is None:
+            return _dims(item.name, item.dims), 0
+        model = _SIM.models.get(obj.model_id)
+        if model is None:
+            raise _Fail(
+                _C.ACL_ERROR_INVALID_MODEL_ID, f"model {obj.model_id} of this description was unloaded"
+            )
+        gear = model.cur_gear
+        return _dims(item.name, item.dims if gear is None else gear.output_dims[index]), 0
+    except _Fail as fail:
+        return {}, _s.failed(call, fail)
+
+
+def _index_by_name(call, api, desc, name, outputs):
+    desc = _a.k(call, 1, desc)
+    name = _a.s(call, 2, name)
+    try:
+        _fault(api)
+        info = _info(call, desc)
+        table = info.output_index if outputs else info.input_index
+        if name not in table:
+            raise _Fail(
+                _C.ACL_ERROR_INVALID_PARAM,
+                f"the model has no {'output' if outputs else 'input'} named {name!r}; it has {', '.join(table) or 'none'}",
+            )
+        return table[name], 0
+    except _Fail as fail:
+        return 0, _s.failed(call, fail)
+
+
+def get_input_index_by_name(desc, name, /):
+    """``(index, ret)``; ``ret != 0`` for an unknown name (how acllite detects ascend_mbatch_shape_data)."""
+    return _index_by_name("acl.mdl.get_input_index_by_name", "mdl.get_input_index_by_name", desc, name, False)
+
+
+def get_output_index_by_name(desc, name, /):
+    return _index_by_name(
+        "acl.mdl.get_output_index_by_name", "mdl.get_output_index_by_name", desc, name, True
+    )
+
+
+def get_tensor_real_name(desc, name, /):
+    """Names are never rewritten by the simulator (it has no 127-character limit), so this is ``name``."""
+    call = "acl.mdl.get_tensor_real_name"
+    _a.k(call, 1, desc)
+    return _a.s(call, 2, name)
+
+
+# -- gears ----------------------------------------------------------------------------------------------
+
+
+def get_dynamic_batch(desc, /):
+    """``({'batchCount': n, 'batch': [...]}, ret)``; batchCount 0 for models without batch gears."""
+    call = "acl.mdl.get_dynamic_batch"
+    desc = _a.k(call, 1, desc)
+    try:
+        _fault("mdl.get_dynamic_batch")
+        info = _info(call, desc)
+        batch = [g.values[0] for g in info.gears] if info.mode == "batch" else []
+        return {"batchCount": len(batch), "batch": batch}, 0
+    except _Fail as fail:
+        return {}, _s.failed(call, fail)
+
+
+def get_dynamic_hw(desc, index, /):
+    """``({'hwCount': n, 'hw': [[h, w], ...]}, ret)``; ``index`` is reserved (-1)."""
+    call = "acl.mdl.get_dynamic_hw"
+    desc = _a.k(call, 1, desc)
+    _a.k(call, 2, index)
+    try:
+        _fault("mdl.get_dynamic_hw")
+        info = _info(call, desc)
+        hw = [list(g.values) for g in info.gears] if info.mode == "hw" else []
+        return {"hwCount": len(hw), "hw": hw}, 0
+    except _Fail as fail:
+        return {}, _s.failed(call, fail)
+
+
+def get_input_dynamic_gear_count(desc, index, /):
+    """``(n, ret)``: dims gears of a --dynamic_dims model (0 for others); ``index`` is reserved (-1)."""
+    call = "acl.mdl.get_input_dynamic_gear_count"
+    desc = _a.k(call, 1, desc)
+    _a.k(call, 2, index)
+    try:
+        _fault("mdl.get_input_dynamic_gear_count")
+        info = _info(call, desc)
+        return (len(info.gears) if info.mode == "dims" else 0), 0
+    except _Fail as fail:
+        return 0, _s.failed(call, fail)
+
+
+def get_input_dynamic_dims(desc, index, gear_count, /):
+    """``([{'name', 'dimCount', 'dims'}, ...], ret)``: per gear, every data input's dims concatenated."""
+    call = "acl.mdl.get_input_dynamic_dims"
+    desc = _a.k(call, 1, desc)
+    _a.k(call, 2, index)
+    gear_count = _a.k(call, 3, gear_count)
+    try:
+        _fault("mdl.get_input_dynamic_dims")
+        if gear_count > _MAX_GEAR_COUNT:
+            raise _Fail(_C.ACL_ERROR_INVALID_PARAM, f"gear_count {gear_count} exceeds {_MAX_GEAR_COUNT}")
+        info = _info(call, desc)
+        gears = info.gears if info.mode == "dims" else []
+        if gear_count < len(gears):
+            raise _Fail(
+                _C.ACL_ERROR_INVALID_PARAM,
+                f"gear_count {gear_count} is less than the model's {len(gears)} gears (get_input_dynamic_gear_count)",
+            )
+        return [_dims("", info.concatenated_dims(g)) for g in gears], 0
+    except _Fail as fail:
+        return None, _s.failed(call, fail)
+
+
+def _write_gear(call, model_id, dataset, index, mode, gear_of):
+    """The shared part of the three setters: checks, then the gear's values into the mbatch buffer."""
+    _s.require_init()
+    model = _model(model_id, _s.current_context())
+    info = model.info
+    setters = {
+        "batch": "set_dynamic_batch_size",
+        "hw": "set_dynamic_hw_size",
+        "dims": "set_input_dynamic_dims",
+    }
+    if info.mode == "static":
+        raise _Fail(_C.ACL_ERROR_MODEL_NOT_DYNAMIC, f"model {model_id} was built without gears")
+    if info.mode != mode:
+        raise _Fail(
+            _C.ACL_ERROR_INVALID_PARAM,
+            f"model {model_id} has {info.mode} gears; use acl.mdl.{setters[info.mode]} instead",
+        )
+    if index != info.mbatch_index:
+        raise _Fail(
+            _C.ACL_ERROR_INVALID_PARAM,
+            f"index {index} is not the {_C.ACL_DYNAMIC_TENSOR_NAME} input; that is index {info.mbatch_index} "
+            f"(acl.mdl.get_input_index_by_name(desc, '{_C.ACL_DYNAMIC_TENSOR_NAME}'))",
+        )
+    ds = _lookup("datasets", dataset, "dataset")
+    if index >= len(ds.buffers):
+        raise _Fail(
+            _C.ACL_ERROR_INVALID_PARAM,
+            f"the dataset has {len(ds.buffers)} buffers; add every input, {_C.ACL_DYNAMIC_TENSOR_NAME} last, first",
+        )
+    gear = gear_of(info)
+    buf = ds.buffers[index]
+    entry = (buf, buf.addr, buf.size)
+    count = len(gear.values)
+    if buf.size < count * 8:
+        raise _Fail(
+            _C.ACL_ERROR_GE_DYNAMIC_INPUT_LENGTH_INVALID,
+            f"the {_C.ACL_DYNAMIC_TENSOR_NAME} buffer holds {buf.size} bytes; it needs {count * 8}",
+        )
+    try:
+        alloc = _exec._device_memory(buf.addr, count * 8, model.context.device, _C.ACL_DYNAMIC_TENSOR_NAME)
+    except _Fail as fail:
+        raise _Fail(_C.ACL_ERROR_GE_DYNAMIC_INPUT_ADDR_INVALID, fail.message) from None
+    import numpy as np
+
+    alloc.view(entry[1] - alloc.base, count * 8).view(np.int64)[:] = gear.values
+    model.cur_gear = gear
+    return 0
+
+
+def _not_a_gear(model_id, what, gears):
+    return _Fail(
+        _C.ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID,
+        f"{what} is not a gear of model {model_id}; its gears are {gears}",
+    )
+
+
+def set_dynamic_batch_size(model_id, dataset, index, batch_size, /):
+    """``ret``; ``batch_size`` must be one of the gears (else 145013)."""
+    call = "acl.mdl.set_dynamic_batch_size"
+    model_id = _a.u32(call, 1, model_id)
+    dataset = _a.k(call, 2, dataset)
+    index = _a.k(call, 3, index)
+    batch_size = _a.k(call, 4, batch_size)
+
+    def gear_of(info):
+        gear = info.gear_by_values.get((batch_size,))
+        if gear is None:
+            raise _not_a_gear(model_id, f"batch size {batch_size}", [g.values[0] for g in info.gears])
+        return gear
+
+    try:
+        _fault("mdl.set_dynamic_batch_size")
+        return _write_gear(call, model_id, dataset, index, "batch", gear_of)
+    except _Fail as fail:
+        return _s.failed(call, fail)
+
+
+def set_dynamic_hw_size(model_id, dataset, index, height, width, /):
+    """``ret``; (height, width) must be one of the gears (else 145013)."""
+    call = "acl.mdl.set_dynamic_hw_size"
+    model_id = _a.u32(call, 1, model_id)
+    dataset = _a.k(call, 2, dataset)
+    index = _a.k(call, 3, index)
+    height = _a.k(call, 4, height)
+    width = _a.k(call, 5, width)
+
+    def gear_of(info):
+        gear = info.gear_by_values.get((height, width))
+        if gear is None:
+            raise _not_a_gear(model_id, f"image size {height}x{width}", [list(g.values) for g in info.gears])
+        return gear
+
+    try:
+        _fault("mdl.set_dynamic_hw_size")
+        return _write_gear(call, model_id, dataset, index, "hw", gear_of)
+    except _Fail as fail:
+        return _s.failed(call, fail)
+
+
+def set_input_dynamic_dims(model_id, dataset, index, dims, /):
+    """``ret``; ``dims`` = ``{'dimCount': n, 'name': '', 'dims': [...]}``, every data input's dims concatenated."""
+    call = "acl.mdl.set_input_dynamic_dims"
+    model_id = _a.u32(call, 1, model_id)
+    dataset = _a.k(call, 2, dataset)
+    index = _a.k(call, 3, index)
+    if not isinstance(dims, dict):
+        raise TypeError(f"{call} args parse failed: argument 4 must be a dict, not {type(dims).__name__}")
+
+    def gear_of(info):
+        values = dims.get("dims")
+        count = dims.get("dimCount")
+        if not isinstance(values, (list, tuple)) or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in values
+        ):
+            raise _Fail(_C.ACL_ERROR_INVALID_PARAM, "dims['dims'] must be a list of ints")
+        if count != len(values):
+            raise _Fail(
+                _C.ACL_ERROR_INVALID_PARAM,
+                f"dims['dimCount'] is {count!r} but dims['dims'] has {len(values)}",
+            )
+        gear = info.gear_for_dims(values)
+        if gear is None:
+            raise _not_a_gear(
+                model_id, f"dims {list(values)}", [info.concatenated_dims(g) for g in info.gears]
+            )
+        return gear
+
+    try:
+        _fault("mdl.set_input_dynamic_dims")
+        return _write_gear(call, model_id, dataset, index, "dims", gear_of)
+    except _Fail as fail:
+        return _s.failed(call, fail)
+
+
+# -- datasets -------------------------------------------------------------------------------------------
+
+
+def create_dataset():
+    """``dataset`` (0 on failure)."""
+    try:
+        _fault("mdl.create_dataset")
+    except _Fail as fail:
+        _s.failed("acl.mdl.create_dataset", fail)
+        return 0
+    ds = _Dataset(_s.new_handle())
+    _SIM.datasets[ds.handle] = ds
+    return ds.handle
+
+
+def add_dataset_buffer(dataset, data_buffer, /):
+    """``(dataset, ret)``: appends; the buffer's index is the order of the add calls."""
+    call = "acl.mdl.add_dataset_buffer"
+    dataset = _a.k(call, 1, dataset)
+    data_buffer = _a.k(call, 2, data_buffer)
+    try:
+        _fault("mdl.add_dataset_buffer")
+        ds = _lookup("datasets", dataset, "dataset")
+        ds.buffers.append(_lookup("buffers", data_buffer, "data buffer"))
+        return dataset, 0
+    except _Fail as fail:
+        return dataset, _s.failed(call, fail)
+
+
+def get_dataset_num_buffers(dataset, /):
+    call = "acl.mdl.get_dataset_num_buffers"
+    try:
+        return len(_lookup("datasets", _a.k(call, 1, dataset), "dataset").buffers)
+    except _Fail as fail:
+        _s.failed(call, fail)
+        return 0
+
+
+def get_dataset_buffer(dataset, index, /):
+    """The data buffer at ``index``; 0 when out of range."""
+    call = "acl.mdl.get_dataset_buffer"
+    dataset = _a.k(call, 1, dataset)
+    index = _a.k(call, 2, index)
+    try:
+        ds = _lookup("datasets", dataset, "dataset")
+        if index >= len(ds.buffers):
+            raise _Fail(
+                _C.ACL_ERROR_INVALID_PARAM,
+                f"index {index} is out of range; the dataset has {len(ds.buffers)}",
+            )
+        return ds.buffers[index].handle
+    except _Fail as fail:
+        _s.failed(call, fail)
+        return 0
+
+
+def destroy_dataset(dataset, /):
+    """``ret``; the data buffers in it are not destroyed."""
+    call = "acl.mdl.destroy_dataset"
+    dataset = _a.k(call, 1, dataset)
+    try:
+        _fault("mdl.destroy_dataset")
+        _lookup("datasets", dataset, "dataset")
+        del _SIM.datasets[dataset]
+        return 0
+    except _Fail as fail:
+        return _s.failed(call, fail)
+
+
+# -- execute --------------------------------------------------------------------------------------------
+
+
+def execute(model_id, input_dataset, output_dataset, /):
+    """``ret``: runs the model now and returns when the outputs are in the output buffers."""
+    call = "acl.mdl.execute"
+    model_id = _a.u32(call, 1, model_id)
+    input_dataset = _a.k(call, 2, input_dataset)
+    output_dataset = _a.k(call, 3, output_dataset)
+    try:
+        _fault("mdl.execute")
+        model, ins, outs = _exec.prepare(model_id, input_dataset, output_dataset)
+        _exec.execute_sync(model, ins, outs)
+        return 0
+    except _Fail as fail:
+        return _s.failed(call, fail)
+
+
+def execute_async(model_id, input_dataset, output_dataset, stream, /):
+    """``ret``: queues the model on ``stream``; errors while it runs come back from synchronize_stream."""
+    call = "acl.mdl.execute_async"
+    model_id = _a.u32(call, 1, model_id)
+    input_dataset = _a.k(call, 2, input_dataset)
+    output_dataset = _a.k(call, 3, output_dataset)
+    stream = _a.k(call, 4, stream)
+    try:
+        model, ins, outs = _exec.prepare(model_id, input_dataset, output_dataset)
+        target = _s.stream(stream, model.context)
+        injected = _faults.hit("mdl.execute_async") if _faults.RULES else 0
+        _exec.submit(model, ins, outs, target, injected)
+        return 0
+    except _Fail as fail:
+        return _s.failed(call, fail)

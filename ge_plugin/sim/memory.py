@@ -1,0 +1,321 @@
+"""Simulated device memory, real pinned host memory, and the rules of copying between them.
+
+Device memory of device ``d`` lives at fake addresses from ``(d + 1) << 48`` up, above every user-space
+address of x86-64 and aarch64 Linux, so the simulator knows from a pointer alone where it points: a device
+allocation (looked up by bisection, so ``ptr + offset`` inside an allocation is valid), pinned host memory
+from ``acl.rt.malloc_host``, or some other host address (a numpy array's ``.ctypes.data``, a ``bytes``
+buffer), which sync copies accept as on real hardware. Each device allocation is backed by a numpy buffer
+filled with 0xA5 (real device memory is not initialised; a fixed pattern makes reading it before writing
+visible and keeps stale data from a previous test out). Pinned memory is real, 64-byte aligned host memory,
+because host code writes into it directly. Addresses are never reused and allocations are separated by a gap,
+so a use-after-free or an overrun is an error instead of silently hitting a neighbour.
+"""
+
+from __future__ import annotations
+
+import bisect
+import ctypes
+import threading
+
+import numpy as np
+
+from ge_plugin import acl_constants as C
+from ge_plugin.sim import counters
+from ge_plugin.sim._fail import Fail
+
+DEVICE_SHIFT = 48
+#: handles (contexts, streams, datasets, ...) live here, far from memory, so a handle passed as a pointer
+#: is caught instead of dereferenced
+HANDLE_BASE = 0xA5 << 56
+_GAP = 512
+POISON = 0xA5
+
+HOST, DEVICE, PINNED, INVALID = 0, 1, 2, -1
+_KIND_DIRECTION = {
+    C.ACL_MEMCPY_HOST_TO_HOST: "h2h",
+    C.ACL_MEMCPY_HOST_TO_DEVICE: "h2d",
+    C.ACL_MEMCPY_DEVICE_TO_HOST: "d2h",
+    C.ACL_MEMCPY_DEVICE_TO_DEVICE: "d2d",
+}
+_KIND_NAMES = {
+    C.ACL_MEMCPY_HOST_TO_HOST: "ACL_MEMCPY_HOST_TO_HOST",
+    C.ACL_MEMCPY_HOST_TO_DEVICE: "ACL_MEMCPY_HOST_TO_DEVICE",
+    C.ACL_MEMCPY_DEVICE_TO_HOST: "ACL_MEMCPY_DEVICE_TO_HOST",
+    C.ACL_MEMCPY_DEVICE_TO_DEVICE: "ACL_MEMCPY_DEVICE_TO_DEVICE",
+    C.ACL_MEMCPY_DEFAULT: "ACL_MEMCPY_DEFAULT",
+}
+
+
+def align_up(n: int, to: int) -> int:
+    return (n + to - 1) // to * to
+
+
+def malloc_size(size: int) -> int:
+    """What ``acl.rt.malloc`` really takes: rounded up to 32 bytes, plus 32 (the reference, section 4)."""
+    return align_up(size, 32) + 32
+
+
+class Allocation:
+    """One block of device or pinned memory. ``addr`` is where its bytes really are in this process."""
+
+    __slots__ = ("accounted", "addr", "base", "buf", "device", "freed", "size")
+
+    def __init__(self, base: int, size: int, accounted: int, buf: np.ndarray, addr: int, device: int):
+        self.base = base  #: the address the user sees
+        self.size = size  #: usable bytes
+        self.accounted = accounted  #: bytes charged to the device (malloc rounding)
+        self.buf = buf  #: kept alive for as long as anything (a queued copy) refers to this object
+        self.addr = addr
+        self.device = device  #: -1 for pinned host memory
+        self.freed = False
+
+    def view(self, offset: int, nbytes: int) -> np.ndarray:
+        start = self.addr - self.buf.ctypes.data + offset
+        return self.buf[start : start + nbytes]
+
+
+class _Arena:
+    """Sorted allocations with containment lookup."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.bases: list[int] = []
+        self.allocs: dict[int, Allocation] = {}
+
+    def find(self, ptr: int) -> Allocation | None:
+        bases = self.bases
+        i = bisect.bisect_right(bases, ptr) - 1
+        if i < 0:
+            return None
+        alloc = self.allocs.get(bases[i])
+        if alloc is None or ptr >= alloc.base + max(alloc.size, 1):
+            return None
+        return alloc
+
+    def _insert(self, alloc: Allocation) -> None:
+        bisect.insort(self.bases, alloc.base)
+        self.allocs[alloc.base] = alloc
+
+    def remove(self, base: int) -> Allocation | None:
+        with self.lock:
+            alloc = self.allocs.pop(base, None)
+            if alloc is not None:
+                del self.bases[bisect.bisect_left(self.bases, base)]
+                alloc.freed = True
+            return alloc
+
+    def take_all(self) -> list[Allocation]:
+        with self.lock:
+            allocs = list(self.allocs.values())
+            self.allocs.clear()
+            self.bases.clear()
+        for alloc in allocs:
+            alloc.freed = True
+        return allocs
+
+
+class DeviceArena(_Arena):
+    """The memory of one simulated device: fake addresses, numpy backing, accounted against a capacity."""
+
+    def __init__(self, device: int, capacity: int):
+        super().__init__()
+        self.device = device
+        self.capacity = capacity
+        self.used = 0
+        self._next = ((device + 1) << DEVICE_SHIFT) + 0x10000
+
+    def malloc(self, size: int, accounted: int) -> Allocation | None:
+        """None when the device is full."""
+        with self.lock:
+            if self.used + accounted > self.capacity:
+                return None
+            buf = np.full(accounted, POISON, dtype=np.uint8)
+            base = self._next
+            self._next = align_up(base + accounted + _GAP, _GAP)
+            alloc = Allocation(base, accounted, accounted, buf, buf.ctypes.data, self.device)
+            self._insert(alloc)
+            self.used += accounted
+        counters.device(self.device).allocated(accounted)
+        return alloc
+
+    def free(self, base: int, *, reclaimed: bool = False) -> Allocation | None:
+        alloc = self.remove(base)
+        if alloc is not None:
+            with self.lock:
+                self.used -= alloc.accounted
+            counters.device(self.device).freed(alloc.accounted, reclaimed=reclaimed)
+        return alloc
+
+    def reclaim_all(self) -> int:
+        """Release every allocation (reset_device / finalize); returns how many there were."""
+        allocs = self.take_all()
+        with self.lock:
+            self.used = 0
+        for alloc in allocs:
+            counters.device(self.device).freed(alloc.accounted, reclaimed=True)
+        return len(allocs)
+
+
+class PinnedArena(_Arena):
+    """Page-locked host memory stand-in: real, 64-byte aligned host memory."""
+
+    def malloc(self, size: int) -> Allocation:
+        buf = np.empty(size + 64, dtype=np.uint8)
+        raw = buf.ctypes.data
+        addr = align_up(raw, 64)
+        alloc = Allocation(addr, size, size, buf, addr, -1)
+        with self.lock:
+            self._insert(alloc)
+        counters.host_pinned.allocated(size)
+        return alloc
+
+    def free(self, base: int, *, reclaimed: bool = False) -> Allocation | None:
+        alloc = self.remove(base)
+        if alloc is not None:
+            counters.host_pinned.freed(alloc.size, reclaimed=reclaimed)
+        return alloc
+
+    def reclaim_all(self) -> list[Allocation]:
+        allocs = self.take_all()
+        for alloc in allocs:
+            counters.host_pinned.freed(alloc.size, reclaimed=True)
+        return allocs
+
+
+class CopyPlan:
+    """A checked copy, ready to run now (memcpy) or later on a stream worker (memcpy_async)."""
+
+    __slots__ = ("count", "device", "direction", "dst", "dst_alloc", "src", "src_alloc")
+
+    def __init__(self, dst, src, count, direction, device, dst_alloc, src_alloc):
+        self.dst = dst
+        self.src = src
+        self.count = count
+        self.direction = direction
+        self.device = device
+        self.dst_alloc = dst_alloc
+        self.src_alloc = src_alloc
+
+    def run(self) -> None:
+        for what, alloc in (("destination", self.dst_alloc), ("source", self.src_alloc)):
+            if alloc is not None and alloc.freed:
+                raise Fail(
+                    C.ACL_ERROR_RT_MEMORY_FREE, f"the copy's {what} 0x{alloc.base:x} was freed before it ran"
+                )
+        if self.count:
+            ctypes.memmove(self.dst, self.src, self.count)
+        counters.device(self.device).copied(self.direction, self.count)
+
+
+class Memory:
+    """All memory of one initialised simulator: one arena per device plus pinned host memory."""
+
+    def __init__(self, devices: int, capacity: int):
+        self.devices = [DeviceArena(d, capacity) for d in range(devices)]
+        self.pinned = PinnedArena()
+
+    def locate(self, ptr: int) -> tuple[int, Allocation | None, str]:
+        """(HOST | DEVICE | PINNED | INVALID, allocation, why-invalid)."""
+        if ptr >= 1 << DEVICE_SHIFT:
+            d = (ptr >> DEVICE_SHIFT) - 1
+            if d < len(self.devices):
+                alloc = self.devices[d].find(ptr)
+                if alloc is None:
+                    return (
+                        INVALID,
+                        None,
+                        f"0x{ptr:x} is not inside a live allocation of device {d} (freed, never allocated, or past the end)",
+                    )
+                return DEVICE, alloc, ""
+            if ptr >= HANDLE_BASE:
+                return (
+                    INVALID,
+                    None,
+                    f"0x{ptr:x} is a simulator handle (context, stream, dataset, ...), not memory",
+                )
+            return INVALID, None, f"0x{ptr:x} is not a valid address"
+        if ptr < 4096:
+            return INVALID, None, f"0x{ptr:x} is a null pointer"
+        alloc = self.pinned.find(ptr)
+        if alloc is not None:
+            return PINNED, alloc, ""
+        return HOST, None, ""
+
+    def plan_copy(
+        self, dst: int, dest_max: int, src: int, count: int, kind: int, ctx_device: int, *, asynchronous: bool
+    ) -> CopyPlan:
+        """Check a memcpy as the runtime would; raises Fail."""
+        bad = C.ACL_ERROR_INVALID_PARAM
+        if kind not in _KIND_NAMES:
+            raise Fail(bad, f"kind {kind} is not an aclrtMemcpyKind (0 host-to-host ... 4 default)")
+        if count > dest_max:
+            raise Fail(bad, f"count {count} is larger than dest_max {dest_max}")
+        d_kind, d_alloc, d_why = self.locate(dst)
+        if d_kind == INVALID:
+            raise Fail(bad, f"dst {d_why}")
+        s_kind, s_alloc, s_why = self.locate(src)
+        if s_kind == INVALID:
+            raise Fail(bad, f"src {s_why}")
+        direction = ("d" if s_kind == DEVICE else "h") + "2" + ("d" if d_kind == DEVICE else "h")
+        if kind != C.ACL_MEMCPY_DEFAULT and _KIND_DIRECTION[kind] != direction:
+            where = {"h": "host", "d": "device"}
+            raise Fail(
+                bad,
+                (
+                    f"kind {_KIND_NAMES[kind]} does not match the pointers: src 0x{src:x} is {where[direction[0]]} "
+                    f"memory and dst 0x{dst:x} is {where[direction[2]]} memory (the run mode is ACL_HOST)"
+                ),
+            )
+        for name, ptr, alloc in (("dst", dst, d_alloc), ("src", src, s_alloc)):
+            if alloc is not None and ptr - alloc.base + count > alloc.size:
+                raise Fail(
+                    bad,
+                    (
+                        f"{name} range 0x{ptr:x}+{count} runs past the end of its allocation "
+                        f"(0x{alloc.base:x}, {alloc.size} bytes)"
+                    ),
+                )
+        if asynchronous:
+            if direction == "h2h":
+                raise Fail(
+                    C.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "memcpy_async does not support host-to-host copies"
+                )
+            for name, ptr, k in (("dst", dst, d_kind), ("src", src, s_kind)):
+                if k == HOST:
+                    raise Fail(
+                        bad,
+                        (
+                            f"{name} 0x{ptr:x} is host memory that did not come from acl.rt.malloc_host; "
+                            "memcpy_async needs pinned host memory (real hardware accepts the call and then copies "
+                            "garbage or crashes, the simulator refuses it)"
+                        ),
+                    )
+                if ptr % 64:
+                    raise Fail(
+                        C.ACL_ERROR_RT_ADDR_UNALIGNED,
+                        f"memcpy_async needs 64-byte aligned addresses; {name} 0x{ptr:x} is not",
+                    )
+        if direction == "h2d" or direction == "d2d":
+            device = d_alloc.device  # type: ignore[union-attr]
+        elif direction == "d2h":
+            device = s_alloc.device  # type: ignore[union-attr]
+        else:
+            device = ctx_device
+        real_dst = dst if d_alloc is None else d_alloc.addr + (dst - d_alloc.base)
+        real_src = src if s_alloc is None else s_alloc.addr + (src - s_alloc.base)
+        return CopyPlan(real_dst, real_src, count, direction, device, d_alloc, s_alloc)
+
+    def plan_memset(self, ptr: int, max_count: int, count: int) -> tuple[int, Allocation | None]:
+        """(real address, allocation) to set ``count`` bytes at ``ptr``; raises Fail."""
+        bad = C.ACL_ERROR_INVALID_PARAM
+        if count > max_count:
+            raise Fail(bad, f"count {count} is larger than max_count {max_count}")
+        kind, alloc, why = self.locate(ptr)
+        if kind == INVALID:
+            raise Fail(bad, why)
+        if alloc is not None and ptr - alloc.base + count > alloc.size:
+            raise Fail(
+                bad,
+                f"range 0x{ptr:x}+{count} runs past the end of its allocation (0x{alloc.base:x}, {alloc.size} bytes)",
+            )
+        return (ptr if alloc is None else alloc.addr + (ptr - alloc.base)), alloc

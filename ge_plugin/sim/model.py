@@ -1,0 +1,174 @@
+"""What a loaded OM knows about itself: inputs, outputs and gears, read from a sim OM header.
+
+The ``ascend_mbatch_shape_data`` input that ATC adds to gear models is added here, last, as on real OMs:
+int64, ND, one element per value that picks a gear (1 for a batch gear, 2 for an image-size gear, one per -1
+dim for a dims gear), so its size is that count times 8 bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ge_plugin import acl_constants as C
+from ge_plugin.dtypes import by_acl
+from ge_plugin.errors import ModelFileError
+
+MODES = ("static", "batch", "hw", "dims")
+PRECISIONS = ("fp32", "fp16", "bf16")
+
+
+class IoDesc:
+    """One model input or output as the model description reports it."""
+
+    __slots__ = ("dims", "dtype", "format", "graph_np", "name", "np", "onnx_name", "size")
+
+    def __init__(
+        self,
+        name: str,
+        dtype: int,
+        fmt: int,
+        dims: tuple[int, ...],
+        size: int,
+        graph_dtype: int,
+        onnx_name: str,
+    ):
+        self.name = name
+        self.dtype = dtype
+        self.format = fmt
+        self.dims = dims
+        self.size = size  #: bytes at the largest gear
+        self.np = _numpy(dtype)
+        self.graph_np = _numpy(graph_dtype)
+        self.onnx_name = onnx_name
+
+
+class Gear:
+    """One gear: the values that select it and the concrete dims of every data input and output."""
+
+    __slots__ = ("index", "input_dims", "input_sizes", "label", "output_dims", "output_sizes", "values")
+
+    def __init__(self, index: int, values: tuple[int, ...], input_dims, output_dims, in_np, out_np):
+        self.index = index
+        self.values = values
+        self.label = ",".join(map(str, values)) if values else "static"
+        self.input_dims = tuple(tuple(d) for d in input_dims)
+        self.output_dims = tuple(tuple(d) for d in output_dims)
+        self.input_sizes = tuple(math.prod(d) * t.itemsize for d, t in zip(self.input_dims, in_np))
+        self.output_sizes = tuple(math.prod(d) * t.itemsize for d, t in zip(self.output_dims, out_np))
+
+
+def _numpy(acl_dtype: int) -> np.dtype:
+    try:
+        return by_acl(acl_dtype).numpy
+    except KeyError as exc:
+        raise ModelFileError(str(exc)) from None
+
+
+class ModelInfo:
+    """Everything get_desc exposes, plus the gear table execute needs."""
+
+    def __init__(self, header: dict[str, Any]):
+        try:
+            self._parse(header)
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, ModelFileError):
+                raise
+            raise ModelFileError(f"sim OM header is invalid: {exc!r}") from None
+
+    def _parse(self, header: dict[str, Any]) -> None:
+        self.header = header
+        self.precision = header["precision"]
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision {self.precision!r}")
+        dynamic = header["dynamic"]
+        self.mode = dynamic["mode"]
+        if self.mode not in MODES:
+            raise ValueError(f"dynamic mode {self.mode!r}")
+        raw_in, raw_out = header["inputs"], header["outputs"]
+        in_np = [_numpy(int(i["dtype"])) for i in raw_in]
+        out_np = [_numpy(int(o["dtype"])) for o in raw_out]
+        raw_gears = dynamic["gears"]
+        if self.mode == "static":
+            raw_gears = [
+                {"values": [], "inputs": [i["dims"] for i in raw_in], "outputs": [o["dims"] for o in raw_out]}
+            ]
+        self.gears = [
+            Gear(n, tuple(int(v) for v in g["values"]), g["inputs"], g["outputs"], in_np, out_np)
+            for n, g in enumerate(raw_gears)
+        ]
+        if not self.gears:
+            raise ValueError("no gears")
+        for gear in self.gears:
+            if len(gear.input_dims) != len(raw_in) or len(gear.output_dims) != len(raw_out):
+                raise ValueError(f"gear {gear.label} does not list every input and output")
+        self.gear_by_values = {g.values: g for g in self.gears}
+        self.n_data = len(raw_in)
+        self.inputs = [
+            IoDesc(
+                i["name"],
+                int(i["dtype"]),
+                int(i["format"]),
+                tuple(int(d) for d in i["dims"]),
+                max(g.input_sizes[n] for g in self.gears),
+                int(i.get("graph_dtype", i["dtype"])),
+                i["name"],
+            )
+            for n, i in enumerate(raw_in)
+        ]
+        self.outputs = []
+        self.max_output_dims = []
+        for n, o in enumerate(raw_out):
+            biggest = max(self.gears, key=lambda g: (g.output_sizes[n], g.index))
+            self.max_output_dims.append(biggest.output_dims[n])
+            self.outputs.append(
+                IoDesc(
+                    o["name"],
+                    int(o["dtype"]),
+                    int(o["format"]),
+                    biggest.output_dims[n],
+                    biggest.output_sizes[n],
+                    int(o.get("graph_dtype", o["dtype"])),
+                    o.get("onnx_name", o["name"]),
+                )
+            )
+        self.mbatch_index: int | None = None
+        if self.mode != "static":
+            count = len(self.gears[0].values)
+            if count == 0 or any(len(g.values) != count for g in self.gears):
+                raise ValueError("gears select with different numbers of values")
+            self.mbatch_index = len(self.inputs)
+            self.inputs.append(
+                IoDesc(
+                    C.ACL_DYNAMIC_TENSOR_NAME,
+                    C.ACL_INT64,
+                    C.ACL_FORMAT_ND,
+                    (count,),
+                    count * 8,
+                    C.ACL_INT64,
+                    "",
+                )
+            )
+        self.input_index = {d.name: n for n, d in enumerate(self.inputs)}
+        self.output_index = {d.name: n for n, d in enumerate(self.outputs)}
+
+    @property
+    def dynamic_positions(self) -> list[tuple[int, int]]:
+        """(input, dim) of every -1 dim, in input order: what a dims gear's values fill."""
+        return [
+            (n, k) for n, d in enumerate(self.inputs[: self.n_data]) for k, v in enumerate(d.dims) if v < 0
+        ]
+
+    def concatenated_dims(self, gear: Gear) -> list[int]:
+        """All data inputs' dims at ``gear``, concatenated: what get_input_dynamic_dims reports."""
+        return [v for dims in gear.input_dims for v in dims]
+
+    def gear_for_dims(self, dims: Sequence[int]) -> Gear | None:
+        """The gear whose concatenated input dims are ``dims``."""
+        for gear in self.gears:
+            if self.concatenated_dims(gear) == list(dims):
+                return gear
+        return None

@@ -1,0 +1,103 @@
+"""``acl.util``, simulated: host buffers as integer pointers and back.
+
+These work on host memory only, as on real hardware. Given a device pointer, real pyACL dereferences it and
+crashes the process; the simulator raises ``ValueError`` saying to copy the data to the host first.
+"""
+
+import ctypes as _ctypes
+import warnings as _warnings
+
+import numpy as _np
+
+from ge_plugin.sim import _args as _a
+from ge_plugin.sim.memory import DEVICE_SHIFT as _DEVICE_SHIFT
+
+__all__ = ["bytes_to_ptr", "numpy_contiguous_to_ptr", "numpy_to_ptr", "ptr_to_bytes", "ptr_to_numpy"]
+
+#: numpy C type numbers (what pyACL's ``npy_type`` takes) -> dtypes
+_NPY_TYPES = {
+    0: _np.bool_,
+    1: _np.int8,
+    2: _np.uint8,
+    3: _np.int16,
+    4: _np.uint16,
+    5: _np.int32,
+    6: _np.uint32,
+    7: _np.int_,
+    8: _np.uint,
+    9: _np.longlong,
+    10: _np.ulonglong,
+    11: _np.float32,
+    12: _np.float64,
+    23: _np.float16,
+}
+
+
+def _host(call, ptr):
+    if ptr >= 1 << _DEVICE_SHIFT:
+        raise ValueError(
+            f"{call}: 0x{ptr:x} is not host memory (a device pointer or a handle); copy device data to the host "
+            "with acl.rt.memcpy first"
+        )
+    if ptr == 0:
+        raise ValueError(f"{call}: null pointer")
+
+
+def bytes_to_ptr(data, /):
+    """The address of ``data``'s own buffer (no copy); keep ``data`` alive while the pointer is used."""
+    if not isinstance(data, bytes):
+        raise ValueError(f"acl.util.bytes_to_ptr: argument must be bytes, not {type(data).__name__}")
+    return _ctypes.cast(_ctypes.c_char_p(data), _ctypes.c_void_p).value or 0
+
+
+def ptr_to_bytes(ptr, size, /):
+    """A copy of ``size`` bytes of host memory at ``ptr``."""
+    call = "acl.util.ptr_to_bytes"
+    ptr = _a.k(call, 1, ptr)
+    size = _a.k(call, 2, size)
+    _host(call, ptr)
+    return _ctypes.string_at(ptr, size)
+
+
+def numpy_to_ptr(array, /):
+    """Deprecated in pyACL (it warns, and so does this): the address of ``array``'s data, no copy."""
+    if not isinstance(array, _np.ndarray):
+        raise TypeError(
+            f"acl.util.numpy_to_ptr args parse failed: expected numpy.ndarray, not {type(array).__name__}"
+        )
+    _warnings.warn(
+        "acl.util.numpy_to_ptr is deprecated; use acl.util.bytes_to_ptr", DeprecationWarning, stacklevel=2
+    )
+    if not array.flags.c_contiguous:
+        _warnings.warn("acl.util.numpy_to_ptr: the array is not C-contiguous", UserWarning, stacklevel=2)
+    return array.ctypes.data
+
+
+def numpy_contiguous_to_ptr(array, /):
+    """Deprecated: ``(ptr, contiguous_array)``; keep the returned array alive while the pointer is used."""
+    if not isinstance(array, _np.ndarray):
+        raise TypeError(
+            f"acl.util.numpy_contiguous_to_ptr args parse failed: expected numpy.ndarray, not {type(array).__name__}"
+        )
+    _warnings.warn("acl.util.numpy_contiguous_to_ptr is deprecated", DeprecationWarning, stacklevel=2)
+    contiguous = _np.ascontiguousarray(array)
+    return contiguous.ctypes.data, contiguous
+
+
+def ptr_to_numpy(ptr, shape, npy_type, /):
+    """Deprecated: a writable array over host memory at ``ptr`` (no copy); ``npy_type`` is a numpy type number."""
+    call = "acl.util.ptr_to_numpy"
+    ptr = _a.k(call, 1, ptr)
+    if not isinstance(shape, tuple):
+        raise TypeError(f"{call} args parse failed: argument 2 must be a tuple, not {type(shape).__name__}")
+    dims = [_a.k(call, 2, d) for d in shape]
+    npy_type = _a.i(call, 3, npy_type)
+    if npy_type not in _NPY_TYPES:
+        raise ValueError(f"{call}: npy_type {npy_type} is not supported; use one of {sorted(_NPY_TYPES)}")
+    _host(call, ptr)
+    dtype = _np.dtype(_NPY_TYPES[npy_type])
+    count = 1
+    for d in dims:
+        count *= d
+    raw = (_ctypes.c_char * (count * dtype.itemsize)).from_address(ptr)
+    return _np.frombuffer(raw, dtype=dtype, count=count).reshape(dims)
