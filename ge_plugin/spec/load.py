@@ -4,10 +4,10 @@ One cattrs Converter (``forbid_extra_keys``, so a misspelled key is an error, no
 strict hooks: YAML's ``8`` is not a string and ``"8"`` or ``1.5`` is not an int. cattrs' ``transform_error``
 gives each problem its path; marks.py gives each path its line.
 
-cattrs structures every field before attrs runs the class's validators, and attrs stops at a class's first
-failing validator. To still report everything, a spec whose validators fail is structured a second time
-with validators off and then checked field by field. Only when a spec does not even structure (a wrong
-type, an unknown key) do the checks that need a built spec wait for the next run.
+attrs runs a class's validators only once cattrs has structured all of its fields, and stops at the first
+that fails. To still report everything, when a spec does not load, every field that structures on its own
+is checked by its validator, wherever the other problems are; the cross-field checks then run if the spec
+structures with validators switched off. Only they wait for a spec whose keys and types are right.
 """
 
 from __future__ import annotations
@@ -86,6 +86,7 @@ def spec_files(paths_or_dirs: Iterable[Union[str, os.PathLike[str]]]) -> list[Pa
 
 
 def _expand(paths_or_dirs: Iterable[Union[str, os.PathLike[str]]], failed: list[Checked]) -> list[Path]:
+    """Files in order, each once (``specs specs/llama.yaml`` names llama.yaml twice)."""
     files: list[Path] = []
     for item in paths_or_dirs:
         path = Path(item)
@@ -100,7 +101,13 @@ def _expand(paths_or_dirs: Iterable[Union[str, os.PathLike[str]]], failed: list[
             files.append(path)
         else:
             failed.append(Checked(path, None, (f"{path}: no such file or directory",)))
-    return files
+    seen: set[Path] = set()
+    unique = []
+    for path in files:
+        if path.resolve() not in seen:
+            seen.add(path.resolve())
+            unique.append(path)
+    return unique
 
 
 def _unique_names(checked: list[Checked]) -> list[Checked]:

@@ -164,3 +164,9 @@ def test_load_spec_reports_unreadable_text(tmp_path):
         load_spec(path)
 
     assert info.value.problems[0].startswith(f"{path}: cannot read: ")
+
+
+def test_load_specs_reads_a_file_named_twice_once():
+    specs = load_specs([SPECS, SPECS / "llama.yaml"])
+
+    assert [s.name for s in specs] == ["bert_model", "llama_model"]
