@@ -11,6 +11,8 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import stat
+import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Union
@@ -54,7 +56,7 @@ def write_repository(specs: Sequence[ModelSpec], repo: PathLike) -> list[Path]:
             version.mkdir(parents=True, exist_ok=True)
             (version / KEEP_FILE).touch(exist_ok=True)
             if current != text:
-                config.write_text(text, encoding="utf-8")
+                _replace(config, text)
         except OSError as exc:
             raise RenderError(f"cannot write {config}: {exc.strerror or exc}") from None
         written.append(config)
@@ -95,6 +97,20 @@ def stale_models(specs: Iterable[ModelSpec], repo: PathLike) -> list[Path]:
             if text is not None and _is_ge_config(text):
                 stale.append(config)
     return stale
+
+
+def _replace(path: Path, text: str) -> None:
+    """Write through a temporary file and a rename: a Triton polling the repository never reads half."""
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644  # mkstemp's 0600 would hide it
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as file:
+            file.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _check_names(specs: Sequence[ModelSpec]) -> None:

@@ -23,6 +23,7 @@ def test_write_repository_writes_configs_and_version_folders(specs, tmp_path):
     assert written == [tmp_path / "repo" / s.name / "config.pbtxt" for s in specs]
     for spec, config in zip(specs, written):
         assert config.read_text() == render_text(spec)
+        assert config.stat().st_mode & 0o044 == 0o044  # readable by a tritonserver running as someone else
         assert (config.parent / "1" / ".gitkeep").is_file()
 
 
