@@ -19,6 +19,7 @@ from ge_plugin.errors import GePluginError
 COMMANDS: dict[str, str] = {
     "validate": "validate",
     "render": "render",
+    "atc": "atc",
     "demo-models": "demo_models",
 }
 

@@ -1,0 +1,443 @@
+"""ATC's command-line flags, parsed and checked the way ATC checks them, before any model is read.
+
+``parse_args(["--model=x.onnx", "--framework=5", ...])`` accepts ``--flag=value`` and ``--flag value`` (and a
+leading ``atc``), the last occurrence of a flag winning, as with ATC's gflags. Errors are AtcError with
+ATC's message codes (E10001 "Value [...] for parameter [...] is invalid. Reason: ...", E10009 for more than
+one gear flag, E10035/E10036 for a gear count outside 2-100, ...) so a user who knows ATC recognises them.
+Checks that need the model (input names, -1 dims the gears must cover, output names) are in ``simbuild``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+
+import attrs
+
+from ge_plugin.errors import AtcError
+
+ONNX = 5
+FRAMEWORKS = {0: "Caffe", 1: "MindSpore", 3: "TensorFlow", 5: "ONNX"}
+INPUT_FORMATS = ("NCHW", "NCDHW", "ND")
+LOG_LEVELS = ("debug", "info", "warning", "error", "null")
+MIN_GEARS, MAX_GEARS = 2, 100
+
+#: --precision_mode value -> how the simulator rounds float outputs
+PRECISION_MODES = {
+    "force_fp16": "fp16",
+    "allow_fp32_to_fp16": "fp16",
+    "allow_mix_precision": "fp16",
+    "allow_mix_precision_fp16": "fp16",
+    "cube_fp16in_fp32out": "fp16",
+    "force_fp32": "fp16",
+    "must_keep_origin_dtype": "fp32",
+    "allow_mix_precision_bf16": "bf16",
+    "allow_fp32_to_bf16": "bf16",
+}
+#: --precision_mode_v2 value -> rounding
+PRECISION_MODES_V2 = {
+    "fp16": "fp16",
+    "cube_fp16in_fp32out": "fp16",
+    "mixed_float16": "fp16",
+    "origin": "fp32",
+    "mixed_bfloat16": "bf16",
+}
+#: --output_type values -> ONNX-independent names the builder maps to aclDataType
+OUTPUT_TYPES = (
+    "FP32",
+    "FP16",
+    "UINT8",
+    "INT8",
+    "UINT16",
+    "INT16",
+    "UINT32",
+    "INT32",
+    "UINT64",
+    "INT64",
+    "DOUBLE",
+)
+
+#: flags the simulator implements, with their --help text
+SUPPORTED = {
+    "mode": "0 (default): build an OM; the simulator supports no other mode",
+    "model": "the ONNX model to build from",
+    "framework": "5 (ONNX); the simulator builds ONNX models only",
+    "output": "where to write the OM, without .om (ATC appends it)",
+    "soc_version": "the target chip, e.g. Ascend910B3 (recorded in the OM)",
+    "input_shape": 'e.g. "input_ids:-1,-1;mask:-1,-1"; -1 marks dims the gear flag chooses',
+    "input_format": "NCHW (default), NCDHW or ND; --dynamic_dims needs ND",
+    "dynamic_batch_size": 'batch gears, e.g. "1,2,4,8" (2 to 100 gears); -1 in the first dim',
+    "dynamic_image_size": 'image-size gears, e.g. "224,224;448,448"; -1 in H and W of NCHW inputs',
+    "dynamic_dims": 'dims gears, e.g. "1,16;1,32;4,16;4,32": each lists every -1 dim of --input_shape in order',
+    "precision_mode": "force_fp16 (default), must_keep_origin_dtype, allow_mix_precision_bf16, ...",
+    "precision_mode_v2": "fp16 (default), origin, mixed_float16, mixed_bfloat16, cube_fp16in_fp32out",
+    "input_fp16_nodes": 'inputs that take float16 data, e.g. "in1;in2"',
+    "out_nodes": 'outputs to keep: ONNX output names "out1;out2" or "node:0;node2:1"',
+    "output_type": 'output dtype, e.g. FP16, or per output "node:0:FP16;node2:0:FP32" with --out_nodes',
+    "log": "debug, info, warning, error or null (default)",
+}
+#: real ATC flags that do not change what the simulator builds: accepted and recorded
+IGNORED = (
+    "host_env_os",
+    "host_env_cpu",
+    "op_select_implmode",
+    "optypelist_for_implmode",
+    "op_debug_level",
+    "enable_small_channel",
+    "buffer_optimize",
+    "disable_reuse_memory",
+    "enable_single_stream",
+    "display_model_info",
+    "status_check",
+    "sparsity",
+)
+#: real ATC flags that would change the model in ways the simulator cannot reproduce
+UNSUPPORTED = (
+    "weight",
+    "om",
+    "json",
+    "singleop",
+    "insert_op_conf",
+    "keep_dtype",
+    "input_shape_range",
+    "external_weight",
+    "compression_optimize_conf",
+    "fusion_switch_file",
+    "is_input_adjust_hw_layout",
+    "is_output_adjust_hw_layout",
+    "dump_mode",
+    "customize_dtypes",
+    "auto_tune_mode",
+    "op_precision_mode",
+    "modify_mixlist",
+)
+
+
+def invalid(value: object, flag: str, reason: str) -> AtcError:
+    """ATC's E10001."""
+    return AtcError(f"E10001: Value [{value}] for parameter [--{flag}] is invalid. Reason: {reason}")
+
+
+@attrs.frozen
+class AtcOptions:
+    """One ATC invocation, checked as far as possible without the model."""
+
+    model: str
+    framework: int
+    output: str  #: without .om
+    soc_version: str
+    input_shape: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    input_format: str | None = None
+    dynamic_mode: str = "static"  #: static | batch | hw | dims
+    gears: tuple[tuple[int, ...], ...] = ()
+    precision_mode: str | None = None
+    precision_mode_v2: str | None = None
+    input_fp16_nodes: tuple[str, ...] = ()
+    out_nodes: tuple[str, ...] = ()
+    output_type: str | None = None  #: one type for every output
+    output_type_per_node: tuple[tuple[str, int, str], ...] = ()  #: (node, index, type)
+    log: str = "null"
+    given: tuple[tuple[str, str], ...] = ()  #: every flag as given, in order
+
+    @property
+    def om_path(self) -> str:
+        return self.output + ".om"
+
+    @property
+    def precision(self) -> str:
+        """How float outputs are rounded: fp32 (exact), fp16 or bf16. ATC's default is fp16."""
+        if self.precision_mode_v2 is not None:
+            return PRECISION_MODES_V2[self.precision_mode_v2]
+        return PRECISION_MODES[self.precision_mode or "force_fp16"]
+
+    def command(self) -> str:
+        return shlex.join(["atc", *(f"--{flag}={value}" for flag, value in self.given)])
+
+
+def split_args(argv: Sequence[str]) -> list[tuple[str, str]]:
+    """``(flag, value)`` pairs from ``--flag=value`` / ``--flag value`` tokens (a leading ``atc`` is skipped)."""
+    tokens = list(argv)
+    if tokens and tokens[0] in ("atc", "atc.bin"):
+        tokens = tokens[1:]
+    pairs = []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if not token.startswith("-") or token in ("-", "--"):
+            raise AtcError(f"E10001: Value [{token}] is not a flag; ATC takes --flag=value arguments only")
+        name, sep, value = token.lstrip("-").partition("=")
+        if not sep:
+            if i + 1 >= len(tokens):
+                raise AtcError(f"E10004: Value for --{name} is empty.")
+            value = tokens[i + 1]
+            i += 1
+        pairs.append((name, value))
+        i += 1
+    return pairs
+
+
+def parse_args(argv: Sequence[str]) -> AtcOptions:
+    """Check ATC flags as ATC does; AtcError with ATC's message for the first problem."""
+    flags: dict[str, str] = {}
+    given = []
+    for name, value in split_args(argv):
+        if name in UNSUPPORTED:
+            raise AtcError(
+                f"E10001: Value [{value}] for parameter [--{name}] is invalid. Reason: --{name} is an ATC flag the "
+                "ge-plugin simulator does not support (see docs/atc.md)"
+            )
+        if name not in SUPPORTED and name not in IGNORED:
+            raise AtcError(f"ERROR: unknown command line flag '{name}'")
+        flags[name] = value
+        given.append((name, value))
+    for name in ("model", "framework", "output", "soc_version"):
+        if not flags.get(name, "").strip():
+            raise AtcError(f"E10004: Value for --{name} is empty.")
+
+    mode = flags.get("mode", "0").strip()
+    if mode != "0":
+        raise invalid(mode, "mode", "the ge-plugin simulator builds OM files (--mode=0) only")
+    framework = _framework(flags["framework"])
+    output = flags["output"].strip()
+    if output.endswith(".om"):
+        output = output[: -len(".om")]
+    input_format = flags.get("input_format")
+    if input_format is not None and input_format not in INPUT_FORMATS:
+        raise invalid(input_format, "input_format", f"ONNX models take {', '.join(INPUT_FORMATS)}")
+    shapes = _input_shape(flags["input_shape"]) if "input_shape" in flags else ()
+    mode_name, gears = _gears(flags, shapes, input_format)
+    precision_mode = flags.get("precision_mode")
+    precision_mode_v2 = flags.get("precision_mode_v2")
+    if precision_mode is not None and precision_mode_v2 is not None:
+        raise AtcError("E10047: --precision_mode and --precision_mode_v2 are mutually exclusive.")
+    if precision_mode is not None and precision_mode not in PRECISION_MODES:
+        raise invalid(precision_mode, "precision_mode", f"use one of {', '.join(PRECISION_MODES)}")
+    if precision_mode_v2 is not None and precision_mode_v2 not in PRECISION_MODES_V2:
+        reason = f"use one of {', '.join(PRECISION_MODES_V2)}"
+        if precision_mode_v2 == "mixed_hif8":
+            reason = "HiFloat8 (Atlas 350) is not simulated; " + reason
+        raise invalid(precision_mode_v2, "precision_mode_v2", reason)
+    out_nodes = _names(flags.get("out_nodes", ""))
+    output_type, per_node = _output_type(flags.get("output_type"), out_nodes)
+    log = flags.get("log", "null")
+    if log not in LOG_LEVELS:
+        raise AtcError(
+            f"E10010: Value [{log}] for parameter [--log] is invalid. Use {', '.join(LOG_LEVELS)}."
+        )
+    return AtcOptions(
+        model=flags["model"].strip(),
+        framework=framework,
+        output=output,
+        soc_version=flags["soc_version"].strip(),
+        input_shape=shapes,
+        input_format=input_format,
+        dynamic_mode=mode_name,
+        gears=gears,
+        precision_mode=precision_mode,
+        precision_mode_v2=precision_mode_v2,
+        input_fp16_nodes=_names(flags.get("input_fp16_nodes", "")),
+        out_nodes=out_nodes,
+        output_type=output_type,
+        output_type_per_node=per_node,
+        log=log,
+        given=tuple(given),
+    )
+
+
+def _framework(text: str) -> int:
+    try:
+        framework = int(text.strip())
+    except ValueError:
+        raise invalid(
+            text, "framework", "expected 0 (Caffe), 1 (MindSpore), 3 (TensorFlow) or 5 (ONNX)"
+        ) from None
+    if framework != ONNX:
+        what = FRAMEWORKS.get(framework)
+        detail = f"{what} models" if what else f"framework {framework}"
+        raise invalid(
+            text,
+            "framework",
+            f"the ge-plugin simulator builds ONNX models only (--framework=5); {detail} are not supported",
+        )
+    return framework
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in text.split(";") if name.strip())
+
+
+_SHAPE_SAMPLE = '"input_name1:n1,c1,h1,w1;input_name2:n2,c2,h2,w2"'
+
+
+def _input_shape(text: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    shapes: dict[str, tuple[int, ...]] = {}
+    for item in text.split(";"):
+        if not item.strip():
+            continue
+        name, sep, dims_text = item.rpartition(":")
+        name = name.strip()
+        if not sep or not name:
+            raise AtcError(
+                f"E10002: Value [{text}] for parameter [--input_shape] is invalid. Reason: [{item}] has no input name. "
+                f"The value must be formatted as {_SHAPE_SAMPLE}."
+            )
+        if "~" in dims_text:
+            raise invalid(
+                text,
+                "input_shape",
+                f"[{item}] is a shape range (n1~n2), which builds a dynamic-shape model; the ge-plugin simulator "
+                "supports gear models only (--dynamic_batch_size, --dynamic_image_size, --dynamic_dims)",
+            )
+        dims = []
+        for dim in dims_text.split(",") if dims_text.strip() else []:
+            try:
+                value = int(dim.strip())
+            except ValueError:
+                raise AtcError(
+                    f"E10002: Value [{text}] for parameter [--input_shape] is invalid. Reason: [{dim}] in [{item}] "
+                    f"is not an integer. The value must be formatted as {_SHAPE_SAMPLE}."
+                ) from None
+            if value == 0 or value < -1:
+                raise AtcError(
+                    f"E10011: Value [{text}] for parameter [--input_shape] is invalid. Shape values must be "
+                    f"positive integers or -1. The error value in the shape is [{value}]."
+                )
+            dims.append(value)
+        if name in shapes:
+            raise AtcError(
+                f"E10002: Value [{text}] for parameter [--input_shape] is invalid. Reason: input [{name}] appears "
+                f"twice. The value must be formatted as {_SHAPE_SAMPLE}."
+            )
+        shapes[name] = tuple(dims)
+    return tuple(shapes.items())
+
+
+def _gear_list(flag: str, text: str, width: int | None) -> tuple[tuple[int, ...], ...]:
+    """Gears of ``--flag``: ``;``-separated profiles of ``,``-separated positive ints (one int per gear for
+    --dynamic_batch_size, whose gears are ``,``-separated)."""
+    if flag == "dynamic_batch_size":
+        profiles = [[item] for item in text.split(",") if item.strip()]
+    else:
+        profiles = [p.split(",") for p in text.split(";") if p.strip()]
+    gears = []
+    for profile in profiles:
+        values = []
+        for item in profile:
+            try:
+                value = int(item.strip())
+            except ValueError:
+                raise invalid(text, flag, f"[{item.strip()}] is not an integer") from None
+            if value <= 0:
+                raise AtcError(
+                    f"E10038: Dimension size [{value}] in --{flag} is invalid. The value must be greater than 0."
+                )
+            values.append(value)
+        gears.append(tuple(values))
+    if flag == "dynamic_image_size" and any(len(g) != 2 for g in gears):
+        raise AtcError(
+            f"E10020: Value [{text}] for parameter --dynamic_image_size is invalid. Each profile must be "
+            '"height,width", profiles separated by ";".'
+        )
+    if len(gears) < MIN_GEARS:
+        raise AtcError(
+            f"E10035: --{flag} has {len(gears)} profiles, which is less than the minimum {MIN_GEARS}."
+        )
+    if len(gears) > MAX_GEARS:
+        raise AtcError(
+            f"E10036: --{flag} has {len(gears)} profiles, which is greater than the maximum {MAX_GEARS}."
+        )
+    widths = {len(g) for g in gears}
+    if len(widths) > 1:
+        a, b = sorted(widths)[:2]
+        raise AtcError(
+            f"E10037: The profiles configured in --{flag} have inconsistent dimension counts. A profile has {a} "
+            f"dimensions while another has {b} dimensions."
+        )
+    if width is not None and gears[0] and len(gears[0]) != width:
+        raise AtcError(
+            f"E10045: --input_shape has {width} dims of -1 but each profile in --{flag} has {len(gears[0])} values; "
+            "each profile lists one value per -1 dim, in --input_shape order."
+        )
+    if len(set(gears)) != len(gears):
+        raise AtcError(f"E10039: The --{flag} argument has duplicate profiles.")
+    return tuple(gears)
+
+
+def _gears(
+    flags: dict[str, str], shapes: tuple[tuple[str, tuple[int, ...]], ...], input_format: str | None
+) -> tuple[str, tuple[tuple[int, ...], ...]]:
+    present = [f for f in ("dynamic_batch_size", "dynamic_image_size", "dynamic_dims") if f in flags]
+    if len(present) > 1:
+        raise AtcError(
+            "E10009: --dynamic_batch_size, --dynamic_image_size, --input_shape_range, and --dynamic_dims are "
+            f"mutually exclusive (given: {', '.join('--' + f for f in present)})."
+        )
+    minus = [(name, k) for name, dims in shapes for k, d in enumerate(dims) if d == -1]
+    if not present:
+        if minus:
+            name, k = minus[0]
+            raise AtcError(
+                f"E10011: Value [{flags['input_shape']}] for parameter [--input_shape] is invalid. Shape values must "
+                f"be positive integers. The error value in the shape is [-1] (input {name}, dim {k}). Add "
+                "--dynamic_batch_size, --dynamic_image_size or --dynamic_dims to choose gears for -1 dims (ATC would "
+                "build a dynamic-shape model, which the ge-plugin simulator does not support)."
+            )
+        return "static", ()
+    flag = present[0]
+    if not minus:
+        if flag == "dynamic_batch_size":
+            raise AtcError(
+                "E10031: --dynamic_batch_size is included, but none of the nodes specified in --input_shape has a "
+                "batch size equaling -1."
+            )
+        raise AtcError(
+            f"E10040: As --{flag} is included, the corresponding nodes specified in --input_shape must have -1 axes."
+        )
+    if flag == "dynamic_batch_size":
+        for name, k in minus:
+            if k != 0:
+                raise AtcError(
+                    f"E10018: Value [{dict(shapes)[name]}] for shape [{name}] is invalid. When --dynamic_batch_size "
+                    "is included, only batch size N can be -1 in --input_shape."
+                )
+        return "batch", _gear_list(flag, flags[flag], None)
+    if flag == "dynamic_image_size":
+        if input_format not in (None, "NCHW"):
+            raise invalid(input_format, "input_format", "--dynamic_image_size needs NCHW inputs")
+        for name, dims in shapes:
+            marked = [k for k, d in enumerate(dims) if d == -1]
+            if marked and (len(dims) != 4 or marked != [2, 3]):
+                raise AtcError(
+                    "E10019: When --dynamic_image_size is included, only the height and width axes can be -1 in "
+                    f"--input_shape (input {name} is {list(dims)})."
+                )
+        return "hw", _gear_list(flag, flags[flag], None)
+    if input_format != "ND":
+        raise invalid(input_format or "NCHW", "input_format", "--dynamic_dims needs --input_format=ND")
+    return "dims", _gear_list(flag, flags[flag], len(minus))
+
+
+def _output_type(
+    text: str | None, out_nodes: tuple[str, ...]
+) -> tuple[str | None, tuple[tuple[str, int, str], ...]]:
+    if text is None or not text.strip():
+        return None, ()
+    text = text.strip()
+    if ":" not in text:
+        if text.upper() not in OUTPUT_TYPES:
+            raise invalid(text, "output_type", f"use one of {', '.join(OUTPUT_TYPES)}")
+        return text.upper(), ()
+    if not out_nodes:
+        raise invalid(text, "output_type", "a per-output --output_type (node:index:type) needs --out_nodes")
+    per_node = []
+    for item in _names(text):
+        node, sep1, rest = item.partition(":")
+        index, sep2, dtype = rest.partition(":")
+        if not (sep1 and sep2) or not index.strip().isdigit():
+            raise invalid(text, "output_type", f"[{item}] is not node:index:type")
+        if dtype.strip().upper() not in OUTPUT_TYPES:
+            raise invalid(
+                text, "output_type", f"[{dtype}] in [{item}] is not one of {', '.join(OUTPUT_TYPES)}"
+            )
+        per_node.append((node.strip(), int(index), dtype.strip().upper()))
+    return None, tuple(per_node)

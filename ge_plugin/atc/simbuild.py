@@ -1,0 +1,444 @@
+"""Checked ATC options + the ONNX model -> a sim OM, with everything a real OM would know.
+
+What ATC does with the model, and so what this does: every ``--input_shape`` name must be a model input
+(E10016), its rank must match (E10049), fixed dims must agree; inputs it does not name must have fully known
+shapes; each gear turns the -1 dims into concrete dims (in ``--input_shape`` order for ``--dynamic_dims``);
+the output dims of every gear are computed now (onnx shape inference on the concrete shapes, or one
+onnxruntime run per gear when inference cannot tell), because an OM is static per gear. ``--out_nodes``
+selects outputs (ONNX output names, or ``node:index``), ``--output_type`` changes their dtypes and
+``--input_fp16_nodes`` makes inputs float16. The ONNX graph goes into the file unchanged unless
+``--out_nodes`` changed its outputs.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from ge_plugin import __version__
+from ge_plugin import acl_constants as C
+from ge_plugin.atc.flags import AtcOptions, invalid
+from ge_plugin.errors import AtcError
+from ge_plugin.sim import omfile
+
+#: ONNX TensorProto element types the simulator carries -> aclDataType
+ONNX_TO_ACL = {
+    1: C.ACL_FLOAT,
+    2: C.ACL_UINT8,
+    3: C.ACL_INT8,
+    4: C.ACL_UINT16,
+    5: C.ACL_INT16,
+    6: C.ACL_INT32,
+    7: C.ACL_INT64,
+    9: C.ACL_BOOL,
+    10: C.ACL_FLOAT16,
+    11: C.ACL_DOUBLE,
+    12: C.ACL_UINT32,
+    13: C.ACL_UINT64,
+}
+OUTPUT_TYPE_TO_ACL = {
+    "FP32": C.ACL_FLOAT,
+    "FP16": C.ACL_FLOAT16,
+    "UINT8": C.ACL_UINT8,
+    "INT8": C.ACL_INT8,
+    "UINT16": C.ACL_UINT16,
+    "INT16": C.ACL_INT16,
+    "UINT32": C.ACL_UINT32,
+    "INT32": C.ACL_INT32,
+    "UINT64": C.ACL_UINT64,
+    "INT64": C.ACL_INT64,
+    "DOUBLE": C.ACL_DOUBLE,
+}
+_FORMATS = {"NCHW": C.ACL_FORMAT_NCHW, "NCDHW": C.ACL_FORMAT_NCDHW, "ND": C.ACL_FORMAT_ND}
+#: initializers with more elements than this become shape-only inputs of the skeleton used for inference
+_SKELETON_LIMIT = 64
+
+
+@attrs.frozen
+class BuildResult:
+    path: Path
+    header: dict[str, Any]
+
+
+@attrs.frozen
+class _Input:
+    name: str
+    elem_type: int
+    dims: tuple[int, ...]  #: -1 where a gear chooses
+
+
+def build(options: AtcOptions, *, echo: Callable[[str], None] | None = None) -> BuildResult:
+    """Write ``options.output + ".om"``; AtcError (with ATC's message code) for what ATC would reject."""
+    say = echo if echo is not None and options.log in ("debug", "info") else (lambda _text: None)
+    model = _load(options.model)
+    graph = model.graph
+    initialized = {t.name for t in graph.initializer}
+    graph_inputs = [vi for vi in graph.input if vi.name not in initialized]
+    inputs = _inputs(options, graph_inputs)
+    gears = _gear_dims(options, inputs)
+    output_names, runnable = _outputs(options, model)
+    shapes, types = _output_shapes(runnable, inputs, gears, output_names)
+    out_dtypes = _output_dtypes(options, model, output_names, types)
+
+    fmt = options.input_format
+    header_inputs = []
+    for item in inputs:
+        graph_dtype = _acl_dtype(item.elem_type, f"input {item.name}")
+        dtype = C.ACL_FLOAT16 if item.name in options.input_fp16_nodes else graph_dtype
+        in_fmt = _FORMATS[fmt] if fmt else (C.ACL_FORMAT_NCHW if len(item.dims) == 4 else C.ACL_FORMAT_ND)
+        header_inputs.append(
+            {
+                "name": item.name,
+                "dtype": dtype,
+                "graph_dtype": graph_dtype,
+                "format": in_fmt,
+                "dims": list(item.dims),
+            }
+        )
+    header_outputs = []
+    for n, name in enumerate(output_names):
+        dims = [d if all(g[n][k] == d for g in shapes) else -1 for k, d in enumerate(shapes[0][n])]
+        header_outputs.append(
+            {
+                "name": name,
+                "onnx_name": name,
+                "dtype": out_dtypes[n],
+                "graph_dtype": _acl_dtype(types[n], f"output {name}"),
+                "format": C.ACL_FORMAT_ND,
+                "dims": dims,
+            }
+        )
+    header: dict[str, Any] = {
+        "format": "ge-plugin sim OM",
+        "built_by": f"ge-plugin {__version__}",
+        "soc_version": options.soc_version,
+        "framework": options.framework,
+        "precision": options.precision,
+        "precision_mode": options.precision_mode_v2 or options.precision_mode or "force_fp16",
+        "atc_options": dict(options.given),
+        "atc_command": options.command(),
+        "inputs": header_inputs,
+        "outputs": header_outputs,
+        "dynamic": {
+            "mode": options.dynamic_mode,
+            "gears": [
+                {
+                    "values": list(values),
+                    "inputs": [list(d) for d in dims],
+                    "outputs": [list(d) for d in shapes[n]],
+                }
+                for n, (values, dims) in enumerate(gears)
+            ]
+            if options.dynamic_mode != "static"
+            else [],
+        },
+    }
+    path = Path(options.om_path)
+    if path.parent and not path.parent.is_dir():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    onnx_bytes = runnable.SerializeToString() if runnable is not model else Path(options.model).read_bytes()
+    omfile.write(path, header, onnx_bytes)
+    say(f"sim OM {path}: {options.dynamic_mode} model, {len(inputs)} inputs, {len(output_names)} outputs")
+    for values, dims in gears:
+        say(f"  gear {','.join(map(str, values)) or 'static'}: inputs {[list(d) for d in dims]}")
+    return BuildResult(path, header)
+
+
+def _load(path: str) -> Any:
+    import onnx
+
+    if not os.path.isfile(path):
+        raise invalid(path, "model", "the file does not exist")
+    try:
+        return onnx.load(path)
+    except Exception as exc:  # onnx raises DecodeError, ValueError, ... for files that are not ONNX
+        raise AtcError(
+            f"E10041: Failed to load the model from [{path}]. Reason: not a readable ONNX model ({exc})"
+        ) from None
+
+
+def _acl_dtype(elem_type: int, what: str) -> int:
+    try:
+        return ONNX_TO_ACL[elem_type]
+    except KeyError:
+        import onnx
+
+        name = (
+            onnx.TensorProto.DataType.Name(elem_type)
+            if elem_type in onnx.TensorProto.DataType.values()
+            else elem_type
+        )
+        raise AtcError(
+            f"E10001: Value [{name}] for the type of {what} is invalid. Reason: the ge-plugin simulator carries "
+            f"{', '.join(onnx.TensorProto.DataType.Name(t) for t in ONNX_TO_ACL)} tensors only"
+        ) from None
+
+
+def _graph_dims(vi: Any) -> list[int | None] | None:
+    """A graph input's dims (None for unknown dims), or None when the model gives no shape at all."""
+    ttype = vi.type.tensor_type
+    if not ttype.HasField("shape"):
+        return None
+    return [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in ttype.shape.dim]
+
+
+def _inputs(options: AtcOptions, graph_inputs: Sequence[Any]) -> list[_Input]:
+    given = dict(options.input_shape)
+    names = [vi.name for vi in graph_inputs]
+    for name in given:
+        if name not in names:
+            raise AtcError(
+                f"E10016: Opname [{name}] specified in [--input_shape] is not found in the model; its inputs are "
+                f"{', '.join(names)}."
+            )
+    for name in options.input_fp16_nodes:
+        if name not in names:
+            raise AtcError(
+                f"E10016: Opname [{name}] specified in [--input_fp16_nodes] is not found in the model; its inputs "
+                f"are {', '.join(names)}."
+            )
+    inputs = []
+    for vi in graph_inputs:
+        elem_type = vi.type.tensor_type.elem_type
+        _acl_dtype(elem_type, f"input {vi.name}")
+        graph = _graph_dims(vi)
+        if vi.name in options.input_fp16_nodes and elem_type not in (1, 10, 11):
+            raise invalid(
+                options.input_fp16_nodes, "input_fp16_nodes", f"input {vi.name} is not a float input"
+            )
+        if vi.name in given:
+            dims = given[vi.name]
+            if graph is not None and len(graph) != len(dims):
+                raise AtcError(
+                    f"E10049: Dimension count {len(dims)} configured in --input_shape does not match dimension count "
+                    f"{len(graph)} of the node {vi.name}."
+                )
+            for k, (want, have) in enumerate(zip(dims, graph or dims)):
+                if have is not None and want != have and want != -1:
+                    raise invalid(
+                        f"{vi.name}:{','.join(map(str, dims))}",
+                        "input_shape",
+                        f"dim {k} of input {vi.name} is fixed at {have} in the model",
+                    )
+                if have is not None and want == -1 and graph is not None:
+                    raise invalid(
+                        f"{vi.name}:{','.join(map(str, dims))}",
+                        "input_shape",
+                        f"dim {k} of input {vi.name} is fixed at {have} in the model; only its dynamic dims can be -1",
+                    )
+        else:
+            if graph is None or any(d is None for d in graph):
+                shown = (
+                    "unknown"
+                    if graph is None
+                    else "[" + ",".join("?" if d is None else str(d) for d in graph) + "]"
+                )
+                raise AtcError(
+                    f"E11005: The shape of input {vi.name} is not fully defined in the model ({shown}); give it "
+                    "with --input_shape (and -1 plus a gear flag for dims that vary)."
+                )
+            dims = tuple(int(d) for d in graph)  # type: ignore[arg-type]
+        inputs.append(_Input(vi.name, elem_type, tuple(dims)))
+    return inputs
+
+
+def _gear_dims(
+    options: AtcOptions, inputs: Sequence[_Input]
+) -> list[tuple[tuple[int, ...], list[tuple[int, ...]]]]:
+    """Per gear: (the values it was given, every input's concrete dims). Static models: one entry."""
+    if options.dynamic_mode == "static":
+        return [((), [i.dims for i in inputs])]
+    order = [name for name, _ in options.input_shape]
+    positions = [
+        (name, k) for name in order for k, d in enumerate(dict(options.input_shape)[name]) if d == -1
+    ]
+    gears = []
+    for values in options.gears:
+        fill: dict[tuple[str, int], int] = {}
+        if options.dynamic_mode == "batch":
+            fill = {pos: values[0] for pos in positions}
+        elif options.dynamic_mode == "hw":
+            fill = {(name, k): values[k - 2] for name, k in positions}
+        else:
+            fill = dict(zip(positions, values))
+        dims = [tuple(fill.get((i.name, k), d) for k, d in enumerate(i.dims)) for i in inputs]
+        gears.append((values, dims))
+    return gears
+
+
+def _outputs(options: AtcOptions, model: Any) -> tuple[list[str], Any]:
+    """The OM's output tensor names and the graph that produces exactly them."""
+    import onnx
+
+    graph = model.graph
+    if not options.out_nodes:
+        return [o.name for o in graph.output], model
+    produced = {name for node in graph.node for name in node.output} | {o.name for o in graph.output}
+    nodes = {node.name: node for node in graph.node if node.name}
+    names = []
+    for item in options.out_nodes:
+        name = _resolve(item, produced, nodes)
+        if name is None:
+            raise AtcError(
+                f"E10016: Opname [{item}] specified in [--out_nodes] is not found in the model. Give ONNX output "
+                "names (out1;out2) or node:index (node1:0;node2:1)."
+            )
+        names.append(name)
+    if names == [o.name for o in graph.output]:
+        return names, model
+    runnable = copy.deepcopy(model)
+    existing = {o.name: o for o in graph.output}
+    del runnable.graph.output[:]
+    for name in names:
+        runnable.graph.output.append(existing[name] if name in existing else onnx.ValueInfoProto(name=name))
+    return names, runnable
+
+
+def _resolve(item: str, produced: set[str], nodes: dict[str, Any]) -> str | None:
+    if item in produced:
+        return item
+    node_name, sep, index = item.rpartition(":")
+    if sep and index.isdigit() and node_name in nodes and int(index) < len(nodes[node_name].output):
+        return nodes[node_name].output[int(index)]
+    return None
+
+
+def _skeleton(model: Any) -> Any:
+    """The model with big initializers turned into shape-only inputs: cheap to copy and infer per gear."""
+    import onnx
+
+    skeleton = onnx.ModelProto()
+    skeleton.ir_version = model.ir_version
+    skeleton.opset_import.extend(model.opset_import)
+    graph = skeleton.graph
+    graph.name = model.graph.name
+    graph.node.extend(model.graph.node)
+    graph.input.extend(model.graph.input)
+    graph.output.extend(model.graph.output)
+    declared = {vi.name for vi in model.graph.input}
+    for init in model.graph.initializer:
+        if math.prod(init.dims) > _SKELETON_LIMIT and init.name not in declared:
+            graph.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
+        else:
+            graph.initializer.append(init)
+    for function in model.functions:
+        skeleton.functions.append(function)
+    return skeleton
+
+
+def _inferred(skeleton: Any, inputs: Sequence[_Input], dims: Sequence[tuple[int, ...]], names: Sequence[str]):
+    """(dims, elem_type) of each output at these input dims, or None where inference cannot tell."""
+    import onnx
+
+    trial = onnx.ModelProto()
+    trial.CopyFrom(skeleton)
+    by_name = {vi.name: vi for vi in trial.graph.input}
+    for item, shape in zip(inputs, dims):
+        vi = by_name[item.name]
+        vi.type.tensor_type.ClearField("shape")
+        vi.type.tensor_type.shape.dim.extend(onnx.TensorShapeProto.Dimension(dim_value=d) for d in shape)
+    for vi in trial.graph.output:
+        vi.type.tensor_type.ClearField("shape")
+    del trial.graph.value_info[:]
+    try:
+        inferred = onnx.shape_inference.infer_shapes(trial, strict_mode=False, data_prop=True)
+    except Exception:  # onnx raises InferenceError and friends; fall back to running the model
+        return [None] * len(names)
+    infos = {vi.name: vi for vi in (*inferred.graph.value_info, *inferred.graph.output)}
+    results = []
+    for name in names:
+        vi = infos.get(name)
+        ttype = vi.type.tensor_type if vi is not None else None
+        if ttype is None or not ttype.HasField("shape") or not ttype.elem_type:
+            results.append(None)
+            continue
+        out = [d.dim_value if d.HasField("dim_value") else None for d in ttype.shape.dim]
+        results.append(None if any(d is None for d in out) else (tuple(out), ttype.elem_type))
+    return results
+
+
+def _output_shapes(runnable: Any, inputs: Sequence[_Input], gears, names: Sequence[str]):
+    """Per gear, each output's dims; and each output's ONNX elem type."""
+    skeleton = _skeleton(runnable)
+    shapes: list[list[tuple[int, ...]]] = []
+    types: list[int] = [0] * len(names)
+    session = None
+    for values, dims in gears:
+        found = _inferred(skeleton, inputs, dims, names)
+        if any(f is None for f in found):
+            session = session or _session(runnable)
+            found = _run_once(session, inputs, dims, names, values)
+        shapes.append([f[0] for f in found])
+        for n, f in enumerate(found):
+            types[n] = types[n] or f[1]
+    return shapes, types
+
+
+def _session(model: Any) -> Any:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.log_severity_level = 3
+    try:
+        return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime's own exception types
+        raise AtcError(
+            f"E10041: Failed to load the model. Reason: onnxruntime cannot run it ({exc})"
+        ) from None
+
+
+_ONNX_NUMPY = {
+    1: np.float32,
+    2: np.uint8,
+    3: np.int8,
+    4: np.uint16,
+    5: np.int16,
+    6: np.int32,
+    7: np.int64,
+    9: np.bool_,
+}
+_ONNX_NUMPY.update({10: np.float16, 11: np.float64, 12: np.uint32, 13: np.uint64})
+_NUMPY_ONNX = {np.dtype(v): k for k, v in _ONNX_NUMPY.items()}
+
+
+def _run_once(session: Any, inputs: Sequence[_Input], dims, names: Sequence[str], values) -> list:
+    feeds = {i.name: np.zeros(d, dtype=_ONNX_NUMPY[i.elem_type]) for i, d in zip(inputs, dims)}
+    try:
+        outs = session.run(list(names), feeds)
+    except Exception as exc:  # onnxruntime's own exception types
+        label = ",".join(map(str, values)) or "static"
+        raise AtcError(
+            f"E10059: Building gear [{label}] failed. Reason: the model does not run at input dims "
+            f"{[list(d) for d in dims]}: {exc}"
+        ) from None
+    return [(tuple(o.shape), _NUMPY_ONNX.get(np.asarray(o).dtype, 0)) for o in outs]
+
+
+def _output_dtypes(options: AtcOptions, model: Any, names: Sequence[str], types: Sequence[int]) -> list[int]:
+    dtypes = [_acl_dtype(t, f"output {name}") for name, t in zip(names, types)]
+    if options.output_type is not None:
+        return [OUTPUT_TYPE_TO_ACL[options.output_type]] * len(names)
+    if options.output_type_per_node:
+        produced = {name for node in model.graph.node for name in node.output} | {
+            o.name for o in model.graph.output
+        }
+        nodes = {node.name: node for node in model.graph.node if node.name}
+        for node, index, dtype in options.output_type_per_node:
+            name = _resolve(f"{node}:{index}", produced, nodes)
+            if name is None and index == 0 and node in produced:
+                name = node
+            if name is None or name not in names:
+                raise AtcError(
+                    f"E10016: Opname [{node}:{index}] specified in [--output_type] is not found among the outputs "
+                    f"selected by --out_nodes ({', '.join(names)})."
+                )
+            dtypes[names.index(name)] = OUTPUT_TYPE_TO_ACL[dtype]
+    return dtypes

@@ -1,0 +1,137 @@
+"""``ge-plugin atc``: ATC's command line, building sim OMs for the simulator, or printed for a real host.
+
+Three ways to call it:
+
+- ATC's own flags (``--flag=value`` or ``--flag value``): build ``<output>.om`` as a sim OM, answering like
+  ATC (``ATC run success, welcome to the next use.`` or ``ATC run failed, ...`` plus an E1xxxx line);
+- ``SPEC... --print``: the ``atc`` command that compiles each spec's OM on an Ascend host;
+- ``SPEC... --sim [--repository REPO]``: build each spec's sim OM into ``REPO/<name>/1/`` from those same ATC
+  flags, through the same code as the first form. A directory means every spec in it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ge_plugin.atc import flags as atc_flags
+from ge_plugin.cli._common import add_command
+from ge_plugin.errors import AtcError
+
+START = "ATC start working now, please wait for a moment."
+SUCCESS = "ATC run success, welcome to the next use."
+FAILURE = "ATC run failed, Please check the detail log, Try 'atc --help' for more information"
+
+EXAMPLES = """\
+  ge-plugin atc --model=tiny_llama.onnx --framework=5 --output=llama --soc_version=Ascend910B3 \\
+      --input_shape="input_ids:-1,-1" --input_format=ND --dynamic_dims="1,16;1,32;4,16;4,32" \\
+      --precision_mode=must_keep_origin_dtype
+  ge-plugin atc --model=resnet.onnx --framework=5 --output=resnet --soc_version=Ascend310P3 \\
+      --input_shape="x:-1,3,224,224" --dynamic_batch_size="1,2,4,8"
+  ge-plugin atc specs/llama.yaml --print
+  ge-plugin atc specs --sim --repository model_repository
+"""
+
+
+def register(subparsers) -> None:
+    parser = add_command(
+        subparsers,
+        "atc",
+        help="build sim OMs with ATC's flags, or print the real ATC command of a spec",
+        description=(
+            "Build a sim OM (for the ge-plugin simulator) from an ONNX model with ATC's own flags, or, given "
+            "specs, print the atc command that compiles them on an Ascend host (--print) or build their sim OMs "
+            "into a model repository (--sim). Sim OM format and supported flags: docs/atc.md."
+        ),
+        examples=EXAMPLES,
+    )
+    parser.allow_abbrev = False  # ATC has --mode and --model; a prefix must not pick one
+    parser.add_argument(
+        "specs", nargs="*", metavar="SPEC", help="spec files or directories (with --print/--sim)"
+    )
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument(
+        "--print", dest="print_command", action="store_true", help="print the atc command of each spec"
+    )
+    what.add_argument("--sim", action="store_true", help="build each spec's sim OM into the repository")
+    parser.add_argument(
+        "--repository",
+        metavar="REPO",
+        default="model_repository",
+        help="with --sim (default: model_repository)",
+    )
+    group = parser.add_argument_group("ATC flags, as ATC takes them (--flag=value or --flag value)")
+    for flag, text in atc_flags.SUPPORTED.items():
+        group.add_argument(f"--{flag}", dest=f"atc_{flag}", metavar="VALUE", help=text)
+    for flag in (*atc_flags.IGNORED, *atc_flags.UNSUPPORTED):
+        group.add_argument(f"--{flag}", dest=f"atc_{flag}", help=argparse.SUPPRESS)
+    parser.set_defaults(func=run, _parser=parser)
+
+
+def _given_flags(args: argparse.Namespace) -> list[str]:
+    return [
+        f"--{name[len('atc_') :]}={value}"
+        for name, value in vars(args).items()
+        if name.startswith("atc_") and value is not None
+    ]
+
+
+def _fail(error: AtcError) -> int:
+    print(FAILURE, file=sys.stderr)
+    print(error, file=sys.stderr)
+    return 1
+
+
+def build_from_flags(argv: list[str]) -> Path:
+    """Mode 1 and the engine of mode 3: ATC flags -> sim OM; AtcError as ATC would report it."""
+    from ge_plugin.atc import simbuild
+
+    options = atc_flags.parse_args(argv)
+    return simbuild.build(options, echo=print).path
+
+
+def run(args: argparse.Namespace) -> int:
+    given = _given_flags(args)
+    if args.specs and given:
+        args._parser.error("give either ATC flags or SPECs with --print/--sim, not both")
+    if args.specs and not (args.print_command or args.sim):
+        args._parser.error("with SPECs, say what to do: --print (the atc command) or --sim (build sim OMs)")
+    if not args.specs:
+        if args.print_command or args.sim:
+            args._parser.error("--print and --sim take SPEC files or directories")
+        if not given:
+            args._parser.error(
+                "no ATC flags given; start with --model=MODEL.onnx --framework=5 --output=NAME"
+            )
+        print(START)
+        try:
+            path = build_from_flags(given)
+        except AtcError as exc:
+            return _fail(exc)
+        print(f"sim OM written to {path}")
+        print(SUCCESS)
+        return 0
+    from ge_plugin.atc.command import atc_args, atc_command
+    from ge_plugin.spec import load_specs
+
+    specs = load_specs(args.specs)
+    if args.print_command:
+        for spec in specs:
+            try:
+                print(atc_command(spec))
+            except AtcError as exc:
+                return _fail(exc)
+        return 0
+    print(START)
+    repository = Path(args.repository)
+    for spec in specs:
+        output = repository / spec.name / "1" / Path(spec.om_filename).stem
+        output.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path = build_from_flags(atc_args(spec, output=output))
+        except AtcError as exc:
+            return _fail(AtcError(f"{spec.name}: {exc}"))
+        print(f"{spec.name}: sim OM written to {path}")
+    print(SUCCESS)
+    return 0
