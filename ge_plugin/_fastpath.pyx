@@ -1,5 +1,839 @@
-# cython: language_level=3
-"""Compiled fast path (placeholder until the engine issue fills it in)."""
+# cython: embedsignature.format=python, annotation_typing=False
+"""Compiled fast path: the byte moving and checking between Triton requests and pinned staging buffers.
+
+Every request's tensors pass through here twice (gather into the gear, scatter back out), so the per-call
+Python work is kept to one pass over the arguments; the copies themselves run in C on raw pointers, as
+memcpy wherever a run is contiguous, and drop the GIL when they are large. ``_fastpath_py.py`` is the
+specification: same names, signatures, results and messages; where this file matches it deliberately in
+a way that is not obvious, a comment says "twin".
+
+Annotations are documentation only (``annotation_typing=False``): arguments are converted by hand, so that
+a bad argument gets the twin's ValueError rather than Cython's TypeError.
+"""
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from libc.math cimport floor, isfinite
+from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memcpy, memset
+
+cimport numpy as cnp
+
+import operator
+
+import numpy as np
+
+from ge_plugin.errors import RequestError
+
+cnp.import_array()
 
 IMPLEMENTATION = "c"
-__all__ = ["IMPLEMENTATION"]
+
+__all__ = ["IMPLEMENTATION", "TensorSpec", "copy_bytes", "fill", "gather", "scatter", "validate"]
+
+# --- type tables (indexed by TypeCode) -----------------------------------------------------------------
+
+_TYPE_CODES = {
+    "bool": T_BOOL,
+    "uint8": T_UINT8,
+    "uint16": T_UINT16,
+    "uint32": T_UINT32,
+    "uint64": T_UINT64,
+    "int8": T_INT8,
+    "int16": T_INT16,
+    "int32": T_INT32,
+    "int64": T_INT64,
+    "fp16": T_FP16,
+    "fp32": T_FP32,
+    "fp64": T_FP64,
+    "bf16": T_BF16,
+}
+_TYPE_NAMES = ", ".join(_TYPE_CODES)
+_NAMES = tuple(_TYPE_CODES)
+_CAST_NAMES = "fp32<->fp16, fp32<->bf16, fp16<->bf16, int64<->int32"
+
+cdef Py_ssize_t[13] _ITEMSIZE = [1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 8, 2]
+cdef char[13] _KIND = [b"b", b"u", b"u", b"u", b"u", b"i", b"i", b"i", b"i", b"f", b"f", b"f", b"u"]
+cdef int[13] _TYPENUM = [
+    cnp.NPY_BOOL, cnp.NPY_UINT8, cnp.NPY_UINT16, cnp.NPY_UINT32, cnp.NPY_UINT64,
+    cnp.NPY_INT8, cnp.NPY_INT16, cnp.NPY_INT32, cnp.NPY_INT64,
+    cnp.NPY_FLOAT16, cnp.NPY_FLOAT32, cnp.NPY_FLOAT64, cnp.NPY_UINT16,
+]
+
+# twin: _INT_RANGE, used only to word errors
+_INT_RANGE = {
+    name: (int(np.iinfo(np.dtype(kind + str(size))).min), int(np.iinfo(np.dtype(kind + str(size))).max))
+    for name, kind, size in (
+        ("uint8", "u", 1), ("uint16", "u", 2), ("uint32", "u", 4), ("uint64", "u", 8),
+        ("int8", "i", 1), ("int16", "i", 2), ("int32", "i", 4), ("int64", "i", 8),
+    )
+}
+_INT_RANGE["bool"] = (0, 1)
+
+cdef int64_t INT32_LOW = -2147483648
+cdef int64_t INT32_HIGH = 2147483647
+
+
+cdef int _type_code(object name, str what) except -1:
+    try:
+        return _TYPE_CODES[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"{what}: unknown type {name!r}; use one of {_TYPE_NAMES}") from None
+
+
+cdef int _cast_code(int src, int dst, str what) except -1:
+    if src == dst:
+        return CAST_NONE
+    if src == T_FP32 and dst == T_FP16:
+        return CAST_F32_F16
+    if src == T_FP16 and dst == T_FP32:
+        return CAST_F16_F32
+    if src == T_FP32 and dst == T_BF16:
+        return CAST_F32_BF16
+    if src == T_BF16 and dst == T_FP32:
+        return CAST_BF16_F32
+    if src == T_FP16 and dst == T_BF16:
+        return CAST_F16_BF16
+    if src == T_BF16 and dst == T_FP16:
+        return CAST_BF16_F16
+    if src == T_INT64 and dst == T_INT32:
+        return CAST_I64_I32
+    if src == T_INT32 and dst == T_INT64:
+        return CAST_I32_I64
+    raise ValueError(f"{what}: cannot cast {_NAMES[src]} to {_NAMES[dst]} (the casts are {_CAST_NAMES})")
+
+
+# --- element conversions: bit manipulation, so the results do not depend on the CPU's F16C support ---
+
+cdef inline uint16_t _f32_to_f16(uint32_t f) noexcept nogil:
+    cdef uint32_t sign = (f >> 16) & 0x8000
+    cdef uint32_t exp = f & 0x7F800000
+    cdef uint32_t sig = f & 0x007FFFFF
+    cdef uint32_t h, rest, half, shift
+    if exp == 0x7F800000:
+        if sig:
+            return <uint16_t>(sign | 0x7E00 | (sig >> 13))  # NaN: quieted, top of the payload kept (twin)
+        return <uint16_t>(sign | 0x7C00)
+    if exp >= 0x47800000:  # 2**16 and up: past half's largest finite value, whatever the rounding
+        return <uint16_t>(sign | 0x7C00)
+    if exp <= 0x38000000:  # below 2**-14 (half's smallest normal): a subnormal half, or zero
+        if exp < 0x33000000:  # below 2**-25: under half of the smallest subnormal, rounds to zero
+            return <uint16_t>sign
+        sig = sig | 0x00800000
+        shift = 126 - (exp >> 23)  # 14 .. 24
+        h = sig >> shift
+        rest = sig & ((1u << shift) - 1)
+        half = 1u << (shift - 1)
+        if rest > half or (rest == half and (h & 1)):
+            h += 1  # may carry into the exponent: the smallest normal, which is right
+        return <uint16_t>(sign | h)
+    h = (((exp >> 23) - 112) << 10) | (sig >> 13)
+    rest = sig & 0x1FFF
+    if rest > 0x1000 or (rest == 0x1000 and (h & 1)):
+        h += 1  # may carry into the exponent, up to infinity, which is right
+    return <uint16_t>(sign | h)
+
+
+cdef inline uint32_t _f16_to_f32(uint16_t h) noexcept nogil:
+    cdef uint32_t sign = (<uint32_t>(h & 0x8000)) << 16
+    cdef uint32_t exp = h & 0x7C00
+    cdef uint32_t sig = h & 0x03FF
+    cdef uint32_t e
+    if exp == 0x7C00:
+        return sign | 0x7F800000 | (sig << 13)  # inf, or NaN with its payload (twin)
+    if exp == 0:
+        if sig == 0:
+            return sign
+        e = 113  # a subnormal half is sig * 2**-24: normalise it into a float exponent
+        while (sig & 0x0400) == 0:
+            sig <<= 1
+            e -= 1
+        return sign | (e << 23) | ((sig & 0x03FF) << 13)
+    return sign | (((exp >> 10) + 112) << 23) | (sig << 13)
+
+
+cdef inline uint16_t _f32_to_bf16(uint32_t f) noexcept nogil:
+    if (f & 0x7FFFFFFF) > 0x7F800000:
+        return <uint16_t>((f >> 16) | 0x0040)  # NaN: quieted; rounding could carry it into infinity
+    return <uint16_t>((f + 0x7FFF + ((f >> 16) & 1)) >> 16)  # round to nearest even, as ml_dtypes/torch
+
+
+cdef int _convert(const char* src, char* dst, Py_ssize_t n, Move* mv) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef int64_t value
+    cdef int cast = mv.cast
+    if cast == CAST_NONE:
+        memcpy(dst, src, n * mv.src_item)
+    elif cast == CAST_F32_F16:
+        for i in range(n):
+            (<uint16_t*>dst)[i] = _f32_to_f16((<const uint32_t*>src)[i])
+    elif cast == CAST_F16_F32:
+        for i in range(n):
+            (<uint32_t*>dst)[i] = _f16_to_f32((<const uint16_t*>src)[i])
+    elif cast == CAST_F32_BF16:
+        for i in range(n):
+            (<uint16_t*>dst)[i] = _f32_to_bf16((<const uint32_t*>src)[i])
+    elif cast == CAST_BF16_F32:
+        for i in range(n):
+            (<uint32_t*>dst)[i] = (<uint32_t>(<const uint16_t*>src)[i]) << 16
+    elif cast == CAST_F16_BF16:
+        for i in range(n):
+            (<uint16_t*>dst)[i] = _f32_to_bf16(_f16_to_f32((<const uint16_t*>src)[i]))
+    elif cast == CAST_BF16_F16:
+        for i in range(n):
+            (<uint16_t*>dst)[i] = _f32_to_f16((<uint32_t>(<const uint16_t*>src)[i]) << 16)
+    elif cast == CAST_I64_I32:
+        for i in range(n):
+            value = (<const int64_t*>src)[i]
+            if value < INT32_LOW or value > INT32_HIGH:  # checked in the copying pass, not a second one
+                mv.bad = (src - mv.src_base) // mv.src_item + i
+                return -1
+            (<int32_t*>dst)[i] = <int32_t>value
+    elif cast == CAST_I32_I64:
+        for i in range(n):
+            (<int64_t*>dst)[i] = (<const int32_t*>src)[i]
+    return 0
+
+
+cdef void _fill(char* dst, Py_ssize_t n, Move* mv) noexcept nogil:
+    cdef Py_ssize_t i
+    cdef uint16_t v16
+    cdef uint32_t v32
+    cdef uint64_t v64
+    if n <= 0:
+        return
+    if mv.pad_zero:
+        memset(dst, 0, n * mv.dst_item)
+    elif mv.dst_item == 1:
+        memset(dst, mv.pad_value[0], n)
+    elif mv.dst_item == 2:
+        memcpy(&v16, mv.pad_value, 2)
+        for i in range(n):
+            (<uint16_t*>dst)[i] = v16
+    elif mv.dst_item == 4:
+        memcpy(&v32, mv.pad_value, 4)
+        for i in range(n):
+            (<uint32_t*>dst)[i] = v32
+    else:
+        memcpy(&v64, mv.pad_value, 8)
+        for i in range(n):
+            (<uint64_t*>dst)[i] = v64
+
+
+cdef void _plan(Move* mv) noexcept nogil:
+    # The compact side's strides follow extent, the gear side's follow gear; below run_dim both agree, so
+    # one index of run_dim is a single contiguous run (a whole block when nothing below dim 0 is padded).
+    cdef int k
+    cdef Py_ssize_t compact = 1, gear = 1
+    mv.run_dim = 0
+    for k in range(mv.ndim - 1, -1, -1):
+        if mv.into_gear:
+            mv.src_stride[k] = compact
+            mv.dst_stride[k] = gear
+        else:
+            mv.src_stride[k] = gear
+            mv.dst_stride[k] = compact
+        compact *= mv.extent[k]
+        gear *= mv.gear[k]
+        if k > 0 and mv.run_dim == 0 and mv.extent[k] != mv.gear[k]:
+            mv.run_dim = k
+
+
+cdef int _move(Move* mv, int k, const char* src, char* dst) noexcept nogil:
+    cdef int status
+    cdef Py_ssize_t i, n
+    cdef Py_ssize_t gap = mv.gear[k] - mv.extent[k]
+    if k == mv.run_dim:
+        n = mv.extent[k] * mv.dst_stride[k]  # here both strides are the elements below dim k
+        if _convert(src, dst, n, mv) < 0:
+            return -1
+        if mv.into_gear and gap > 0:
+            _fill(dst + n * mv.dst_item, gap * mv.dst_stride[k], mv)
+        return 0
+    for i in range(mv.extent[k]):
+        status = _move(
+            mv, k + 1, src + i * mv.src_stride[k] * mv.src_item, dst + i * mv.dst_stride[k] * mv.dst_item
+        )
+        if status < 0:
+            return -1
+    if mv.into_gear and gap > 0:
+        _fill(dst + mv.extent[k] * mv.dst_stride[k] * mv.dst_item, gap * mv.dst_stride[k], mv)
+    return 0
+
+
+cdef Py_ssize_t _gather_all(
+    Move* mv, Source* sources, Py_ssize_t n, const Py_ssize_t* gear, char* base, Py_ssize_t row_bytes,
+    Py_ssize_t rows,
+) noexcept nogil:
+    """Moves every source to its rows and pads the rows after them; returns -1, or the index of the source
+    holding a value the cast rejected (mv.bad says where)."""
+    cdef Py_ssize_t i
+    cdef int k
+    for i in range(n):
+        for k in range(mv.ndim):
+            mv.extent[k] = sources[i].shape[k]
+            mv.gear[k] = gear[k]
+        mv.gear[0] = mv.extent[0]  # rows are stacked, never padded between sources
+        _plan(mv)
+        mv.src_base = sources[i].data
+        if _move(mv, 0, sources[i].data, base) < 0:
+            return i
+        base += mv.extent[0] * row_bytes
+    _fill(base, (gear[0] - rows) * (row_bytes // mv.dst_item), mv)
+    return -1
+
+
+# --- Python-level helpers: argument conversion, and the wording of errors (twin) -----------------------
+
+cdef double _number(object value, str what) except? -1.0:
+    if PyFloat_CheckExact(value):
+        return PyFloat_AS_DOUBLE(value)
+    if isinstance(value, (str, bytes, bytearray)):
+        raise ValueError(f"{what}: {value!r} is not a number")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what}: {value!r} is not a number") from None
+
+
+cdef int _typed_value(double value, int code, char* out, str what) except -1:
+    """Writes value as one element of type ``code`` into out (8 bytes); floats round as the data does."""
+    cdef float single
+    cdef uint32_t bits
+    cdef uint16_t half
+    cdef int64_t signed
+    cdef uint64_t unsigned
+    if code == T_FP64:
+        memcpy(out, &value, 8)
+    elif code == T_FP32 or code == T_FP16 or code == T_BF16:
+        single = <float>value
+        memcpy(&bits, &single, 4)
+        if code == T_FP32:
+            memcpy(out, &bits, 4)
+        else:
+            half = _f32_to_f16(bits) if code == T_FP16 else _f32_to_bf16(bits)
+            memcpy(out, &half, 2)
+    else:
+        name = _NAMES[code]
+        if not isfinite(value) or floor(value) != value:
+            raise ValueError(f"{what}: {value!r} is not an integer, and {name} holds integers")
+        low, high = _INT_RANGE[name]
+        # the float comparisons below are exact: every bound is a power of two, or one off one
+        if (
+            (code == T_INT64 and not (-9223372036854775808.0 <= value < 9223372036854775808.0))
+            or (code == T_UINT64 and not (0.0 <= value < 18446744073709551616.0))
+            or (code != T_INT64 and code != T_UINT64 and not (<double>low <= value <= <double>high))
+        ):
+            raise ValueError(f"{what}: {value!r} does not fit in {name} [{low}, {high}]")
+        if code == T_UINT64:
+            unsigned = <uint64_t>value
+            memcpy(out, &unsigned, 8)
+        else:
+            signed = <int64_t>value
+            memcpy(out, &signed, _ITEMSIZE[code])  # little-endian: the low bytes are the narrow value
+    return 0
+
+
+cdef inline bint _all_zero(const char* value, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        if value[i]:
+            return False
+    return True
+
+
+def _buffer_problem(buffer, str what, bint writable):
+    """Raise the twin's message for a buffer that PyObject_GetBuffer refused (twin: _bytes_of)."""
+    try:
+        view = memoryview(buffer)
+    except TypeError:
+        kind = "a writable contiguous buffer" if writable else "a contiguous buffer"
+        got = type(buffer).__name__
+        raise ValueError(f"{what} must be {kind} such as a numpy uint8 array, got {got}") from None
+    if writable and view.readonly:
+        raise ValueError(f"{what} is read-only; it must be writable")
+    if not view.c_contiguous:
+        raise ValueError(f"{what} is not C-contiguous")
+    raise ValueError(f"{what} cannot be used as a flat buffer")
+
+
+cdef int _get_buffer(object buffer, Py_buffer* view, str what, bint writable) except -1:
+    cdef int flags = PyBUF_SIMPLE | PyBUF_WRITABLE if writable else PyBUF_SIMPLE
+    try:
+        PyObject_GetBuffer(buffer, view, flags)
+    except (BufferError, TypeError, ValueError):
+        _buffer_problem(buffer, what, writable)
+    return 0
+
+
+cdef inline bint _matches(cnp.ndarray array, int code) noexcept:
+    cdef cnp.dtype descr = <cnp.dtype>cnp.PyArray_DESCR(array)
+    return descr.kind == _KIND[code] and descr.itemsize == _ITEMSIZE[code] and cnp.PyArray_ISNOTSWAPPED(array)
+
+
+def _describe(dtype):
+    return dtype.name if dtype.isnative else f"{dtype.str} (non-native byte order)"
+
+
+cdef Py_ssize_t _shape(object shape, Py_ssize_t* out, str what) except -1:
+    """Copies a shape into out and returns its length; twin: _shape."""
+    cdef Py_ssize_t k, n, d
+    dims = shape if type(shape) is tuple or type(shape) is list else tuple(shape)
+    n = len(dims)
+    if n == 0:
+        raise ValueError(f"{what} is empty; it needs at least the row dim")
+    if n > MAX_DIMS:
+        raise ValueError(f"{what} has {n} dims, more than {MAX_DIMS}")
+    for k in range(n):
+        d = operator.index(dims[k])
+        out[k] = d
+    for k in range(n):
+        if out[k] < 1:
+            dims_list = [out[j] for j in range(n)]
+            raise ValueError(f"{what} {dims_list}: dim {k} is {out[k]}; every dim needs at least one element")
+    return n
+
+
+def _unravel(Py_ssize_t flat, shape):
+    return ", ".join(str(int(i)) for i in np.unravel_index(flat, tuple(shape)))
+
+
+# --- the public surface ----------------------------------------------------------------------------
+
+
+cdef class TensorSpec:
+    """What one model input accepts. Immutable; built once per model, reused for every request.
+
+    ``dims`` is the full shape the model takes, batch dim first when ``batched``, -1 for a dynamic dim;
+    ``limits`` gives per dim the largest accepted length (the dim itself when fixed, the largest batch gear
+    for the batch dim, the largest dims-gear value for a dynamic sequence dim). ``batched`` only changes
+    how messages name dim 0 ("batch 9 exceeds the largest gear 8").
+    """
+
+    def __init__(
+        self, name: str, type: str, dims: Sequence[int], limits: Sequence[int], *, batched: bool = True
+    ) -> None:
+        """Checks the spec once, here, so that validate() can trust it on every request."""
+        cdef int k
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"TensorSpec name must be a non-empty string, got {name!r}")
+        if not isinstance(type, str) or type not in _TYPE_CODES:
+            raise ValueError(f"TensorSpec {name!r}: unknown type {type!r}; use one of {_TYPE_NAMES}")
+        dims_t = tuple([operator.index(d) for d in dims])
+        limits_t = tuple([operator.index(d) for d in limits])
+        if len(dims_t) != len(limits_t):
+            raise ValueError(
+                f"TensorSpec {name!r}: dims {list(dims_t)} and limits {list(limits_t)} differ in length"
+            )
+        if len(dims_t) > MAX_DIMS:
+            raise ValueError(f"TensorSpec {name!r}: {len(dims_t)} dims, more than {MAX_DIMS}")
+        for k, (dim, limit) in enumerate(zip(dims_t, limits_t)):
+            if dim == 0 or dim < -1:
+                raise ValueError(
+                    f"TensorSpec {name!r}: dim {k} is {dim}; use -1 (dynamic) or a positive length"
+                )
+            if limit < 1:
+                raise ValueError(f"TensorSpec {name!r}: the limit of dim {k} is {limit}; it must be positive")
+            if dim != -1 and limit != dim:
+                raise ValueError(f"TensorSpec {name!r}: dim {k} is fixed at {dim} but its limit is {limit}")
+            self.c_dims[k] = dim
+            self.c_limits[k] = limit
+        self.name = name
+        self.type = type
+        self.dims = dims_t
+        self.limits = limits_t
+        self.batched = bool(batched)
+        self.ndim = len(dims_t)
+        self.code = _TYPE_CODES[type]
+
+    def __repr__(self) -> str:
+        fields = f"{self.name!r}, {self.type!r}, {self.dims!r}, {self.limits!r}"
+        return f"TensorSpec({fields}, batched={self.batched!r})"
+
+    def _key(self):
+        return (self.name, self.type, self.dims, self.limits, self.batched)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TensorSpec):
+            return NotImplemented
+        return self._key() == (<TensorSpec>other)._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+
+def _as_array(name, value):
+    """twin: _as_array (the slow path, for anything that is not an ndarray)."""
+    if hasattr(value, "__dlpack__"):
+        try:
+            return np.from_dlpack(value)
+        except (AttributeError, TypeError, ValueError, RuntimeError, BufferError) as exc:
+            raise RequestError(f"input {name!r}: cannot view its DLPack tensor: {exc}") from None
+    try:
+        view = memoryview(value)
+    except TypeError:
+        raise RequestError(
+            f"input {name!r}: expected an array (buffer protocol or DLPack), got {type(value).__name__}"
+        ) from None
+    try:
+        return np.asarray(view)
+    except (TypeError, ValueError, NotImplementedError) as exc:
+        raise RequestError(f"input {name!r}: cannot view its buffer: {exc}") from None
+
+
+def _dims_problem(TensorSpec spec, tuple shape):
+    """Raise the message for a shape the C check refused (twin: _check_dims)."""
+    name = spec.name
+    if len(shape) != len(spec.dims):
+        raise RequestError(
+            f"input {name!r}: expected shape {list(spec.dims)} ({len(spec.dims)} dims), "
+            f"got {list(shape)} ({len(shape)} dims)"
+        )
+    for k, (size, dim, limit) in enumerate(zip(shape, spec.dims, spec.limits)):
+        if size == 0:
+            if k == 0 and spec.batched:
+                raise RequestError(f"input {name!r}: empty batch (dim 0 is 0)")
+            raise RequestError(f"input {name!r}: dim {k} is 0; every dim needs at least one element")
+        if dim != -1:
+            if size != dim:
+                raise RequestError(f"input {name!r}: dim {k} is {size}, expected {dim}")
+        elif size > limit:
+            if k == 0 and spec.batched:
+                raise RequestError(f"input {name!r}: batch {size} exceeds the largest gear {limit}")
+            raise RequestError(
+                f"input {name!r}: dim {k} is {size}, longer than the largest sequence gear {limit}"
+            )
+    raise AssertionError(f"input {name!r}: shape {list(shape)} refused without a reason")  # pragma: no cover
+
+
+cdef inline bint _dims_ok(TensorSpec spec, cnp.ndarray array) noexcept:
+    cdef int k
+    cdef cnp.npy_intp size
+    cdef const cnp.npy_intp* shape
+    if cnp.PyArray_NDIM(array) != spec.ndim:
+        return False
+    shape = cnp.PyArray_DIMS(array)
+    for k in range(spec.ndim):
+        size = shape[k]
+        if size == 0:
+            return False
+        if spec.c_dims[k] == -1:
+            if size > spec.c_limits[k]:
+                return False
+        elif size != spec.c_dims[k]:
+            return False
+    return True
+
+
+def validate(specs: Sequence[TensorSpec], tensors: Mapping[str, object]) -> list:
+    """Check one request against the model's inputs before it joins a batch, so that one bad request fails
+    alone with a message its client can act on. Returns the request's arrays in spec order, C-contiguous,
+    viewed rather than copied whenever they already are (only a non-contiguous array is copied)."""
+    cdef list arrays = []
+    cdef TensorSpec spec
+    cdef cnp.ndarray array
+    for item in specs:
+        spec = <TensorSpec?>item
+        try:
+            value = tensors[spec.name]
+        except KeyError:
+            taken = ", ".join(s.name for s in specs)
+            got = ", ".join(str(key) for key in tensors) or "none"
+            raise RequestError(
+                f"missing input {spec.name!r}: the model takes {taken}; the request has {got}"
+            ) from None
+        array = value if cnp.PyArray_Check(value) else _as_array(spec.name, value)
+        if not _matches(array, spec.code):
+            bits = " (uint16 bit patterns)" if spec.code == T_BF16 else ""
+            got = _describe((<object>array).dtype)
+            raise RequestError(f"input {spec.name!r}: expected {spec.type}{bits} data, got {got}")
+        if not _dims_ok(spec, array):
+            _dims_problem(spec, (<object>array).shape)
+        if not cnp.PyArray_IS_C_CONTIGUOUS(array):
+            array = np.ascontiguousarray(array)
+        arrays.append(array)
+    if len(tensors) != len(arrays):
+        known = {s.name for s in specs}
+        for key in tensors:
+            if key not in known:
+                taken = ", ".join(s.name for s in specs)
+                raise RequestError(f"unexpected input {key!r}: the model takes {taken}")
+    return arrays
+
+
+cdef cnp.ndarray _source(object value, Py_ssize_t i, int code, const Py_ssize_t* gear, Py_ssize_t ndim):
+    # twin: _source
+    cdef cnp.ndarray array
+    cdef const cnp.npy_intp* shape
+    cdef Py_ssize_t k
+    if not cnp.PyArray_Check(value):
+        try:
+            value = np.asarray(memoryview(value))
+        except TypeError:
+            raise ValueError(f"gather: source {i} is not an array, got {type(value).__name__}") from None
+    array = <cnp.ndarray>value
+    if not _matches(array, code):
+        got = _describe(value.dtype)
+        raise ValueError(f"gather: source {i} holds {got} data, expected {_NAMES[code]}")
+    shape = cnp.PyArray_DIMS(array)
+    if cnp.PyArray_NDIM(array) != ndim:
+        raise ValueError(
+            f"gather: source {i} has {cnp.PyArray_NDIM(array)} dims {list(value.shape)}, "
+            f"the destination {[gear[k] for k in range(ndim)]} has {ndim}"
+        )
+    for k in range(ndim):
+        if shape[k] == 0:
+            raise ValueError(
+                f"gather: source {i} {list(value.shape)}: dim {k} is 0; every dim needs at least one element"
+            )
+        if k and shape[k] > gear[k]:
+            raise ValueError(
+                f"gather: source {i} {list(value.shape)}: dim {k} is {shape[k]}, "
+                f"longer than the destination's {gear[k]}"
+            )
+    if not cnp.PyArray_IS_C_CONTIGUOUS(array):
+        array = np.ascontiguousarray(array)
+    return array
+
+
+cdef int _init_pad(Move* mv, char* pad, object pad_value, int code, str what) except -1:
+    _typed_value(_number(pad_value, what), code, pad, what)
+    mv.pad_value = pad
+    mv.pad_zero = _all_zero(pad, _ITEMSIZE[code])
+    return 0
+
+
+def gather(
+    dst, dst_shape: Sequence[int], dst_type: str, srcs: Sequence, src_type: str, pad_value: float
+) -> int:
+    """Stack one batch's sources along dim 0 into the pinned staging buffer ``dst`` as a C-contiguous
+    ``dst_shape`` tensor of ``dst_type``, padding every dim of every source (and the rows after the last one)
+    with ``pad_value``, casting on the way when the types differ. This is the only copy between a request
+    and the device, so padding and casting are folded into it. Returns the bytes written.
+
+    Every shape and type check happens before the first byte is written; only an int64 value that does not
+    fit an int32 destination is found during the copy (the buffer is then half written, and unused)."""
+    cdef Move mv
+    cdef char pad[8]
+    cdef Py_buffer out
+    cdef Py_ssize_t gear[MAX_DIMS]
+    cdef Py_ssize_t ndim, nbytes, row_bytes, rows = 0, i, n, k
+    cdef int dst_code, src_code
+    cdef Source* sources = NULL
+    cdef cnp.ndarray array
+    cdef list keep = None
+
+    # twin: the order of the checks, so that both report the same problem first
+    dst_code = _type_code(dst_type, "gather: dst_type")
+    src_code = _type_code(src_type, "gather: src_type")
+    mv.cast = _cast_code(src_code, dst_code, "gather")
+    ndim = _shape(dst_shape, gear, "gather: dst_shape")
+    _init_pad(&mv, pad, pad_value, dst_code, "gather: pad_value")
+    nbytes = _ITEMSIZE[dst_code]
+    for k in range(ndim):
+        nbytes *= gear[k]
+    row_bytes = nbytes // gear[0]
+
+    _get_buffer(dst, &out, "gather: dst", True)
+    try:
+        if out.len < nbytes:
+            gear_list = [gear[k] for k in range(ndim)]
+            raise ValueError(
+                f"gather: dst holds {out.len} bytes, the destination {gear_list} {dst_type} needs {nbytes}"
+            )
+        seq = srcs if type(srcs) is list or type(srcs) is tuple else list(srcs)
+        n = len(seq)
+        sources = <Source*>PyMem_Malloc(max(n, 1) * sizeof(Source))
+        if sources == NULL:
+            raise MemoryError()
+        for i in range(n):
+            array = _source(seq[i], i, src_code, gear, ndim)
+            if array is not seq[i]:  # a view or a copy made here: keep it alive until the copy is done
+                keep = keep if keep is not None else []
+                keep.append(array)
+            sources[i].data = cnp.PyArray_BYTES(array)
+            sources[i].shape = cnp.PyArray_DIMS(array)
+            rows += sources[i].shape[0]
+        if rows > gear[0]:
+            raise ValueError(
+                f"gather: the sources hold {rows} rows in total, more than the destination's {gear[0]}"
+            )
+
+        mv.ndim = <int>ndim
+        mv.into_gear = True
+        mv.src_item = _ITEMSIZE[src_code]
+        mv.dst_item = _ITEMSIZE[dst_code]
+        if nbytes > GIL_RELEASE_BYTES:
+            with nogil:
+                i = _gather_all(&mv, sources, n, gear, <char*>out.buf, row_bytes, rows)
+        else:
+            i = _gather_all(&mv, sources, n, gear, <char*>out.buf, row_bytes, rows)
+        if i >= 0:
+            bad = (<const int64_t*>sources[i].data)[mv.bad]
+            where = _unravel(mv.bad, [sources[i].shape[k] for k in range(ndim)])
+            raise ValueError(
+                f"cannot cast int64 to int32: source {i} holds {bad} at [{where}], "
+                f"which does not fit in int32"
+            )
+        return nbytes
+    finally:
+        PyMem_Free(sources)
+        PyBuffer_Release(&out)
+
+
+def scatter(
+    src,
+    src_shape: Sequence[int],
+    src_type: str,
+    out_type: str,
+    rows: Sequence[int],
+    shapes: Sequence[Sequence[int]],
+) -> list:
+    """Split one output in the pinned staging buffer ``src`` (a C-contiguous ``src_shape`` tensor of
+    ``src_type``) back into one new array per request: request i owns the next ``rows[i]`` rows and keeps
+    the leading ``shapes[i]`` of every other dim, cast to ``out_type``. One copy per request, because the
+    staging buffer is reused by the next batch while Triton still holds the responses."""
+    cdef Move mv
+    cdef Py_buffer view
+    cdef Py_ssize_t full[MAX_DIMS]
+    cdef cnp.npy_intp dims[MAX_DIMS]
+    cdef Py_ssize_t ndim, nbytes, row_bytes, total = 0, i, k, n, count, size, out_bytes
+    cdef int src_code, out_code, status
+    cdef cnp.ndarray out
+    cdef const char* base
+    cdef list outputs
+
+    src_code = _type_code(src_type, "scatter: src_type")
+    out_code = _type_code(out_type, "scatter: out_type")
+    mv.cast = _cast_code(src_code, out_code, "scatter")
+    ndim = _shape(src_shape, full, "scatter: src_shape")
+    nbytes = _ITEMSIZE[src_code]
+    for k in range(ndim):
+        nbytes *= full[k]
+    row_bytes = nbytes // full[0]
+
+    _get_buffer(src, &view, "scatter: src", False)
+    try:
+        if view.len < nbytes:
+            full_list = [full[k] for k in range(ndim)]
+            raise ValueError(
+                f"scatter: src holds {view.len} bytes, the source {full_list} {src_type} needs {nbytes}"
+            )
+        counts = rows if type(rows) is list or type(rows) is tuple else list(rows)
+        parts = shapes if type(shapes) is list or type(shapes) is tuple else list(shapes)
+        n = len(counts)
+        if n != len(parts):
+            raise ValueError(f"scatter: {n} row counts but {len(parts)} shapes; give one of each per request")
+        # twin: all checks first, in request order
+        for i in range(n):
+            count = operator.index(counts[i])
+            trimmed = parts[i] if type(parts[i]) is tuple else tuple(parts[i])
+            if count < 1:
+                raise ValueError(f"scatter: request {i} has {count} rows; every request has at least one")
+            if len(trimmed) != ndim - 1:
+                raise ValueError(
+                    f"scatter: request {i} shape {list(trimmed)} has {len(trimmed)} dims, the source "
+                    f"{[full[k] for k in range(ndim)]} has {ndim - 1} after the row dim"
+                )
+            for k in range(ndim - 1):
+                size = operator.index(trimmed[k])
+                if not 0 <= size <= full[k + 1]:
+                    raise ValueError(
+                        f"scatter: request {i} shape {list(trimmed)}: dim {k + 1} is {size}, "
+                        f"outside the source's 0..{full[k + 1]}"
+                    )
+            total += count
+        if total > full[0]:
+            raise ValueError(
+                f"scatter: the requests own {total} rows in total, more than the source's {full[0]}"
+            )
+
+        mv.ndim = <int>ndim
+        mv.into_gear = False
+        mv.src_item = _ITEMSIZE[src_code]
+        mv.dst_item = _ITEMSIZE[out_code]
+        base = <const char*>view.buf
+        outputs = []
+        for i in range(n):
+            trimmed = parts[i]
+            dims[0] = counts[i]
+            out_bytes = dims[0] * mv.dst_item
+            for k in range(1, ndim):
+                dims[k] = trimmed[k - 1]
+                out_bytes *= dims[k]
+            out = <cnp.ndarray>cnp.PyArray_EMPTY(<int>ndim, dims, _TYPENUM[out_code], 0)
+            for k in range(ndim):
+                mv.extent[k] = dims[k]
+                mv.gear[k] = full[k]
+            mv.gear[0] = dims[0]
+            _plan(&mv)
+            mv.src_base = base
+            if out_bytes > GIL_RELEASE_BYTES:
+                with nogil:
+                    status = _move(&mv, 0, base, cnp.PyArray_BYTES(out))
+            else:
+                status = _move(&mv, 0, base, cnp.PyArray_BYTES(out))
+            if status < 0:
+                bad = (<const int64_t*>base)[mv.bad]
+                where = _unravel(mv.bad, [mv.gear[k] for k in range(ndim)])
+                raise ValueError(
+                    f"cannot cast int64 to int32: request {i} holds {bad} at [{where}], "
+                    f"which does not fit in int32"
+                )
+            outputs.append(out)
+            base += dims[0] * row_bytes
+        return outputs
+    finally:
+        PyBuffer_Release(&view)
+
+
+def copy_bytes(dst, src) -> None:
+    """Copy every byte of ``src`` (any C-contiguous buffer) to the start of ``dst``: the H2D/D2H staging
+    step for tensors that need neither padding nor casting."""
+    cdef Py_buffer source, target
+    _get_buffer(src, &source, "copy_bytes: src", False)
+    try:
+        _get_buffer(dst, &target, "copy_bytes: dst", True)
+        try:
+            if target.len < source.len:
+                raise ValueError(f"copy_bytes: dst holds {target.len} bytes, src has {source.len}")
+            if source.len > GIL_RELEASE_BYTES:
+                with nogil:
+                    memcpy(target.buf, source.buf, source.len)
+            else:
+                memcpy(target.buf, source.buf, source.len)
+        finally:
+            PyBuffer_Release(&target)
+    finally:
+        PyBuffer_Release(&source)
+
+
+def fill(dst, type: str, value: float, start: int = 0, count: int = -1) -> None:
+    """Write ``value`` as ``type`` into elements ``start .. start+count`` of ``dst`` (``count=-1``: to the
+    end), for padding a staging buffer without building a source array."""
+    cdef Move mv
+    cdef char pad[8]
+    cdef Py_buffer target
+    cdef Py_ssize_t capacity, first, n
+    cdef int code = _type_code(type, "fill: type")
+    _init_pad(&mv, pad, value, code, "fill: value")
+    mv.dst_item = _ITEMSIZE[code]
+    _get_buffer(dst, &target, "fill: dst", True)
+    try:
+        capacity = target.len // mv.dst_item
+        first = operator.index(start)
+        n = operator.index(count)
+        if n == -1:
+            n = capacity - first
+        if first < 0 or n < 0 or first + n > capacity:
+            raise ValueError(
+                f"fill: elements {first}..{first + n} are outside dst, which holds {capacity} {type} elements"
+            )
+        if n * mv.dst_item > GIL_RELEASE_BYTES:
+            with nogil:
+                _fill(<char*>target.buf + first * mv.dst_item, n, &mv)
+        else:
+            _fill(<char*>target.buf + first * mv.dst_item, n, &mv)
+    finally:
+        PyBuffer_Release(&target)

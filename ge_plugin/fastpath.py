@@ -15,9 +15,7 @@ NO_EXTENSIONS = os.environ.get("GE_PLUGIN_NO_EXTENSIONS", "") not in ("", "0") o
     platform.python_implementation() != "CPython"
 )
 
-if TYPE_CHECKING:
-    from ge_plugin._fastpath_py import *  # noqa: F403
-elif NO_EXTENSIONS:
+if TYPE_CHECKING or NO_EXTENSIONS:  # type checkers read the twin, whose surface _fastpath.pyi mirrors
     from ge_plugin._fastpath_py import *  # noqa: F403
 else:
     try:
