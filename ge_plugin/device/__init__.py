@@ -1,0 +1,25 @@
+"""The device layer: the only code in ge-plugin that calls pyACL (real or simulated)."""
+
+from ge_plugin.device.aclapi import acl, kind
+from ge_plugin.device.context import Context, Stream
+from ge_plugin.device.memory import DeviceBuffer, PinnedBuffer, copy_to_device_async, copy_to_host_async
+from ge_plugin.device.om import Dataset, OmModel, TensorInfo
+from ge_plugin.device.runtime import acquire, check, finalize, release
+
+__all__ = [
+    "Context",
+    "Dataset",
+    "DeviceBuffer",
+    "OmModel",
+    "PinnedBuffer",
+    "Stream",
+    "TensorInfo",
+    "acl",
+    "acquire",
+    "check",
+    "copy_to_device_async",
+    "copy_to_host_async",
+    "finalize",
+    "kind",
+    "release",
+]

@@ -1,0 +1,68 @@
+"""Resolves pyACL once: the real ``acl`` of CANN on an Ascend host, or ge-plugin's CPU simulator.
+
+``GE_PLUGIN_DEVICE`` chooses: ``ascend`` (real ``acl``, an error if it is missing), ``sim`` (the simulator)
+or ``auto`` (default: real ``acl`` if it imports, else the simulator). The choice is logged once. This
+module is the only place in ge-plugin that imports ``acl``; everything above the device layer talks to
+the objects in ``ge_plugin.device``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import threading
+from types import ModuleType
+
+from ge_plugin.errors import ConfigError
+
+log = logging.getLogger("ge_plugin.device")
+
+CHOICES = ("auto", "ascend", "sim")
+
+_lock = threading.Lock()
+_acl: ModuleType | None = None
+_kind = ""
+
+
+def acl() -> ModuleType:
+    """The pyACL module in use (imported on first call)."""
+    if _acl is None:
+        _resolve()
+    return _acl  # type: ignore[return-value]
+
+
+def kind() -> str:
+    """``"ascend"`` or ``"sim"``: which pyACL :func:`acl` returns."""
+    if _acl is None:
+        _resolve()
+    return _kind
+
+
+def _resolve() -> None:
+    global _acl, _kind
+    with _lock:
+        if _acl is not None:
+            return
+        choice = os.environ.get("GE_PLUGIN_DEVICE", "auto").strip().lower() or "auto"
+        if choice not in CHOICES:
+            raise ConfigError(f"GE_PLUGIN_DEVICE={choice!r}: expected one of {', '.join(CHOICES)}")
+        module = None
+        if choice in ("auto", "ascend"):
+            try:
+                module = importlib.import_module("acl")
+                kind = "ascend"
+            except ImportError as exc:
+                if choice == "ascend":
+                    raise ConfigError(
+                        "GE_PLUGIN_DEVICE=ascend but pyACL cannot be imported "
+                        f"({exc}); source the CANN set_env.sh first"
+                    ) from exc
+        if module is None or getattr(module, "__name__", "") == "ge_plugin.sim.acl":
+            module = importlib.import_module("ge_plugin.sim.acl")
+            kind = "sim"
+        _acl, _kind = module, kind
+        if kind == "sim":
+            log.info("pyACL: using the ge-plugin CPU simulator (GE_PLUGIN_DEVICE=%s)", choice)
+        else:
+            log.info("pyACL: using CANN's acl from %s", getattr(module, "__file__", "?"))

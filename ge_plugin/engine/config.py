@@ -1,0 +1,125 @@
+"""The model configuration one engine serves, read from Triton's model config (JSON form) or a config.pbtxt.
+
+The engine knows neither Triton nor YAML: it takes the model config as the plain mapping Triton hands to
+``initialize`` (``json.loads(args["model_config"])``), which is also what ``read_config_pbtxt`` returns for a
+file on disk, so the direct (no Triton) path and the served path share one parser.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+import attrs
+
+from ge_plugin import dtypes
+from ge_plugin.errors import ConfigError
+from ge_plugin.params import ModelParams
+
+
+@attrs.frozen
+class IOConfig:
+    """One config input or output. ``dims`` exclude the batch dim when the model batches."""
+
+    name: str
+    dtype: dtypes.DType
+    dims: tuple[int, ...]
+
+
+@attrs.frozen
+class ServingConfig:
+    name: str
+    max_batch_size: int
+    inputs: tuple[IOConfig, ...]
+    outputs: tuple[IOConfig, ...]
+    params: ModelParams
+
+    @property
+    def batched(self) -> bool:
+        return self.max_batch_size > 0
+
+    @classmethod
+    def from_model_config(cls, config: Mapping) -> ServingConfig:
+        """Parse Triton's model config mapping; ConfigError names the field that is wrong."""
+        name = str(config.get("name", "") or "model")
+        backend = config.get("backend", "ge")
+        if backend and backend != "ge":
+            raise ConfigError(f"model {name!r}: backend is {backend!r}, expected 'ge'")
+        try:
+            max_batch_size = int(config.get("max_batch_size", 0) or 0)
+        except (TypeError, ValueError):
+            raise ConfigError(f"model {name!r}: max_batch_size must be an integer") from None
+        if max_batch_size < 0:
+            raise ConfigError(f"model {name!r}: max_batch_size must be >= 0, got {max_batch_size}")
+        inputs = tuple(_io(name, "input", item) for item in config.get("input", ()) or ())
+        outputs = tuple(_io(name, "output", item) for item in config.get("output", ()) or ())
+        if not inputs:
+            raise ConfigError(f"model {name!r}: the config declares no input")
+        if not outputs:
+            raise ConfigError(f"model {name!r}: the config declares no output")
+        for kind, items in (("input", inputs), ("output", outputs)):
+            seen = set()
+            for io in items:
+                if io.name in seen:
+                    raise ConfigError(f"model {name!r}: {kind} {io.name!r} is declared twice")
+                seen.add(io.name)
+        try:
+            params = ModelParams.from_parameters(config.get("parameters", {}) or {})
+        except ConfigError as exc:
+            raise ConfigError(f"model {name!r}: {exc}") from None
+        config_ = cls(name, max_batch_size, inputs, outputs, params)
+        config_._check_ties()
+        return config_
+
+    def _check_ties(self) -> None:
+        ins = {io.name: io for io in self.inputs}
+        outs = {io.name: io for io in self.outputs}
+        for tie in self.params.output_dim_ties:
+            where = f"model {self.name!r}: parameters.output_dim_ties {tie.encode()!r}"
+            if tie.output not in outs:
+                raise ConfigError(f"{where}: no output named {tie.output!r}")
+            if tie.input not in ins:
+                raise ConfigError(f"{where}: no input named {tie.input!r}")
+            if tie.output_dim >= len(outs[tie.output].dims):
+                raise ConfigError(
+                    f"{where}: output {tie.output!r} has only {len(outs[tie.output].dims)} dims"
+                )
+            if tie.input_dim >= len(ins[tie.input].dims):
+                raise ConfigError(f"{where}: input {tie.input!r} has only {len(ins[tie.input].dims)} dims")
+
+
+def _io(model: str, kind: str, item: Mapping) -> IOConfig:
+    name = item.get("name")
+    if not name:
+        raise ConfigError(f"model {model!r}: an {kind} has no name")
+    dtype_name = item.get("data_type", "")
+    try:
+        dtype = dtypes.by_name(str(dtype_name))
+    except KeyError as exc:
+        raise ConfigError(f"model {model!r}: {kind} {name!r}: {exc.args[0]}") from None
+    if dtype.short == "string":
+        raise ConfigError(f"model {model!r}: {kind} {name!r}: TYPE_STRING tensors cannot go to an OM model")
+    try:
+        dims = tuple(int(d) for d in item.get("dims", ()) or ())
+    except (TypeError, ValueError):
+        raise ConfigError(f"model {model!r}: {kind} {name!r}: dims must be integers") from None
+    if any(d < -1 or d == 0 for d in dims):
+        raise ConfigError(f"model {model!r}: {kind} {name!r}: dims must be positive or -1, got {list(dims)}")
+    if item.get("reshape"):
+        raise ConfigError(f"model {model!r}: {kind} {name!r}: reshape is not supported by the ge backend")
+    return IOConfig(str(name), dtype, dims)
+
+
+def read_config_pbtxt(path: str | os.PathLike) -> dict:
+    """A config.pbtxt as the mapping Triton would pass to ``initialize`` (field names as in the proto)."""
+    from google.protobuf import json_format, text_format
+    from tritonclient.grpc import model_config_pb2
+
+    with open(path, encoding="utf-8") as fh:
+        try:
+            message = text_format.Parse(fh.read(), model_config_pb2.ModelConfig())
+        except text_format.ParseError as exc:
+            raise ConfigError(f"{os.fspath(path)}: {exc}") from None
+    config = json_format.MessageToDict(message, preserving_proto_field_name=True)
+    config.setdefault("max_batch_size", 0)
+    return config

@@ -1,0 +1,80 @@
+"""Gear choice: which compiled shape of the OM runs a batch, and at what padding cost.
+
+An OM compiled with gears is a set of static graphs. A batch of requests runs on the cheapest gear that
+covers it: at least as many rows as the batch and, for each dynamic dim, at least the longest request. Cost
+is the number of input elements the gear computes on (padding included), which is what the device pays for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+
+@attrs.frozen
+class Gear:
+    """One compiled shape. Dims are full model dims (batch first when batched), one tuple per tensor."""
+
+    index: int
+    input_dims: tuple[tuple[int, ...], ...]
+    output_dims: tuple[tuple[int, ...], ...]
+    #: what selects this gear on the device: a batch size (set_dynamic_batch_size), the concatenated dims
+    #: of all inputs (set_input_dynamic_dims), or None for a static model
+    setting: int | tuple[int, ...] | None
+    label: str
+    cost: int = attrs.field(init=False)
+    flat: tuple[int, ...] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        cost = 0
+        for dims in self.input_dims:
+            n = 1
+            for d in dims:
+                n *= d
+            cost += n
+        object.__setattr__(self, "cost", cost)
+        object.__setattr__(self, "flat", tuple(d for dims in self.input_dims for d in dims))
+
+    @property
+    def rows(self) -> int:
+        """The batch (dim 0) this gear runs."""
+        return self.input_dims[0][0] if self.input_dims and self.input_dims[0] else 1
+
+    def covers(self, need: Sequence[int]) -> bool:
+        """``need`` is flat like ``flat``: the minimum length of every dim of every input."""
+        return all(g >= n for g, n in zip(self.flat, need))
+
+
+class GearTable:
+    """All gears of one model, cheapest first, with the limits request validation needs."""
+
+    def __init__(self, gears: Sequence[Gear]):
+        if not gears:
+            raise ValueError("a model has at least one gear")
+        self.gears: tuple[Gear, ...] = tuple(sorted(gears, key=lambda g: (g.cost, g.index)))
+        ranks = {tuple(len(d) for d in g.input_dims) for g in self.gears}
+        if len(ranks) != 1:
+            raise ValueError("every gear must have the same input ranks")
+        #: per input, per dim: the largest length any gear accepts
+        self.limits: tuple[tuple[int, ...], ...] = tuple(
+            tuple(max(g.input_dims[i][d] for g in self.gears) for d in range(len(dims)))
+            for i, dims in enumerate(self.gears[0].input_dims)
+        )
+        self.max_rows = max(g.rows for g in self.gears)
+        self._cache: dict[tuple[int, ...], Gear | None] = {}
+
+    def __len__(self) -> int:
+        return len(self.gears)
+
+    def choose(self, need: Sequence[int]) -> Gear | None:
+        """The cheapest gear covering ``need`` (flat, as ``Gear.flat``), or None if none does."""
+        key = tuple(need)
+        try:
+            return self._cache[key]
+        except KeyError:
+            pass
+        found = next((g for g in self.gears if g.covers(key)), None)
+        if len(self._cache) < 4096:
+            self._cache[key] = found
+        return found

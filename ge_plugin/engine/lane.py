@@ -1,0 +1,111 @@
+"""A lane: one loaded copy of the model with its own stream, device buffers, pinned staging and datasets.
+
+pyACL lets one model id run on one stream at a time, so each stream of an instance gets its own load of the
+model. Everything a request needs is allocated here, once, for the largest gear: per request the engine only
+fills pinned staging, queues copies and the execute, and reads the results back.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ge_plugin import device
+from ge_plugin.engine.gears import Gear
+
+
+class Lane:
+    def __init__(self, context: device.Context, om_path: str | os.PathLike):
+        self.context = context
+        self.stream: device.Stream | None = None
+        self.model: device.OmModel | None = None
+        self.in_dev: list[device.DeviceBuffer] = []
+        self.in_host: list[device.PinnedBuffer] = []
+        self.out_dev: list[device.DeviceBuffer] = []
+        self.out_host: list[device.PinnedBuffer] = []
+        self.mbatch: device.DeviceBuffer | None = None
+        self.inputs: device.Dataset | None = None
+        self.outputs: device.Dataset | None = None
+        #: what is in flight on this lane: set by the engine at launch, cleared when finished
+        self.pending: object = None
+        try:
+            self._open(om_path)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self, om_path: str | os.PathLike) -> None:
+        self.stream = device.Stream(self.context)
+        model = self.model = device.OmModel(om_path, self.context)
+        for info in model.inputs:
+            self.in_dev.append(device.DeviceBuffer(info.size))
+            self.in_host.append(device.PinnedBuffer(info.size))
+            self.in_host[-1].array[:] = 0  # fresh memory is not initialised; warm-up runs on zeros
+        for info in model.outputs:
+            self.out_dev.append(device.DeviceBuffer(info.size))
+            self.out_host.append(device.PinnedBuffer(info.size))
+        slots: list[tuple[int, int]] = [(0, 0)] * model.num_inputs
+        for info, buf in zip(model.inputs, self.in_dev):
+            slots[info.index] = (buf.ptr, buf.size)
+        if model.mbatch_index is not None:
+            self.mbatch = device.DeviceBuffer(model.mbatch_size)
+            slots[model.mbatch_index] = (self.mbatch.ptr, self.mbatch.size)
+        self.inputs = device.Dataset(slots)
+        self.outputs = device.Dataset([(buf.ptr, buf.size) for buf in self.out_dev])
+
+    @property
+    def device_bytes(self) -> int:
+        return sum(b.size for b in (*self.in_dev, *self.out_dev)) + (self.mbatch.size if self.mbatch else 0)
+
+    @property
+    def pinned_bytes(self) -> int:
+        return sum(b.size for b in (*self.in_host, *self.out_host))
+
+    def select(self, gear: Gear) -> None:
+        """Tell the model which gear the next execute runs (writes ascend_mbatch_shape_data)."""
+        if gear.setting is None:
+            return
+        if isinstance(gear.setting, int):
+            self.model.set_batch(self.inputs, gear.setting)
+        else:
+            self.model.set_dims(self.inputs, gear.setting)
+
+    def launch(self, gear: Gear, in_bytes: list[int], out_indices: list[int], out_bytes: list[int]) -> None:
+        """Queue H2D of the staged inputs, the execute on ``gear``, and D2H of the wanted outputs."""
+        handle = self.stream.handle
+        for dev, host, nbytes in zip(self.in_dev, self.in_host, in_bytes):
+            device.copy_to_device_async(dev, host, nbytes, handle)
+        self.select(gear)
+        self.model.execute_async(self.inputs, self.outputs, handle)
+        for j, nbytes in zip(out_indices, out_bytes):
+            device.copy_to_host_async(self.out_host[j], self.out_dev[j], nbytes, handle)
+
+    def wait(self) -> None:
+        self.stream.synchronize()
+
+    def close(self) -> None:
+        """Free in the reference's order: data buffers and datasets, device memory, unload, pinned memory,
+        then the stream. Runs every step even if one fails, and raises the first failure."""
+        errors: list[BaseException] = []
+
+        def step(fn) -> None:
+            try:
+                fn()
+            except BaseException as exc:  # keep tearing down; report the first failure
+                errors.append(exc)
+
+        if self.stream is not None and self.stream.handle:
+            step(self.stream.synchronize)
+        for ds in (self.inputs, self.outputs):
+            if ds is not None:
+                step(ds.close)
+        for buf in (*self.in_dev, *self.out_dev, *([self.mbatch] if self.mbatch else [])):
+            step(buf.close)
+        if self.model is not None:
+            step(self.model.close)
+        for buf in (*self.in_host, *self.out_host):
+            step(buf.close)
+        if self.stream is not None:
+            step(self.stream.close)
+        self.pending = None
+        if errors:
+            raise errors[0]

@@ -1,0 +1,39 @@
+"""In-process counters of one engine, read by whoever publishes metrics.
+
+Publishing a Triton metric is a synchronous IPC (~100 µs) from the Python stub, so the engine only bumps
+plain integers here; the backend flushes the differences on a timer, never once per request.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+import attrs
+
+#: upper bounds (µs) of the execute-time histogram buckets; the last bucket is +Inf
+EXECUTE_BUCKETS_US = (100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 1_000_000)
+
+
+@attrs.define
+class EngineStats:
+    requests: int = 0
+    request_errors: int = 0
+    device_errors: int = 0
+    executes: int = 0
+    #: rows the requests brought, and rows added to reach a gear (padding waste)
+    rows: int = 0
+    padded_rows: int = 0
+    #: elements computed on padding (all inputs), and elements the requests brought
+    padded_elements: int = 0
+    h2d_bytes: int = 0
+    d2h_bytes: int = 0
+    executes_by_gear: dict[str, int] = attrs.Factory(dict)
+    #: cumulative-free bucket counts (one per EXECUTE_BUCKETS_US bound, plus +Inf), their sum and count
+    execute_buckets: list[int] = attrs.Factory(lambda: [0] * (len(EXECUTE_BUCKETS_US) + 1))
+    execute_us_sum: float = 0.0
+    device_bytes: int = 0
+    pinned_bytes: int = 0
+
+    def observe_execute(self, micros: float) -> None:
+        self.execute_buckets[bisect.bisect_left(EXECUTE_BUCKETS_US, micros)] += 1
+        self.execute_us_sum += micros
