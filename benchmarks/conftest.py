@@ -1,0 +1,125 @@
+"""Collects the medians of the fast-path microbenchmarks and prints them as one table at the end.
+
+pytest-benchmark prints its own table per group; this one puts the compiled module and the twin side by
+side with their ratio, and the 64 MiB copies next to np.copyto measured in the same run, because those
+two ratios are the targets (compiled >= 5x the twin on small requests, >= 0.8x np.copyto bandwidth).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from collections.abc import Iterator
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+#: (case, implementation) -> (median seconds per call, bytes written per call)
+RESULTS = pytest.StashKey[dict]()
+#: case -> the least py/c speed-up the compiled module should reach
+SPEEDUP_TARGETS = pytest.StashKey[dict]()
+#: case -> the least fraction of np.copyto's bandwidth the compiled module should reach
+BANDWIDTH_TARGETS = pytest.StashKey[dict]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[RESULTS] = {}
+    config.stash[SPEEDUP_TARGETS] = {}
+    config.stash[BANDWIDTH_TARGETS] = {}
+
+
+@pytest.fixture
+def record(benchmark: Any, request: pytest.FixtureRequest) -> Callable[..., None]:
+    """Runs one benchmark and keeps its median for the summary.
+
+    ``record(case, impl, nbytes, func, *args, speedup=..., bandwidth=...)``: nbytes is what one call writes;
+    speedup and bandwidth are the case's targets, printed next to the measured ratios.
+    """
+
+    def run(
+        case: str,
+        impl: str,
+        nbytes: int,
+        func: Callable[..., Any],
+        *args: Any,
+        speedup: float | None = None,
+        bandwidth: float | None = None,
+    ) -> None:
+        config = request.config
+        if speedup is not None:
+            config.stash[SPEEDUP_TARGETS][case] = speedup
+        if bandwidth is not None:
+            config.stash[BANDWIDTH_TARGETS][case] = bandwidth
+        benchmark.extra_info.update(case=case, impl=impl, bytes=nbytes)
+        benchmark(func, *args)
+        if benchmark.stats is not None:  # None under --benchmark-disable
+            config.stash[RESULTS][case, impl] = (benchmark.stats.stats.median, nbytes)
+
+    return run
+
+
+def machine() -> str:
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:
+            model = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    python = platform.python_version()
+    return f"{model}, {os.cpu_count()} cores; Python {python}, numpy {np.__version__}, {sys.platform}"
+
+
+def _time(seconds: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def _verdict(value: float, target: float) -> str:
+    return "ok" if value >= target else "MISSED"
+
+
+def summary_lines(
+    results: dict[tuple[str, str], tuple[float, int]],
+    speedups: dict[str, float],
+    bandwidths: dict[str, float],
+) -> Iterator[str]:
+    cases = list(dict.fromkeys(case for case, _ in results))
+    yield f"machine: {machine()}"
+    yield ""
+    yield f"{'case':<44} {'c':>10} {'py':>10} {'py/c':>8}  target"
+    for case in cases:
+        c, py = results.get((case, "c")), results.get((case, "py"))
+        cells = [_time(c[0]) if c else "-", _time(py[0]) if py else "-"]
+        ratio = py[0] / c[0] if c and py else None
+        target = speedups.get(case)
+        verdict = f">= {target:g}x {_verdict(ratio, target)}" if target and ratio else ""
+        ratio_cell = f"{ratio:.1f}x" if ratio else "-"
+        yield f"{case:<44} {cells[0]:>10} {cells[1]:>10} {ratio_cell:>8}  {verdict}".rstrip()
+    copies = [case for case in cases if (case, "np.copyto") in results]
+    if copies:
+        yield ""
+        yield f"{'case':<44} {'c GB/s':>10} {'copyto GB/s':>12} {'c/copyto':>9}  target"
+        for case in copies:
+            c, numpy_copy = results.get((case, "c")), results[case, "np.copyto"]
+            copyto_rate = numpy_copy[1] / numpy_copy[0] / 1e9
+            if c is None:
+                yield f"{case:<44} {'-':>10} {copyto_rate:>12.2f} {'-':>9}"
+                continue
+            rate = c[1] / c[0] / 1e9
+            share = rate / copyto_rate
+            target = bandwidths.get(case)
+            verdict = f">= {target:g} {_verdict(share, target)}" if target else ""
+            yield f"{case:<44} {rate:>10.2f} {copyto_rate:>12.2f} {share:>9.2f}  {verdict}".rstrip()
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    results = config.stash.get(RESULTS, {})
+    if not results:
+        return
+    terminalreporter.section("ge-plugin fast path: compiled (c) vs pure-Python twin (py), medians")
+    for line in summary_lines(results, config.stash[SPEEDUP_TARGETS], config.stash[BANDWIDTH_TARGETS]):
+        terminalreporter.write_line(line)
