@@ -50,9 +50,17 @@ def render_text(spec: ModelSpec) -> str:
 
 
 def _set_tensors(config: mc.ModelConfig, spec: ModelSpec) -> None:
+    """Inputs with a -1 dim allow ragged batches when the model batches.
+
+    Triton's dynamic batcher otherwise batches only requests whose tensors have the same shape, so requests
+    of different lengths would each run alone. The ge backend receives every request's tensor on its own and
+    pads the batch to a sequence gear itself, so raggedness costs it nothing.
+    """
     for tensors, field in ((spec.inputs, config.input), (spec.outputs, config.output)):
         for tensor in tensors:
-            field.add(name=tensor.name, data_type=mc.DataType.Value(tensor.dtype.triton), dims=tensor.dims)
+            item = field.add(name=tensor.name, data_type=mc.DataType.Value(tensor.dtype.triton), dims=tensor.dims)
+            if field is config.input and spec.batching is not None and -1 in tensor.dims:
+                item.allow_ragged_batch = True
 
 
 def _set_dynamic_batching(config: mc.ModelConfig, spec: ModelSpec) -> None:

@@ -90,3 +90,13 @@ def test_render_text_starts_with_name_backend_and_max_batch_size():
 
     assert lines[0].startswith("# ")
     assert lines[1:4] == ['name: "bert_model"', 'backend: "ge"', "max_batch_size: 8"]
+
+
+def test_render_allows_ragged_batches_only_for_batched_inputs_with_a_dynamic_dim():
+    llama = render_config(load_spec(CASES["llama_model"]))
+    assert [i.allow_ragged_batch for i in llama.input] == [True]
+    queued = render_config(load_spec(CASES["queued"]))  # batch gears over fixed dims
+    assert [i.allow_ragged_batch for i in queued.input] == [False]
+    classifier = render_config(load_spec(CASES["classifier"]))  # max_batch_size 0
+    assert [i.allow_ragged_batch for i in classifier.input] == [False]
+    assert "allow_ragged_batch" not in render_text(load_spec(CASES["classifier"]))
