@@ -21,6 +21,9 @@ COMMANDS: dict[str, str] = {
     "render": "render",
     "atc": "atc",
     "demo-models": "demo_models",
+    "install-backend": "install_backend",
+    "serve": "serve",
+    "demo": "demo",
 }
 
 EPILOG = """examples:

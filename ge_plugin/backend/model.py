@@ -1,0 +1,91 @@
+"""``TritonPythonModel`` of the ``ge`` backend: serves an Ascend OM model for any config with ``backend: "ge"``.
+
+Installed as ``<backend-dir>/ge/model.py`` (``ge-plugin install-backend``). It stays thin: parse the config
+once, hand each batch of requests to the engine, map outcomes to responses. Request tensors are read as
+zero-copy DLPack views of Triton's shared memory (``as_numpy()`` would copy every input once more).
+Bad input fails only its own request (INVALID_ARG, naming the input); a device failure fails the requests
+of the execute it hit (INTERNAL) and the engine rebuilds what broke, so the instance stays usable.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+from ge_plugin import device
+from ge_plugin.backend.metrics import MetricsPublisher
+from ge_plugin.engine import Engine
+from ge_plugin.errors import GePluginError, RequestError
+
+log = logging.getLogger("ge_plugin.backend")
+
+
+class TritonPythonModel:
+    def initialize(self, args: dict) -> None:
+        config = json.loads(args["model_config"])
+        self.name = args.get("model_name", config.get("name", ""))
+        version_dir = os.path.join(args["model_repository"], args.get("model_version", "1"))
+        for io in (*config.get("input", []), *config.get("output", [])):
+            if io.get("data_type") == "TYPE_BF16":
+                raise pb_utils.TritonModelException(
+                    f"model {self.name!r}: {io['name']} is TYPE_BF16, which Triton 2.51's Python backend cannot "
+                    "pass as numpy; declare it TYPE_FP32 and ge-plugin converts to the OM's bf16 on the way"
+                )
+        try:
+            self.engine = Engine.from_model_config(
+                config, version_dir=version_dir, instance_name=args.get("model_instance_name", "")
+            )
+        except GePluginError as exc:
+            raise pb_utils.TritonModelException(f"model {self.name!r}: {exc}") from None
+        self.input_names = frozenset(self.engine.input_names)
+        labels = {
+            "model": self.name,
+            "version": str(args.get("model_version", "1")),
+            "instance": args.get("model_instance_name", ""),
+        }
+        self.metrics = MetricsPublisher(
+            pb_utils, self.engine.stats, labels, self.engine.config.params.metrics_interval_ms
+        )
+        pb_utils.Logger.log_info(
+            f"ge: {self.name} instance {labels['instance']} on device {self.engine.device_id} "
+            f"({device.kind()}), gears {[g.label for g in self.engine.gears.gears]}, "
+            f"{self.engine.stats.device_bytes} device bytes allocated once"
+        )
+
+    def execute(self, requests: list) -> list:
+        batch = []
+        requested = []
+        for request in requests:
+            tensors = {}
+            for tensor in request.inputs():
+                try:
+                    tensors[tensor.name()] = np.from_dlpack(tensor)
+                except (BufferError, TypeError, RuntimeError):
+                    tensors[tensor.name()] = tensor.as_numpy()
+            batch.append(tensors)
+            requested.append(request.requested_output_names())
+        responses = []
+        for outcome in self.engine.execute(batch, requested):
+            if isinstance(outcome, RequestError):
+                error = pb_utils.TritonError(str(outcome), pb_utils.TritonError.INVALID_ARG)
+                responses.append(pb_utils.InferenceResponse(error=error))
+            elif isinstance(outcome, GePluginError):
+                error = pb_utils.TritonError(str(outcome), pb_utils.TritonError.INTERNAL)
+                responses.append(pb_utils.InferenceResponse(error=error))
+            else:
+                tensors = [pb_utils.Tensor(name, array) for name, array in outcome.items()]
+                responses.append(pb_utils.InferenceResponse(output_tensors=tensors))
+        return responses
+
+    def finalize(self) -> None:
+        metrics = getattr(self, "metrics", None)
+        if metrics is not None:
+            metrics.close()
+        engine = getattr(self, "engine", None)
+        if engine is not None:
+            engine.close()
+            device.finalize()

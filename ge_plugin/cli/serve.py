@@ -1,0 +1,79 @@
+"""``ge-plugin serve REPO``: tritonserver with the ``ge`` backend, bound to loopback by default."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+from pathlib import Path
+
+from ge_plugin.cli._common import add_command
+from ge_plugin.errors import ServeError
+
+EXAMPLES = """
+  ge-plugin serve model_repository
+  ge-plugin serve model_repository --http-port 9000 --grpc-port 9001 --metrics-port 9002
+  ge-plugin serve model_repository --model-control-mode explicit --load-model llama_model
+  ge-plugin serve model_repository -- --log-info=true --exit-timeout-secs=5
+"""
+
+
+def register(subparsers) -> None:
+    parser = add_command(
+        subparsers,
+        "serve",
+        help="run tritonserver with the ge backend on a model repository",
+        description=(
+            "Prepare a backend directory (the Python backend of the nvidia-pytriton wheel with the stub for this "
+            "Python, plus the ge backend), set LD_LIBRARY_PATH and PATH as the stub needs, and run the bundled "
+            "tritonserver 2.51 on REPO. Extra tritonserver arguments go after '--'."
+        ),
+        examples=EXAMPLES,
+    )
+    parser.add_argument("repository", type=Path, metavar="REPO", help="Triton model repository")
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address for HTTP, gRPC and metrics (default: %(default)s)"
+    )
+    parser.add_argument("--http-port", type=int, default=8000)
+    parser.add_argument("--grpc-port", type=int, default=8001)
+    parser.add_argument("--metrics-port", type=int, default=8002)
+    parser.add_argument("--model-control-mode", choices=("none", "poll", "explicit"), default="none")
+    parser.add_argument(
+        "--load-model", action="append", default=[], metavar="NAME", help="with explicit mode"
+    )
+    parser.add_argument("--log-verbose", type=int, default=0, metavar="N")
+    parser.add_argument(
+        "--work-dir", type=Path, default=Path("build/triton"), help="where the backend directory is prepared"
+    )
+    parser.add_argument("extra", nargs=argparse.REMAINDER, help="-- then tritonserver arguments")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ge_plugin.serve import ServerOptions, TritonServer
+
+    if not (args.repository / "").exists() or not args.repository.is_dir():
+        raise ServeError(f"model repository {args.repository} is not a directory")
+    extra = list(args.extra)
+    if extra and extra[0] == "--":
+        extra = extra[1:]
+    options = ServerOptions(
+        repository=args.repository,
+        host=args.host,
+        http_port=args.http_port,
+        grpc_port=args.grpc_port,
+        metrics_port=args.metrics_port,
+        model_control_mode=args.model_control_mode,
+        load_models=args.load_model,
+        log_verbose=args.log_verbose,
+        work_dir=args.work_dir,
+        extra_args=extra,
+    )
+    server = TritonServer(options)
+
+    def forward(signum, _frame):
+        if server.process.poll() is None:
+            server.process.send_signal(signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, forward)
+    return server.process.wait()

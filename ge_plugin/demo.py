@@ -1,0 +1,166 @@
+"""``make demo``: from ONNX to answers served by tritonserver with the ``ge`` backend, on the simulator.
+
+The steps are the ones a user follows (docs/serving.md): example ONNX models, sim OM files built with ATC's
+flags, the model repository rendered from specs/, tritonserver, then real Triton clients over HTTP and
+gRPC. The demo checks its own answers (the tiny LLaMA counts: the next token after ``n`` is ``n + 1``;
+BERT must equal onnxruntime) and exits non-zero when they are wrong.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from ge_plugin import tokenizer
+from ge_plugin.atc.command import atc_args, atc_command
+from ge_plugin.atc.flags import parse_args
+from ge_plugin.atc.simbuild import build
+from ge_plugin.errors import GePluginError
+from ge_plugin.models import write_demo_models
+from ge_plugin.render import write_repository
+from ge_plugin.serve import ServerOptions, TritonServer, free_port
+from ge_plugin.spec import load_specs
+
+PROMPTS = ("1 2 3 4 5 6 7 8", "41 hello 99 world 7")
+
+
+class DemoFailed(GePluginError):
+    """The served answers were wrong."""
+
+
+def run(root: Path = Path("."), *, say: Callable[[str], None] = print, keep_running: bool = False) -> None:
+    started = time.perf_counter()
+    specs_dir = root / "specs"
+    repo = root / "model_repository"
+    build_dir = root / "build"
+
+    say("[1/5] example ONNX models (ge-plugin demo-models build/models)")
+    for stem, path in write_demo_models(build_dir / "models").items():
+        say(f"      {path}  {path.stat().st_size / 1e6:.1f} MB")
+
+    say("[2/5] sim OM files, built from ATC's own flags (ge-plugin atc SPEC --sim)")
+    specs = load_specs([specs_dir])
+    for spec in specs:
+        output = repo / spec.name / "1" / Path(spec.om_filename).stem
+        t0 = time.perf_counter()
+        build(parse_args(atc_args(spec, output=output)))
+        say(f"      {atc_command(spec, output=output)}")
+        say(f"      -> {output}.om ({time.perf_counter() - t0:.1f} s)")
+
+    say("[3/5] model repository (ge-plugin render specs -o model_repository)")
+    for path in write_repository(specs, repo):
+        say(f"      {path}")
+
+    options = ServerOptions(
+        repository=repo,
+        http_port=free_port(),
+        grpc_port=free_port(),
+        metrics_port=free_port(),
+        work_dir=build_dir / "triton",
+    )
+    log_path = build_dir / "demo-tritonserver.log"
+    say(f"[4/5] tritonserver 2.51 with backend ge on 127.0.0.1 (log: {log_path})")
+    with open(log_path, "wb") as log, TritonServer(options, stdout=log, stderr=log) as server:
+        t0 = time.perf_counter()
+        server.wait_ready(timeout=180)
+        say(
+            f"      ready in {time.perf_counter() - t0:.1f} s: HTTP {server.http_url}, gRPC {server.grpc_url}"
+        )
+        say("[5/5] requests with the official Triton clients")
+        _ask(server, root, say)
+        if keep_running:
+            say("      serving until Ctrl-C")
+            server.process.wait()
+    say(f"done in {time.perf_counter() - started:.1f} s; every answer checked. (CPU simulator, not NPU time)")
+
+
+def _ask(server: TritonServer, root: Path, say: Callable[[str], None]) -> None:
+    import tritonclient.grpc as grpcclient
+    import tritonclient.http as httpclient
+
+    http = httpclient.InferenceServerClient(server.http_url)
+    grpc = grpcclient.InferenceServerClient(server.grpc_url)
+    try:
+        for prompt, (name, client, module) in zip(
+            PROMPTS, (("HTTP", http, httpclient), ("gRPC", grpc, grpcclient))
+        ):
+            ids = np.array([tokenizer.encode(prompt)], dtype=np.int64)
+            tensor = module.InferInput("input_ids", list(ids.shape), "INT64")
+            tensor.set_data_from_numpy(ids)
+            t0 = time.perf_counter()
+            logits = client.infer("llama_model", [tensor]).as_numpy("logits")
+            latency = (time.perf_counter() - t0) * 1e3
+            predicted = logits.argmax(-1)[0]
+            say(f"      llama_model over {name}: prompt {prompt!r} -> ids {ids[0].tolist()}")
+            say(f"        next token at each position: {tokenizer.decode(predicted)!r}  ({latency:.1f} ms)")
+            if not np.array_equal(predicted, (ids[0] + 1) % tokenizer.VOCAB):
+                raise DemoFailed(f"llama_model predicted {predicted.tolist()}, expected each id + 1")
+
+        ids = np.random.default_rng(0).integers(0, 1000, (2, 11), dtype=np.int64)
+        mask = np.ones_like(ids)
+        mask[1, 7:] = 0
+        inputs = []
+        for name, value in (("input_ids", ids), ("attention_mask", mask)):
+            tensor = grpcclient.InferInput(name, list(value.shape), "INT64")
+            tensor.set_data_from_numpy(value)
+            inputs.append(tensor)
+        t0 = time.perf_counter()
+        hidden = grpc.infer("bert_model", inputs).as_numpy("last_hidden_state")
+        latency = (time.perf_counter() - t0) * 1e3
+        expected = _onnxruntime(root / "build" / "models" / "tiny_bert.onnx", ids, mask)
+        diff = float(np.abs(hidden - expected).max())
+        say(
+            f"      bert_model over gRPC: input_ids {list(ids.shape)} -> last_hidden_state {list(hidden.shape)}"
+        )
+        say(f"        max |served - onnxruntime| = {diff:.2e}  ({latency:.1f} ms)")
+        if diff > 1e-4:
+            raise DemoFailed(f"bert_model differs from onnxruntime by {diff}")
+
+        say("      16 concurrent llama_model requests of different lengths (Triton's dynamic batcher):")
+        lengths = [3 + 7 * (i % 5) for i in range(16)]
+
+        def one(length: int) -> np.ndarray:
+            ids = np.arange(100, 100 + length, dtype=np.int64)[None]
+            tensor = grpcclient.InferInput("input_ids", list(ids.shape), "INT64")
+            tensor.set_data_from_numpy(ids)
+            client = grpcclient.InferenceServerClient(server.grpc_url)
+            try:
+                return client.infer("llama_model", [tensor]).as_numpy("logits").argmax(-1)[0]
+            finally:
+                client.close()
+
+        t0 = time.perf_counter()
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            answers = list(pool.map(one, lengths))
+        elapsed = (time.perf_counter() - t0) * 1e3
+        for length, predicted in zip(lengths, answers):
+            if not np.array_equal(predicted, np.arange(101, 101 + length)):
+                raise DemoFailed(f"a concurrent request of {length} tokens got {predicted.tolist()}")
+        time.sleep(1.2)  # the backend flushes its metrics every second
+        gears = _metric_lines(server.metrics_url, "ge_executes_total", 'model="llama_model"')
+        say(f"        all 16 correct in {elapsed:.0f} ms; executes by gear: {', '.join(gears)}")
+    finally:
+        http.close()
+        grpc.close()
+
+
+def _onnxruntime(path: Path, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+
+
+def _metric_lines(url: str, family: str, selector: str) -> list[str]:
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    totals: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith(family + "{") and selector in line:
+            gear = line.split('gear="', 1)[1].split('"', 1)[0]
+            totals[gear] = totals.get(gear, 0) + float(line.rsplit(" ", 1)[1])
+    return [f"{gear} x{int(count)}" for gear, count in sorted(totals.items())]
