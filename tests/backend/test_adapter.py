@@ -1,0 +1,110 @@
+"""TritonPythonModel of backend ge, against the real pb_utils module with the stub's C++ parts faked."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from ge_plugin.sim import faults, snapshot
+
+
+def load_model(pb_utils):
+    from ge_plugin.backend import model
+
+    return model.TritonPythonModel()
+
+
+def test_adapter_serves_a_batch_and_resolves_om_path_against_the_version_dir(
+    pb_utils, identity_repo, args_for
+):
+    model = load_model(pb_utils)
+    model.initialize(args_for(identity_repo))
+    data = [np.full((rows, 16), rows, np.float32) for rows in (1, 3, 2)]
+    responses = model.execute([pb_utils.InferenceRequest({"INPUT0": d}) for d in data])
+    assert len(responses) == 3
+    for response, d in zip(responses, data):
+        assert not response.has_error()
+        (tensor,) = response.output_tensors()
+        assert tensor.name() == "OUTPUT0"
+        np.testing.assert_array_equal(tensor.as_numpy(), d)
+    assert model.engine.stats.executes == 1  # the three requests ran as one batch of 6 rows (gear 8)
+    model.finalize()
+    assert snapshot()["devices"][0]["live_bytes"] == 0
+
+
+def test_adapter_maps_bad_input_to_invalid_arg_and_keeps_batch_mates(pb_utils, identity_repo, args_for):
+    model = load_model(pb_utils)
+    model.initialize(args_for(identity_repo))
+    good = np.ones((1, 16), np.float32)
+    responses = model.execute(
+        [
+            pb_utils.InferenceRequest({"INPUT0": good}),
+            pb_utils.InferenceRequest({"INPUT0": np.ones((1, 15), np.float32)}),
+            pb_utils.InferenceRequest({"INPUT0": good}),
+        ]
+    )
+    assert [r.has_error() for r in responses] == [False, True, False]
+    error = responses[1].error()
+    assert error.code() == pb_utils.TritonError.INVALID_ARG
+    assert error.message().startswith("input 'INPUT0'")
+    model.finalize()
+
+
+def test_adapter_maps_a_device_fault_to_internal_and_recovers(pb_utils, identity_repo, args_for):
+    model = load_model(pb_utils)
+    model.initialize(args_for(identity_repo))
+    faults.inject("mdl.execute_async", 507011, nth=1)
+    (failed,) = model.execute([pb_utils.InferenceRequest({"INPUT0": np.ones((2, 16), np.float32)})])
+    assert failed.error().code() == pb_utils.TritonError.INTERNAL
+    assert "ACL_ERROR_RT_MODEL_EXECUTE (507011)" in failed.error().message()
+    (ok,) = model.execute([pb_utils.InferenceRequest({"INPUT0": np.ones((2, 16), np.float32)})])
+    assert not ok.has_error()
+    model.finalize()
+
+
+def test_adapter_publishes_metrics_off_the_request_path(pb_utils, identity_repo, args_for):
+    model = load_model(pb_utils)
+    model.initialize(args_for(identity_repo, metrics_interval_ms="3600000"))
+    at_start = len(pb_utils.MetricFamily.calls)
+    for _ in range(50):
+        model.execute([pb_utils.InferenceRequest({"INPUT0": np.ones((1, 16), np.float32)})])
+    assert len(pb_utils.MetricFamily.calls) == at_start  # no IPC per request or per execute
+    metrics = model.metrics._metrics
+    model.finalize()  # the final flush sends the totals once
+    assert metrics == {}  # dropped before their families, as the python backend requires
+    sent = [name for kind, name in pb_utils.MetricFamily.calls[at_start:] if kind == "increment"]
+    assert sent.count("ge_rows_total") == 1
+    assert sent.count("ge_executes_total") == 1
+
+
+def test_adapter_returns_only_the_requested_outputs(pb_utils, identity_repo, args_for):
+    model = load_model(pb_utils)
+    model.initialize(args_for(identity_repo))
+    responses = model.execute(
+        [
+            pb_utils.InferenceRequest({"INPUT0": np.ones((1, 16), np.float32)}, requested={"OUTPUT0"}),
+            pb_utils.InferenceRequest({"INPUT0": np.ones((1, 16), np.float32)}, requested=set()),
+        ]
+    )
+    assert [t.name() for t in responses[0].output_tensors()] == ["OUTPUT0"]
+    assert responses[1].output_tensors() == []
+    model.finalize()
+
+
+def test_adapter_refuses_bf16_config_with_advice(pb_utils, identity_repo, args_for):
+    model = load_model(pb_utils)
+    args = args_for(identity_repo)
+    config = json.loads(args["model_config"])
+    config["input"][0]["data_type"] = "TYPE_BF16"
+    args["model_config"] = json.dumps(config)
+    with pytest.raises(pb_utils.TritonModelException, match="declare it TYPE_FP32"):
+        model.initialize(args)
+
+
+def test_adapter_turns_config_errors_into_model_exceptions(pb_utils, identity_repo, args_for):
+    model = load_model(pb_utils)
+    with pytest.raises(pb_utils.TritonModelException, match="OM file not found"):
+        model.initialize(args_for(identity_repo, om_model_path="nowhere.om"))
+    assert snapshot()["devices"][0]["live_bytes"] == 0
