@@ -53,6 +53,7 @@ __all__ = [
     "mdl",
     "rt",
     "set_tensor_desc_name",
+    "update_data_buffer",
     "util",
 ]
 

@@ -76,6 +76,7 @@ def write(path: str | os.PathLike[str], header: dict[str, Any], onnx_bytes: byte
     data = dumps(header, onnx_bytes)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a Triton running as another user must read it
         with os.fdopen(fd, "wb") as file:
             file.write(data)
         os.replace(tmp, path)
@@ -83,6 +84,12 @@ def write(path: str | os.PathLike[str], header: dict[str, Any], onnx_bytes: byte
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def check_magic(data: bytes, source: str) -> None:

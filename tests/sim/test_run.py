@@ -1,0 +1,70 @@
+"""``python -m ge_plugin.sim run``: an unmodified pyACL program runs against the simulator."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+SAMPLE = Path(__file__).parent / "samples" / "acl_sample.py"
+
+
+def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "ge_plugin.sim", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@pytest.mark.parametrize("batch", [2, 4])
+def test_reference_written_sample_runs_unmodified(oms, graphs, tmp_path, batch):
+    x = np.random.default_rng(batch).standard_normal((batch, 3, 4)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", graphs.reference(graphs.matmul_add(), {"x": x})[0])
+    result = _run(
+        "run", str(SAMPLE), str(oms["batch"]), str(tmp_path / "x.npy"), str(tmp_path / "y.npy"), str(batch)
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"sample OK ({batch}, 3, 3)" in result.stdout
+
+
+def test_run_reports_the_scripts_exit_status_and_leaks(oms, tmp_path):
+    script = tmp_path / "leaky.py"
+    script.write_text(
+        "import sys, acl\n"
+        "assert acl.init() == 0 and acl.rt.set_device(0) == 0\n"
+        "acl.rt.malloc(64, 0)\n"
+        "assert acl.finalize() == 0\n"
+        "sys.exit(sys.argv[1])\n"
+    )
+    result = _run("run", str(script), "3", env={"GE_PLUGIN_SIM_REPORT_DIR": str(tmp_path / "reports")})
+    assert result.returncode == 1 and result.stderr.strip() == "3"
+    (report,) = (tmp_path / "reports").glob("sim-*.json")
+    assert json.loads(report.read_text())["devices"][0]["live_allocations"] == 1
+
+
+def test_run_missing_script_is_a_usage_error(tmp_path):
+    result = _run("run", str(tmp_path / "nope.py"))
+    assert result.returncode == 2 and "does not exist" in result.stderr
+
+
+def test_om_prints_the_header(oms):
+    result = _run("om", str(oms["dims"]))
+    assert result.returncode == 0
+    header = json.loads(result.stdout)
+    assert header["dynamic"]["mode"] == "dims" and len(header["dynamic"]["gears"]) == 4
+
+
+def test_om_on_a_non_sim_file_explains(tmp_path):
+    real = tmp_path / "real.om"
+    real.write_bytes(b"IMOD" + bytes(64))
+    result = _run("om", str(real))
+    assert result.returncode == 1 and "ge-plugin atc" in result.stderr
