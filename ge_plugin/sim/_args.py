@@ -52,6 +52,14 @@ def i(call: str, pos: int, value: object) -> int:
     return value
 
 
+def i64(call: str, pos: int, value: object) -> int:
+    """``"L"``: a C long long (tensor dims)."""
+    value = _index(call, pos, value)
+    if not -(1 << 63) <= value < 1 << 63:
+        raise OverflowError(f"{call} args parse failed: argument {pos} ({value}) does not fit int64")
+    return value
+
+
 def u32(call: str, pos: int, value: object) -> int:
     """``"I"``: unsigned int, masked to 32 bits like ``PyLong_AsUnsignedLongMask``; used for model ids."""
     return _index(call, pos, value) & 0xFFFFFFFF

@@ -21,7 +21,7 @@ import time
 import numpy as np
 
 from ge_plugin import acl_constants as C
-from ge_plugin.sim import counters, faults
+from ge_plugin.sim import _state, counters, faults
 from ge_plugin.sim._fail import Fail
 from ge_plugin.sim._objects import DataBuffer, Dataset, lookup
 from ge_plugin.sim._state import SIM, Context
@@ -56,8 +56,6 @@ def _snapshot(ds: Dataset) -> Snapshot:
 
 def prepare(model_id: int, in_handle: int, out_handle: int) -> tuple[LoadedModel, Snapshot, Snapshot]:
     """The submit-time checks every execute does; raises Fail."""
-    from ge_plugin.sim import _state
-
     _state.require_init()
     ctx = _state.current_context()
     model = SIM.models.get(model_id)

@@ -229,7 +229,7 @@ def create_tensor_desc(dtype, dims, fmt, /):
         raise TypeError(
             f"{call} args parse failed: argument 2 must be a list of ints, not {type(dims).__name__}"
         )
-    dims = [_a.i(call, 2, d) for d in dims]
+    dims = [_a.i64(call, 2, d) for d in dims]
     fmt = _a.i(call, 3, fmt)
     try:
         if _faults.RULES:

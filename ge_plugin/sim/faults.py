@@ -11,9 +11,9 @@ Three ways to install the same rules; counting starts when a rule is installed:
 
 ``nth=N`` fails only the Nth call, ``every=N`` every Nth call (N, 2N, ...), neither fails every call. An
 injected failure returns ``code`` exactly where the real call would return an error (``(0, code)`` for calls
-that also return a value) and ``acl.get_recent_err_msg()`` says it was injected. ``mdl.execute_async`` and
-``rt.memcpy_async`` accept the task and report the injected code from ``acl.rt.synchronize_stream``, as a
-device fault does on real hardware. The execute latency is slept on the stream worker (or in the caller for
+that also return a value) and ``acl.get_recent_err_msg()`` says it was injected. ``mdl.execute_async``,
+``rt.memcpy_async`` and ``rt.memset_async`` accept the task and report the injected code from
+``acl.rt.synchronize_stream``, as a device fault does on real hardware. The execute latency is slept on the stream worker (or in the caller for
 the synchronous ``mdl.execute``), never while holding the GIL.
 """
 

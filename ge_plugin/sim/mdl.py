@@ -6,6 +6,11 @@ extra last input ``ascend_mbatch_shape_data``; the setters write the chosen gear
 memory and execute reads it from there, as on the NPU. See docs/simulator.md for every code.
 """
 
+import ctypes as _ctypes
+import os as _os
+
+import numpy as _np
+
 from ge_plugin import acl_constants as _C
 from ge_plugin.errors import ModelFileError as _ModelFileError
 from ge_plugin.sim import _args as _a
@@ -18,6 +23,10 @@ from ge_plugin.sim._fail import Fail as _Fail
 from ge_plugin.sim._objects import Dataset as _Dataset
 from ge_plugin.sim._objects import ModelDesc as _ModelDesc
 from ge_plugin.sim._objects import lookup as _lookup
+from ge_plugin.sim.engine import Engine as _Engine
+from ge_plugin.sim.memory import HOST as _HOST
+from ge_plugin.sim.memory import PINNED as _PINNED
+from ge_plugin.sim.model import ModelInfo as _ModelInfo
 
 __all__ = [
     "add_dataset_buffer",
@@ -74,8 +83,6 @@ def _fault(api):
 
 
 def _parse_om(data, source):
-    from ge_plugin.sim.model import ModelInfo
-
     try:
         om = _omfile.loads(data, source)
     except _omfile.NotSimOmError as exc:
@@ -85,19 +92,17 @@ def _parse_om(data, source):
     except _ModelFileError as exc:
         raise _Fail(_C.ACL_ERROR_PARSE_MODEL, str(exc)) from None
     try:
-        return om, ModelInfo(om.header)
+        return om, _ModelInfo(om.header)
     except _ModelFileError as exc:
         raise _Fail(_C.ACL_ERROR_PARSE_MODEL, f"{source}: {exc}") from None
 
 
 def _read_file(path):
-    import os
-
-    if not path or not os.path.isfile(path):
+    if not path or not _os.path.isfile(path):
         raise _Fail(
             _C.ACL_ERROR_GE_EXEC_MODEL_PATH_INVALID,
             f"model file {path!r} does not exist"
-            + (" (it is a directory)" if path and os.path.isdir(path) else ""),
+            + (" (it is a directory)" if path and _os.path.isdir(path) else ""),
         )
     try:
         with open(path, "rb") as file:
@@ -107,12 +112,10 @@ def _read_file(path):
 
 
 def _load(data, source):
-    from ge_plugin.sim.engine import Engine
-
     _s.require_init()
     ctx = _s.current_context()
     om, info = _parse_om(data, source)
-    engine = Engine(om.onnx, info, _SIM.config.threads)
+    engine = _Engine(om.onnx, info, _SIM.config.threads)
     with _SIM.lock:
         model_id = next(_SIM.model_ids)
         _SIM.models[model_id] = _exec.LoadedModel(model_id, info, engine, ctx)
@@ -135,10 +138,6 @@ def load_from_file(model_path, /):
 
 def load_from_mem(model_ptr, model_size, /):
     """``model_id, ret``: ``model_ptr`` is host memory holding the OM (e.g. ``acl.util.bytes_to_ptr``)."""
-    import ctypes
-
-    from ge_plugin.sim.memory import HOST, PINNED
-
     call = "acl.mdl.load_from_mem"
     model_ptr = _a.k(call, 1, model_ptr)
     model_size = _a.k(call, 2, model_size)
@@ -149,7 +148,7 @@ def load_from_mem(model_ptr, model_size, /):
         if model_size == 0:
             raise _Fail(_C.ACL_ERROR_INVALID_PARAM, "model_size must not be 0")
         kind, alloc, why = _SIM.memory.locate(model_ptr)
-        if kind not in (HOST, PINNED):
+        if kind not in (_HOST, _PINNED):
             raise _Fail(
                 _C.ACL_ERROR_INVALID_PARAM,
                 why or f"0x{model_ptr:x} is device memory; load_from_mem reads host memory",
@@ -158,7 +157,7 @@ def load_from_mem(model_ptr, model_size, /):
             raise _Fail(
                 _C.ACL_ERROR_INVALID_PARAM, f"0x{model_ptr:x}+{model_size} runs past its pinned allocation"
             )
-        return _load(ctypes.string_at(model_ptr, model_size), f"the model at 0x{model_ptr:x}"), 0
+        return _load(_ctypes.string_at(model_ptr, model_size), f"the model at 0x{model_ptr:x}"), 0
     except _Fail as fail:
         return 0, _s.failed(call, fail)
 
@@ -534,9 +533,7 @@ def _write_gear(call, model_id, dataset, index, mode, gear_of):
         alloc = _exec._device_memory(buf.addr, count * 8, model.context.device, _C.ACL_DYNAMIC_TENSOR_NAME)
     except _Fail as fail:
         raise _Fail(_C.ACL_ERROR_GE_DYNAMIC_INPUT_ADDR_INVALID, fail.message) from None
-    import numpy as np
-
-    alloc.view(entry[1] - alloc.base, count * 8).view(np.int64)[:] = gear.values
+    alloc.view(entry[1] - alloc.base, count * 8).view(_np.int64)[:] = gear.values
     model.cur_gear = gear
     return 0
 

@@ -5,8 +5,10 @@ address of x86-64 and aarch64 Linux, so the simulator knows from a pointer alone
 allocation (looked up by bisection, so ``ptr + offset`` inside an allocation is valid), pinned host memory
 from ``acl.rt.malloc_host``, or some other host address (a numpy array's ``.ctypes.data``, a ``bytes``
 buffer), which sync copies accept as on real hardware. Each device allocation is backed by a numpy buffer
-filled with 0xA5 (real device memory is not initialised; a fixed pattern makes reading it before writing
-visible and keeps stale data from a previous test out). Pinned memory is real, 64-byte aligned host memory,
+whose first 16 MiB are filled with 0xA5: real device memory is not initialised, and a fixed pattern makes
+reading it before writing visible and keeps stale data of an earlier allocation (a gear value left in a
+reused heap block) out. Beyond 16 MiB the host's fresh pages are left alone, so a big allocation costs host
+memory only once written. Pinned memory is real, 64-byte aligned host memory,
 because host code writes into it directly. Addresses are never reused and allocations are separated by a gap,
 so a use-after-free or an overrun is an error instead of silently hitting a neighbour.
 """
@@ -29,6 +31,9 @@ DEVICE_SHIFT = 48
 HANDLE_BASE = 0xA5 << 56
 _GAP = 512
 POISON = 0xA5
+#: bytes of each new device allocation filled with POISON; beyond this, fresh pages (zeros) are left untouched
+#: so a big allocation costs host memory only once it is written
+_POISON_LIMIT = 16 << 20
 
 HOST, DEVICE, PINNED, INVALID = 0, 1, 2, -1
 _KIND_DIRECTION = {
@@ -125,11 +130,18 @@ class DeviceArena(_Arena):
         self._next = ((device + 1) << DEVICE_SHIFT) + 0x10000
 
     def malloc(self, size: int, accounted: int) -> Allocation | None:
-        """None when the device is full."""
+        """None when the device is full; Fail(207001) when the host cannot back the allocation."""
         with self.lock:
             if self.used + accounted > self.capacity:
                 return None
-            buf = np.full(accounted, POISON, dtype=np.uint8)
+            try:
+                buf = np.empty(accounted, dtype=np.uint8)
+            except MemoryError:
+                raise Fail(
+                    C.ACL_ERROR_RT_MEMORY_ALLOCATION,
+                    f"the host running the simulator cannot back {accounted} bytes of device {self.device} memory",
+                ) from None
+            buf[:_POISON_LIMIT] = POISON
             base = self._next
             self._next = align_up(base + accounted + _GAP, _GAP)
             alloc = Allocation(base, accounted, accounted, buf, buf.ctypes.data, self.device)

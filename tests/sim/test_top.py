@@ -198,6 +198,13 @@ def test_tensor_desc_getters(acl):
     assert acl.get_tensor_desc_num_dims(desc) == 0
 
 
+def test_tensor_desc_dims_are_int64(acl):
+    desc = acl.create_tensor_desc(C.ACL_INT8, [1 << 33, 2], C.ACL_FORMAT_ND)
+    assert acl.get_tensor_desc_size(desc) == 1 << 34
+    with pytest.raises(OverflowError):
+        acl.create_tensor_desc(C.ACL_INT8, [1 << 64], C.ACL_FORMAT_ND)
+
+
 def test_tensor_desc_dynamic_dims_have_no_size(acl):
     desc = acl.create_tensor_desc(C.ACL_FLOAT, [-1, 8], C.ACL_FORMAT_ND)
     assert acl.get_tensor_desc_size(desc) == 0
