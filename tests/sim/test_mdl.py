@@ -273,3 +273,29 @@ def test_no_allocation_per_request_after_warm_up(acl, ready, load, oms):
     assert after["executes"] == before["executes"] + 5
     assert after["memcpy_calls"]["h2d"] == before["memcpy_calls"]["h2d"] + 5
     assert after["memcpy_bytes"]["d2h"] == before["memcpy_bytes"]["d2h"] + 5 * 72
+
+
+def test_gear_queries_on_an_invalid_desc(acl, ready):
+    desc = acl.mdl.create_desc()
+    assert acl.mdl.get_dynamic_batch(desc) == ({}, C.ACL_ERROR_INVALID_PARAM)
+    assert acl.mdl.get_dynamic_hw(desc, -1) == ({}, C.ACL_ERROR_INVALID_PARAM)
+    assert acl.mdl.get_input_dynamic_gear_count(desc, -1) == (0, C.ACL_ERROR_INVALID_PARAM)
+    assert acl.mdl.get_input_dynamic_dims(desc, -1, 4) == (None, C.ACL_ERROR_INVALID_PARAM)
+    assert acl.mdl.get_cur_output_dims(desc, 0) == ({}, C.ACL_ERROR_INVALID_PARAM)
+
+
+def test_execute_async_submit_failures(acl, ready, load, oms):
+    model = load(oms["static"])
+    assert (
+        acl.mdl.execute_async(model.id, model.inputs[0], model.outputs[0], 424242)
+        == C.ACL_ERROR_INVALID_PARAM
+    )
+    ctx, _ = acl.rt.get_context()
+    other, _ = acl.rt.create_context(0)
+    foreign, _ = acl.rt.create_stream()
+    assert acl.rt.set_context(ctx) == 0
+    code = acl.mdl.execute_async(model.id, model.inputs[0], model.outputs[0], foreign)
+    assert code == C.ACL_ERROR_RT_STREAM_CONTEXT
+    with pytest.raises(TypeError):
+        acl.mdl.execute_async(model.id, model.inputs[0], model.outputs[0], None)
+    assert acl.rt.destroy_context(other) == 0

@@ -302,3 +302,12 @@ def test_device_memory_is_poisoned_not_zero(acl, ready):
     out = np.zeros(16, dtype=np.uint8)
     assert acl.rt.memcpy(out.ctypes.data, 16, dev, 16, 2) == 0
     assert (out == 0xA5).all()
+
+
+def test_remaining_failure_codes(acl, ready):
+    assert acl.rt.reset_device(99) == C.ACL_ERROR_RT_INVALID_DEVICEID
+    assert in_thread(acl.rt.synchronize_device) == C.ACL_ERROR_RT_CONTEXT_NULL
+    dev, _ = acl.rt.malloc(32, 0)
+    assert acl.rt.memset_async(dev, 8, 0, 16, ready) == C.ACL_ERROR_INVALID_PARAM
+    assert acl.rt.memset_async(dev, 64, 0, 16, 12345) == C.ACL_ERROR_INVALID_PARAM
+    assert "not a live stream" in acl.get_recent_err_msg()
