@@ -61,7 +61,7 @@ __all__ = [
 _VERSION = (8, 0, 0)
 
 
-def init(*args):
+def init(*args: str) -> int:
     """``ret = acl.init()`` or ``acl.init(config_path)``; once per process."""
     call = "acl.init"
     if len(args) > 1:
@@ -108,7 +108,7 @@ def init(*args):
         return _s.failed(call, fail)
 
 
-def finalize():
+def finalize() -> int:
     """``ret = acl.finalize()``; writes the counters report first when GE_PLUGIN_SIM_REPORT_DIR is set."""
     try:
         if _faults.RULES:
@@ -125,24 +125,24 @@ def finalize():
         return _s.failed("acl.finalize", fail)
 
 
-def get_version():
+def get_version() -> tuple[int, int, int, int]:
     """``major, minor, patch, ret = acl.get_version()``."""
     return (*_VERSION, 0)
 
 
-def get_soc_name():
+def get_soc_name() -> "str | None":
     """``"Ascend910B3"`` (GE_PLUGIN_SIM_SOC), or None before acl.init, as aclrtGetSocName returns NULL."""
     if not _s.SIM.initialized:
         return None
     return _s.SIM.config.soc_version
 
 
-def get_recent_err_msg():
+def get_recent_err_msg() -> "str | None":
     """This thread's error messages since the last call, newest first, then cleared; None if there are none."""
     return _s.take_messages()
 
 
-def create_data_buffer(data, size, /):
+def create_data_buffer(data: int, size: int, /) -> int:
     """``buf = acl.create_data_buffer(ptr, size)``; (0, 0) is an empty buffer (outputs: the runtime allocates)."""
     call = "acl.create_data_buffer"
     data = _a.k(call, 1, data)
@@ -158,7 +158,7 @@ def create_data_buffer(data, size, /):
     return buf.handle
 
 
-def destroy_data_buffer(buf, /):
+def destroy_data_buffer(buf: int, /) -> int:
     """``ret``; destroys the wrapper, never the memory."""
     call = "acl.destroy_data_buffer"
     buf = _a.k(call, 1, buf)
@@ -172,7 +172,7 @@ def destroy_data_buffer(buf, /):
         return _s.failed(call, fail)
 
 
-def update_data_buffer(buf, data, size, /):
+def update_data_buffer(buf: int, data: int, size: int, /) -> int:
     """``ret``; points an existing buffer at new memory (every dataset holding it sees the change)."""
     call = "acl.update_data_buffer"
     buf = _a.k(call, 1, buf)
@@ -188,7 +188,7 @@ def update_data_buffer(buf, data, size, /):
         return _s.failed(call, fail)
 
 
-def get_data_buffer_addr(buf, /):
+def get_data_buffer_addr(buf: int, /) -> int:
     """``addr``; 0 for an invalid buffer."""
     call = "acl.get_data_buffer_addr"
     buf = _a.k(call, 1, buf)
@@ -199,7 +199,7 @@ def get_data_buffer_addr(buf, /):
         return 0
 
 
-def get_data_buffer_size_v2(buf, /):
+def get_data_buffer_size_v2(buf: int, /) -> int:
     """``size`` (size_t); 0 for an invalid buffer."""
     call = "acl.get_data_buffer_size_v2"
     buf = _a.k(call, 1, buf)
@@ -210,18 +210,18 @@ def get_data_buffer_size_v2(buf, /):
         return 0
 
 
-def get_data_buffer_size(buf, /):
+def get_data_buffer_size(buf: int, /) -> int:
     """Deprecated uint32 form of get_data_buffer_size_v2 (acllite still calls it)."""
     return get_data_buffer_size_v2(buf) & 0xFFFFFFFF
 
 
-def data_type_size(dtype, /):
+def data_type_size(dtype: int, /) -> int:
     """Bytes per element of an aclDataType; 0 for types without a fixed size."""
     dtype = _a.i("acl.data_type_size", 1, dtype)
     return _C.DATA_TYPE_SIZE.get(dtype, 0)
 
 
-def create_tensor_desc(dtype, dims, fmt, /):
+def create_tensor_desc(dtype: int, dims: list, fmt: int, /) -> int:
     """``desc = acl.create_tensor_desc(dtype, [dims...], format)``; 0 on failure."""
     call = "acl.create_tensor_desc"
     dtype = _a.i(call, 1, dtype)
@@ -244,7 +244,7 @@ def create_tensor_desc(dtype, dims, fmt, /):
     return desc.handle
 
 
-def destroy_tensor_desc(desc, /):
+def destroy_tensor_desc(desc: int, /) -> None:
     """Returns None, as pyACL does."""
     call = "acl.destroy_tensor_desc"
     desc = _a.k(call, 1, desc)
@@ -264,22 +264,22 @@ def _tensor_desc(call, desc):
         return None
 
 
-def get_tensor_desc_type(desc, /):
+def get_tensor_desc_type(desc: int, /) -> int:
     obj = _tensor_desc("acl.get_tensor_desc_type", desc)
     return _C.ACL_DT_UNDEFINED if obj is None else obj.dtype
 
 
-def get_tensor_desc_format(desc, /):
+def get_tensor_desc_format(desc: int, /) -> int:
     obj = _tensor_desc("acl.get_tensor_desc_format", desc)
     return _C.ACL_FORMAT_UNDEFINED if obj is None else obj.format
 
 
-def get_tensor_desc_num_dims(desc, /):
+def get_tensor_desc_num_dims(desc: int, /) -> int:
     obj = _tensor_desc("acl.get_tensor_desc_num_dims", desc)
     return 0 if obj is None else len(obj.dims)
 
 
-def get_tensor_desc_dim_v2(desc, index, /):
+def get_tensor_desc_dim_v2(desc: int, index: int, /) -> tuple[int, int]:
     """``dim, ret``."""
     call = "acl.get_tensor_desc_dim_v2"
     index = _a.k(call, 2, index)
@@ -293,19 +293,19 @@ def get_tensor_desc_dim_v2(desc, index, /):
     return obj.dims[index], 0
 
 
-def get_tensor_desc_dim(desc, index, /):
+def get_tensor_desc_dim(desc: int, index: int, /) -> int:
     """Deprecated: the dim alone (-1 on failure)."""
     return get_tensor_desc_dim_v2(desc, index)[0]
 
 
-def get_tensor_desc_element_count(desc, /):
+def get_tensor_desc_element_count(desc: int, /) -> int:
     obj = _tensor_desc("acl.get_tensor_desc_element_count", desc)
     if obj is None or any(d < 0 for d in obj.dims):
         return 0
     return _math.prod(obj.dims)
 
 
-def get_tensor_desc_size(desc, /):
+def get_tensor_desc_size(desc: int, /) -> int:
     """Bytes of the described tensor; 0 when it has dynamic dims or a type without a fixed size."""
     obj = _tensor_desc("acl.get_tensor_desc_size", desc)
     if obj is None or any(d < 0 for d in obj.dims):
@@ -313,12 +313,12 @@ def get_tensor_desc_size(desc, /):
     return _math.prod(obj.dims) * _C.DATA_TYPE_SIZE.get(obj.dtype, 0)
 
 
-def get_tensor_desc_name(desc, /):
+def get_tensor_desc_name(desc: int, /) -> str:
     obj = _tensor_desc("acl.get_tensor_desc_name", desc)
     return "" if obj is None else obj.name
 
 
-def set_tensor_desc_name(desc, name, /):
+def set_tensor_desc_name(desc: int, name: str, /) -> None:
     """Returns None, as pyACL does."""
     call = "acl.set_tensor_desc_name"
     name = _a.s(call, 2, name)
@@ -327,13 +327,13 @@ def set_tensor_desc_name(desc, name, /):
         obj.name = name
 
 
-def float16_to_float(value, /):
+def float16_to_float(value: int, /) -> float:
     """The float a float16 bit pattern (an int) stands for."""
     bits = _a.i("acl.float16_to_float", 1, value) & 0xFFFF
     return _struct.unpack("<e", bits.to_bytes(2, "little"))[0]
 
 
-def float_to_float16(value, /):
+def float_to_float16(value: float, /) -> int:
     """The float16 bit pattern (an int) nearest to ``value``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(

@@ -123,7 +123,7 @@ def _load(data, source):
     return model_id
 
 
-def load_from_file(model_path, /):
+def load_from_file(model_path: str, /) -> tuple[int, int]:
     """``model_id, ret``: loads a sim OM into the current context."""
     call = "acl.mdl.load_from_file"
     model_path = _a.s(call, 1, model_path)
@@ -136,7 +136,7 @@ def load_from_file(model_path, /):
         return 0, _s.failed(call, fail)
 
 
-def load_from_mem(model_ptr, model_size, /):
+def load_from_mem(model_ptr: int, model_size: int, /) -> tuple[int, int]:
     """``model_id, ret``: ``model_ptr`` is host memory holding the OM (e.g. ``acl.util.bytes_to_ptr``)."""
     call = "acl.mdl.load_from_mem"
     model_ptr = _a.k(call, 1, model_ptr)
@@ -175,7 +175,7 @@ def _model(model_id, ctx):
     return model
 
 
-def unload(model_id, /):
+def unload(model_id: int, /) -> int:
     """``ret``; waits for the model's queued execute_async work first."""
     call = "acl.mdl.unload"
     model_id = _a.u32(call, 1, model_id)
@@ -198,7 +198,7 @@ def unload(model_id, /):
 # -- descriptions ---------------------------------------------------------------------------------------
 
 
-def create_desc():
+def create_desc() -> int:
     """``desc`` (0 on failure)."""
     try:
         _fault("mdl.create_desc")
@@ -210,7 +210,7 @@ def create_desc():
     return desc.handle
 
 
-def get_desc(desc, model_id, /):
+def get_desc(desc: int, model_id: int, /) -> int:
     """``ret``: fills ``desc`` from a loaded model."""
     call = "acl.mdl.get_desc"
     desc = _a.k(call, 1, desc)
@@ -228,7 +228,7 @@ def get_desc(desc, model_id, /):
         return _s.failed(call, fail)
 
 
-def get_desc_from_file(desc, model_path, /):
+def get_desc_from_file(desc: int, model_path: str, /) -> int:
     """``ret``: fills ``desc`` from an OM file without loading it."""
     call = "acl.mdl.get_desc_from_file"
     desc = _a.k(call, 1, desc)
@@ -244,7 +244,7 @@ def get_desc_from_file(desc, model_path, /):
         return _s.failed(call, fail)
 
 
-def destroy_desc(desc, /):
+def destroy_desc(desc: int, /) -> int:
     """``ret``."""
     call = "acl.mdl.destroy_desc"
     desc = _a.k(call, 1, desc)
@@ -286,7 +286,7 @@ def _getter(call, desc, index, outputs, attr, default):
         return default
 
 
-def get_num_inputs(desc, /):
+def get_num_inputs(desc: int, /) -> int:
     """Inputs, counting ascend_mbatch_shape_data (0 for an invalid desc)."""
     call = "acl.mdl.get_num_inputs"
     try:
@@ -296,7 +296,7 @@ def get_num_inputs(desc, /):
         return 0
 
 
-def get_num_outputs(desc, /):
+def get_num_outputs(desc: int, /) -> int:
     call = "acl.mdl.get_num_outputs"
     try:
         return len(_info(call, _a.k(call, 1, desc)).outputs)
@@ -305,37 +305,37 @@ def get_num_outputs(desc, /):
         return 0
 
 
-def get_input_size_by_index(desc, index, /):
+def get_input_size_by_index(desc: int, index: int, /) -> int:
     """Bytes at the largest gear."""
     return _getter("acl.mdl.get_input_size_by_index", desc, index, False, "size", 0)
 
 
-def get_output_size_by_index(desc, index, /):
+def get_output_size_by_index(desc: int, index: int, /) -> int:
     """Bytes at the largest gear."""
     return _getter("acl.mdl.get_output_size_by_index", desc, index, True, "size", 0)
 
 
-def get_input_data_type(desc, index, /):
+def get_input_data_type(desc: int, index: int, /) -> int:
     return _getter("acl.mdl.get_input_data_type", desc, index, False, "dtype", _C.ACL_DT_UNDEFINED)
 
 
-def get_output_data_type(desc, index, /):
+def get_output_data_type(desc: int, index: int, /) -> int:
     return _getter("acl.mdl.get_output_data_type", desc, index, True, "dtype", _C.ACL_DT_UNDEFINED)
 
 
-def get_input_format(desc, index, /):
+def get_input_format(desc: int, index: int, /) -> int:
     return _getter("acl.mdl.get_input_format", desc, index, False, "format", _C.ACL_FORMAT_UNDEFINED)
 
 
-def get_output_format(desc, index, /):
+def get_output_format(desc: int, index: int, /) -> int:
     return _getter("acl.mdl.get_output_format", desc, index, True, "format", _C.ACL_FORMAT_UNDEFINED)
 
 
-def get_input_name_by_index(desc, index, /):
+def get_input_name_by_index(desc: int, index: int, /) -> str:
     return _getter("acl.mdl.get_input_name_by_index", desc, index, False, "name", "")
 
 
-def get_output_name_by_index(desc, index, /):
+def get_output_name_by_index(desc: int, index: int, /) -> str:
     return _getter("acl.mdl.get_output_name_by_index", desc, index, True, "name", "")
 
 
@@ -354,22 +354,22 @@ def _dims_call(call, api, desc, index, outputs):
         return {}, _s.failed(call, fail)
 
 
-def get_input_dims(desc, index, /):
+def get_input_dims(desc: int, index: int, /) -> tuple[dict, int]:
     """``({'name', 'dimCount', 'dims'}, ret)``; -1 in dynamic dims; ``{}`` on failure."""
     return _dims_call("acl.mdl.get_input_dims", "mdl.get_input_dims", desc, index, False)
 
 
-def get_input_dims_v2(desc, index, /):
+def get_input_dims_v2(desc: int, index: int, /) -> tuple[dict, int]:
     """As get_input_dims (they differ only for AIPP models, which the simulator has none of)."""
     return _dims_call("acl.mdl.get_input_dims_v2", "mdl.get_input_dims", desc, index, False)
 
 
-def get_output_dims(desc, index, /):
+def get_output_dims(desc: int, index: int, /) -> tuple[dict, int]:
     """``(dims dict, ret)``; gear models report the largest gear's dims."""
     return _dims_call("acl.mdl.get_output_dims", "mdl.get_output_dims", desc, index, True)
 
 
-def get_cur_output_dims(desc, index, /):
+def get_cur_output_dims(desc: int, index: int, /) -> tuple[dict, int]:
     """``(dims dict, ret)`` at the gear last set or executed; before that, the largest gear."""
     call = "acl.mdl.get_cur_output_dims"
     desc = _a.k(call, 1, desc)
@@ -408,18 +408,18 @@ def _index_by_name(call, api, desc, name, outputs):
         return 0, _s.failed(call, fail)
 
 
-def get_input_index_by_name(desc, name, /):
+def get_input_index_by_name(desc: int, name: str, /) -> tuple[int, int]:
     """``(index, ret)``; ``ret != 0`` for an unknown name (how acllite detects ascend_mbatch_shape_data)."""
     return _index_by_name("acl.mdl.get_input_index_by_name", "mdl.get_input_index_by_name", desc, name, False)
 
 
-def get_output_index_by_name(desc, name, /):
+def get_output_index_by_name(desc: int, name: str, /) -> tuple[int, int]:
     return _index_by_name(
         "acl.mdl.get_output_index_by_name", "mdl.get_output_index_by_name", desc, name, True
     )
 
 
-def get_tensor_real_name(desc, name, /):
+def get_tensor_real_name(desc: int, name: str, /) -> str:
     """Names are never rewritten by the simulator (it has no 127-character limit), so this is ``name``."""
     call = "acl.mdl.get_tensor_real_name"
     _a.k(call, 1, desc)
@@ -429,7 +429,7 @@ def get_tensor_real_name(desc, name, /):
 # -- gears ----------------------------------------------------------------------------------------------
 
 
-def get_dynamic_batch(desc, /):
+def get_dynamic_batch(desc: int, /) -> tuple[dict, int]:
     """``({'batchCount': n, 'batch': [...]}, ret)``; batchCount 0 for models without batch gears."""
     call = "acl.mdl.get_dynamic_batch"
     desc = _a.k(call, 1, desc)
@@ -442,7 +442,7 @@ def get_dynamic_batch(desc, /):
         return {}, _s.failed(call, fail)
 
 
-def get_dynamic_hw(desc, index, /):
+def get_dynamic_hw(desc: int, index: int, /) -> tuple[dict, int]:
     """``({'hwCount': n, 'hw': [[h, w], ...]}, ret)``; ``index`` is reserved (-1)."""
     call = "acl.mdl.get_dynamic_hw"
     desc = _a.k(call, 1, desc)
@@ -456,7 +456,7 @@ def get_dynamic_hw(desc, index, /):
         return {}, _s.failed(call, fail)
 
 
-def get_input_dynamic_gear_count(desc, index, /):
+def get_input_dynamic_gear_count(desc: int, index: int, /) -> tuple[int, int]:
     """``(n, ret)``: dims gears of a --dynamic_dims model (0 for others); ``index`` is reserved (-1)."""
     call = "acl.mdl.get_input_dynamic_gear_count"
     desc = _a.k(call, 1, desc)
@@ -469,7 +469,7 @@ def get_input_dynamic_gear_count(desc, index, /):
         return 0, _s.failed(call, fail)
 
 
-def get_input_dynamic_dims(desc, index, gear_count, /):
+def get_input_dynamic_dims(desc: int, index: int, gear_count: int, /) -> "tuple[list[dict] | None, int]":
     """``([{'name', 'dimCount', 'dims'}, ...], ret)``: per gear, every data input's dims concatenated."""
     call = "acl.mdl.get_input_dynamic_dims"
     desc = _a.k(call, 1, desc)
@@ -545,7 +545,7 @@ def _not_a_gear(model_id, what, gears):
     )
 
 
-def set_dynamic_batch_size(model_id, dataset, index, batch_size, /):
+def set_dynamic_batch_size(model_id: int, dataset: int, index: int, batch_size: int, /) -> int:
     """``ret``; ``batch_size`` must be one of the gears (else 145013)."""
     call = "acl.mdl.set_dynamic_batch_size"
     model_id = _a.u32(call, 1, model_id)
@@ -566,7 +566,7 @@ def set_dynamic_batch_size(model_id, dataset, index, batch_size, /):
         return _s.failed(call, fail)
 
 
-def set_dynamic_hw_size(model_id, dataset, index, height, width, /):
+def set_dynamic_hw_size(model_id: int, dataset: int, index: int, height: int, width: int, /) -> int:
     """``ret``; (height, width) must be one of the gears (else 145013)."""
     call = "acl.mdl.set_dynamic_hw_size"
     model_id = _a.u32(call, 1, model_id)
@@ -588,7 +588,7 @@ def set_dynamic_hw_size(model_id, dataset, index, height, width, /):
         return _s.failed(call, fail)
 
 
-def set_input_dynamic_dims(model_id, dataset, index, dims, /):
+def set_input_dynamic_dims(model_id: int, dataset: int, index: int, dims: dict, /) -> int:
     """``ret``; ``dims`` = ``{'dimCount': n, 'name': '', 'dims': [...]}``, every data input's dims concatenated."""
     call = "acl.mdl.set_input_dynamic_dims"
     model_id = _a.u32(call, 1, model_id)
@@ -626,7 +626,7 @@ def set_input_dynamic_dims(model_id, dataset, index, dims, /):
 # -- datasets -------------------------------------------------------------------------------------------
 
 
-def create_dataset():
+def create_dataset() -> int:
     """``dataset`` (0 on failure)."""
     try:
         _fault("mdl.create_dataset")
@@ -638,7 +638,7 @@ def create_dataset():
     return ds.handle
 
 
-def add_dataset_buffer(dataset, data_buffer, /):
+def add_dataset_buffer(dataset: int, data_buffer: int, /) -> tuple[int, int]:
     """``(dataset, ret)``: appends; the buffer's index is the order of the add calls."""
     call = "acl.mdl.add_dataset_buffer"
     dataset = _a.k(call, 1, dataset)
@@ -652,7 +652,7 @@ def add_dataset_buffer(dataset, data_buffer, /):
         return dataset, _s.failed(call, fail)
 
 
-def get_dataset_num_buffers(dataset, /):
+def get_dataset_num_buffers(dataset: int, /) -> int:
     call = "acl.mdl.get_dataset_num_buffers"
     try:
         return len(_lookup("datasets", _a.k(call, 1, dataset), "dataset").buffers)
@@ -661,7 +661,7 @@ def get_dataset_num_buffers(dataset, /):
         return 0
 
 
-def get_dataset_buffer(dataset, index, /):
+def get_dataset_buffer(dataset: int, index: int, /) -> int:
     """The data buffer at ``index``; 0 when out of range."""
     call = "acl.mdl.get_dataset_buffer"
     dataset = _a.k(call, 1, dataset)
@@ -679,7 +679,7 @@ def get_dataset_buffer(dataset, index, /):
         return 0
 
 
-def destroy_dataset(dataset, /):
+def destroy_dataset(dataset: int, /) -> int:
     """``ret``; the data buffers in it are not destroyed."""
     call = "acl.mdl.destroy_dataset"
     dataset = _a.k(call, 1, dataset)
@@ -695,7 +695,7 @@ def destroy_dataset(dataset, /):
 # -- execute --------------------------------------------------------------------------------------------
 
 
-def execute(model_id, input_dataset, output_dataset, /):
+def execute(model_id: int, input_dataset: int, output_dataset: int, /) -> int:
     """``ret``: runs the model now and returns when the outputs are in the output buffers."""
     call = "acl.mdl.execute"
     model_id = _a.u32(call, 1, model_id)
@@ -710,7 +710,7 @@ def execute(model_id, input_dataset, output_dataset, /):
         return _s.failed(call, fail)
 
 
-def execute_async(model_id, input_dataset, output_dataset, stream, /):
+def execute_async(model_id: int, input_dataset: int, output_dataset: int, stream: int, /) -> int:
     """``ret``: queues the model on ``stream``; errors while it runs come back from synchronize_stream."""
     call = "acl.mdl.execute_async"
     model_id = _a.u32(call, 1, model_id)

@@ -59,7 +59,7 @@ def _fault(api):
 # -- devices and contexts -------------------------------------------------------------------------------
 
 
-def set_device(device_id, /):
+def set_device(device_id: int, /) -> int:
     """``ret``; opens the device (reference-counted) and makes its default context current in this thread."""
     call = "acl.rt.set_device"
     device_id = _a.i(call, 1, device_id)
@@ -77,7 +77,7 @@ def set_device(device_id, /):
         return _s.failed(call, fail)
 
 
-def reset_device(device_id, /):
+def reset_device(device_id: int, /) -> int:
     """``ret``; the last reset releases the device's contexts, streams, models and memory."""
     call = "acl.rt.reset_device"
     device_id = _a.i(call, 1, device_id)
@@ -95,7 +95,7 @@ def reset_device(device_id, /):
         return _s.failed(call, fail)
 
 
-def get_device():
+def get_device() -> tuple[int, int]:
     """``device_id, ret``: the device of this thread's current context."""
     try:
         _fault("rt.get_device")
@@ -105,7 +105,7 @@ def get_device():
         return 0, _s.failed("acl.rt.get_device", fail)
 
 
-def get_device_count():
+def get_device_count() -> tuple[int, int]:
     """``count, ret``."""
     try:
         _fault("rt.get_device_count")
@@ -115,7 +115,7 @@ def get_device_count():
         return 0, _s.failed("acl.rt.get_device_count", fail)
 
 
-def create_context(device_id, /):
+def create_context(device_id: int, /) -> tuple[int, int]:
     """``context, ret``; the new context becomes this thread's current context."""
     call = "acl.rt.create_context"
     device_id = _a.i(call, 1, device_id)
@@ -131,7 +131,7 @@ def create_context(device_id, /):
         return 0, _s.failed(call, fail)
 
 
-def set_context(context, /):
+def set_context(context: int, /) -> int:
     """``ret``; makes ``context`` this thread's current context (every worker thread must)."""
     call = "acl.rt.set_context"
     context = _a.k(call, 1, context)
@@ -144,7 +144,7 @@ def set_context(context, /):
         return _s.failed(call, fail)
 
 
-def get_context():
+def get_context() -> tuple[int, int]:
     """``context, ret``; (0, 107002) when this thread has none."""
     try:
         _fault("rt.get_context")
@@ -154,7 +154,7 @@ def get_context():
         return 0, _s.failed("acl.rt.get_context", fail)
 
 
-def destroy_context(context, /):
+def destroy_context(context: int, /) -> int:
     """``ret``; only for contexts from create_context. Its streams are destroyed with it."""
     call = "acl.rt.destroy_context"
     context = _a.k(call, 1, context)
@@ -174,7 +174,7 @@ def destroy_context(context, /):
         return _s.failed(call, fail)
 
 
-def get_run_mode():
+def get_run_mode() -> tuple[int, int]:
     """``run_mode, ret``: always ACL_HOST (1), a PCIe card in a server."""
     try:
         _fault("rt.get_run_mode")
@@ -186,7 +186,7 @@ def get_run_mode():
 # -- streams --------------------------------------------------------------------------------------------
 
 
-def create_stream():
+def create_stream() -> tuple[int, int]:
     """``stream, ret``: a stream of the current context, with its own worker thread."""
     try:
         _fault("rt.create_stream")
@@ -196,7 +196,7 @@ def create_stream():
         return 0, _s.failed("acl.rt.create_stream", fail)
 
 
-def destroy_stream(stream, /):
+def destroy_stream(stream: int, /) -> int:
     """``ret``; waits for the stream's pending work first."""
     call = "acl.rt.destroy_stream"
     stream = _a.k(call, 1, stream)
@@ -223,13 +223,13 @@ def _synchronize(call, api, stream, timeout_s):
         return _s.failed(call, fail)
 
 
-def synchronize_stream(stream, /):
+def synchronize_stream(stream: int, /) -> int:
     """``ret``: waits (without the GIL) for the stream's tasks; the first error any of them hit."""
     call = "acl.rt.synchronize_stream"
     return _synchronize(call, "rt.synchronize_stream", _a.k(call, 1, stream), None)
 
 
-def synchronize_stream_with_timeout(stream, timeout, /):
+def synchronize_stream_with_timeout(stream: int, timeout: int, /) -> int:
     """``ret``; ``timeout`` in ms, -1 waits forever; 507046 when it expires."""
     call = "acl.rt.synchronize_stream_with_timeout"
     stream = _a.k(call, 1, stream)
@@ -241,7 +241,7 @@ def synchronize_stream_with_timeout(stream, timeout, /):
     )
 
 
-def synchronize_device():
+def synchronize_device() -> int:
     """``ret``: waits for every stream of the current context's device."""
     call = "acl.rt.synchronize_device"
     try:
@@ -294,7 +294,7 @@ def _device_malloc(call, api, size, policy, accounted):
         return 0, _s.failed(call, fail)
 
 
-def malloc(size, policy, /):
+def malloc(size: int, policy: int, /) -> tuple[int, int]:
     """``dev_ptr, ret``; the device takes ``size`` rounded up to 32 bytes plus 32; not initialised."""
     call = "acl.rt.malloc"
     size = _a.k(call, 1, size)
@@ -302,7 +302,7 @@ def malloc(size, policy, /):
     return _device_malloc(call, "rt.malloc", size, policy, _malloc_size(size))
 
 
-def malloc_align32(size, policy, /):
+def malloc_align32(size: int, policy: int, /) -> tuple[int, int]:
     """``dev_ptr, ret``; rounded up to 32 bytes only."""
     call = "acl.rt.malloc_align32"
     size = _a.k(call, 1, size)
@@ -310,7 +310,7 @@ def malloc_align32(size, policy, /):
     return _device_malloc(call, "rt.malloc_align32", size, policy, _align_up(max(size, 1), 32))
 
 
-def malloc_cached(size, policy, /):
+def malloc_cached(size: int, policy: int, /) -> tuple[int, int]:
     """``dev_ptr, ret``; the simulator has no cache, so this is malloc."""
     call = "acl.rt.malloc_cached"
     size = _a.k(call, 1, size)
@@ -318,7 +318,7 @@ def malloc_cached(size, policy, /):
     return _device_malloc(call, "rt.malloc_cached", size, policy, _malloc_size(size))
 
 
-def free(dev_ptr, /):
+def free(dev_ptr: int, /) -> int:
     """``ret``; only the start of an allocation from malloc; no implicit synchronisation."""
     call = "acl.rt.free"
     dev_ptr = _a.k(call, 1, dev_ptr)
@@ -344,7 +344,7 @@ def free(dev_ptr, /):
         return _s.failed(call, fail)
 
 
-def malloc_host(size, /):
+def malloc_host(size: int, /) -> tuple[int, int]:
     """``host_ptr, ret``: pinned, 64-byte aligned host memory (real memory: host code writes into it)."""
     call = "acl.rt.malloc_host"
     size = _a.k(call, 1, size)
@@ -361,7 +361,7 @@ def malloc_host(size, /):
         return 0, _s.failed(call, _Fail(_C.ACL_ERROR_BAD_ALLOC, f"the host cannot provide {size} bytes"))
 
 
-def free_host(host_ptr, /):
+def free_host(host_ptr: int, /) -> int:
     """``ret``; only for memory from malloc_host."""
     call = "acl.rt.free_host"
     host_ptr = _a.k(call, 1, host_ptr)
@@ -382,7 +382,7 @@ def free_host(host_ptr, /):
         return _s.failed(call, fail)
 
 
-def memcpy(dst, dest_max, src, count, kind, /):
+def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int, /) -> int:
     """``ret``: a synchronous copy; ``kind`` must match where ``dst`` and ``src`` live (or be ACL_MEMCPY_DEFAULT)."""
     call = "acl.rt.memcpy"
     dst = _a.k(call, 1, dst)
@@ -404,7 +404,7 @@ def _injected_task(code, api):
     raise _Fail(code, f"fault injected by the ge-plugin simulator into acl.{api} (see ge_plugin.sim.faults)")
 
 
-def memcpy_async(dst, dest_max, src, count, kind, stream, /):
+def memcpy_async(dst: int, dest_max: int, src: int, count: int, kind: int, stream: int, /) -> int:
     """``ret``: queues the copy on ``stream``; host memory must come from malloc_host, addresses 64-byte aligned."""
     call = "acl.rt.memcpy_async"
     dst = _a.k(call, 1, dst)
@@ -440,7 +440,7 @@ def _memset_run(addr, value, count, alloc):
         _ctypes.memset(addr, value, count)
 
 
-def memset(dev_ptr, max_count, value, count, /):
+def memset(dev_ptr: int, max_count: int, value: int, count: int, /) -> int:
     """``ret``: sets ``count`` bytes to ``value`` (its low byte), on device or host memory."""
     call = "acl.rt.memset"
     dev_ptr = _a.k(call, 1, dev_ptr)
@@ -457,7 +457,7 @@ def memset(dev_ptr, max_count, value, count, /):
         return _s.failed(call, fail)
 
 
-def memset_async(dev_ptr, max_count, value, count, stream, /):
+def memset_async(dev_ptr: int, max_count: int, value: int, count: int, stream: int, /) -> int:
     """``ret``: memset queued on ``stream``."""
     call = "acl.rt.memset_async"
     dev_ptr = _a.k(call, 1, dev_ptr)
@@ -479,7 +479,7 @@ def memset_async(dev_ptr, max_count, value, count, stream, /):
         return _s.failed(call, fail)
 
 
-def get_mem_info(attr, /):
+def get_mem_info(attr: int, /) -> tuple[int, int, int]:
     """``free, total, ret`` of the current device (every aclrtMemAttr reports the same device memory)."""
     call = "acl.rt.get_mem_info"
     attr = _a.i(call, 1, attr)

@@ -43,14 +43,14 @@ def _host(call, ptr):
         raise ValueError(f"{call}: null pointer")
 
 
-def bytes_to_ptr(data, /):
+def bytes_to_ptr(data: bytes, /) -> int:
     """The address of ``data``'s own buffer (no copy); keep ``data`` alive while the pointer is used."""
     if not isinstance(data, bytes):
         raise ValueError(f"acl.util.bytes_to_ptr: argument must be bytes, not {type(data).__name__}")
     return _ctypes.cast(_ctypes.c_char_p(data), _ctypes.c_void_p).value or 0
 
 
-def ptr_to_bytes(ptr, size, /):
+def ptr_to_bytes(ptr: int, size: int, /) -> bytes:
     """A copy of ``size`` bytes of host memory at ``ptr``."""
     call = "acl.util.ptr_to_bytes"
     ptr = _a.k(call, 1, ptr)
@@ -59,7 +59,7 @@ def ptr_to_bytes(ptr, size, /):
     return _ctypes.string_at(ptr, size)
 
 
-def numpy_to_ptr(array, /):
+def numpy_to_ptr(array: _np.ndarray, /) -> int:
     """Deprecated in pyACL (it warns, and so does this): the address of ``array``'s data, no copy."""
     if not isinstance(array, _np.ndarray):
         raise TypeError(
@@ -73,7 +73,7 @@ def numpy_to_ptr(array, /):
     return array.ctypes.data
 
 
-def numpy_contiguous_to_ptr(array, /):
+def numpy_contiguous_to_ptr(array: _np.ndarray, /) -> tuple[int, _np.ndarray]:
     """Deprecated: ``(ptr, contiguous_array)``; keep the returned array alive while the pointer is used."""
     if not isinstance(array, _np.ndarray):
         raise TypeError(
@@ -84,7 +84,7 @@ def numpy_contiguous_to_ptr(array, /):
     return contiguous.ctypes.data, contiguous
 
 
-def ptr_to_numpy(ptr, shape, npy_type, /):
+def ptr_to_numpy(ptr: int, shape: tuple, npy_type: int, /) -> _np.ndarray:
     """Deprecated: a writable array over host memory at ``ptr`` (no copy); ``npy_type`` is a numpy type number."""
     call = "acl.util.ptr_to_numpy"
     ptr = _a.k(call, 1, ptr)
