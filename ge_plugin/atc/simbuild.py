@@ -67,6 +67,10 @@ class BuildResult:
     header: dict[str, Any]
 
 
+#: one gear: (the values it was given, every input's concrete dims)
+_Gear = tuple[tuple[int, ...], list[tuple[int, ...]]]
+
+
 @attrs.frozen
 class _Input:
     name: str
@@ -249,9 +253,7 @@ def _inputs(options: AtcOptions, graph_inputs: Sequence[Any]) -> list[_Input]:
     return inputs
 
 
-def _gear_dims(
-    options: AtcOptions, inputs: Sequence[_Input]
-) -> list[tuple[tuple[int, ...], list[tuple[int, ...]]]]:
+def _gear_dims(options: AtcOptions, inputs: Sequence[_Input]) -> list[_Gear]:
     """Per gear: (the values it was given, every input's concrete dims). Static models: one entry."""
     if options.dynamic_mode == "static":
         return [((), [i.dims for i in inputs])]
@@ -333,7 +335,9 @@ def _skeleton(model: Any) -> Any:
     return skeleton
 
 
-def _inferred(skeleton: Any, inputs: Sequence[_Input], dims: Sequence[tuple[int, ...]], names: Sequence[str]):
+def _inferred(
+    skeleton: Any, inputs: Sequence[_Input], dims: Sequence[tuple[int, ...]], names: Sequence[str]
+) -> list[tuple[tuple[int, ...], int] | None]:
     """(dims, elem_type) of each output at these input dims, or None where inference cannot tell."""
     import onnx
 
@@ -364,7 +368,9 @@ def _inferred(skeleton: Any, inputs: Sequence[_Input], dims: Sequence[tuple[int,
     return results
 
 
-def _output_shapes(runnable: Any, inputs: Sequence[_Input], gears, names: Sequence[str]):
+def _output_shapes(
+    runnable: Any, inputs: Sequence[_Input], gears: Sequence[_Gear], names: Sequence[str]
+) -> tuple[list[list[tuple[int, ...]]], list[int]]:
     """Per gear, each output's dims; and each output's ONNX elem type."""
     skeleton = _skeleton(runnable)
     shapes: list[list[tuple[int, ...]]] = []
@@ -409,7 +415,13 @@ _ONNX_NUMPY.update({10: np.float16, 11: np.float64, 12: np.uint32, 13: np.uint64
 _NUMPY_ONNX = {np.dtype(v): k for k, v in _ONNX_NUMPY.items()}
 
 
-def _run_once(session: Any, inputs: Sequence[_Input], dims, names: Sequence[str], values) -> list:
+def _run_once(
+    session: Any,
+    inputs: Sequence[_Input],
+    dims: Sequence[tuple[int, ...]],
+    names: Sequence[str],
+    values: tuple[int, ...],
+) -> list[tuple[tuple[int, ...], int]]:
     feeds = {i.name: np.zeros(d, dtype=_ONNX_NUMPY[i.elem_type]) for i, d in zip(inputs, dims)}
     try:
         outs = session.run(list(names), feeds)

@@ -34,7 +34,7 @@ EXAMPLES = """\
 """
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = add_command(
         subparsers,
         "atc",

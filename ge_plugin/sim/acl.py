@@ -255,7 +255,7 @@ def destroy_tensor_desc(desc: int, /) -> None:
         _s.failed(call, fail)
 
 
-def _tensor_desc(call, desc):
+def _tensor_desc(call: str, desc: int) -> "_TensorDesc | None":
     desc = _a.k(call, 1, desc)
     try:
         return _lookup("tensor_descs", desc, "tensor description")

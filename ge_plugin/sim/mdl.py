@@ -8,6 +8,9 @@ memory and execute reads it from there, as on the NPU. See docs/simulator.md for
 
 import ctypes as _ctypes
 import os as _os
+from collections.abc import Callable as _Callable
+from collections.abc import Sequence as _Sequence
+from typing import Any as _Any
 
 import numpy as _np
 
@@ -26,6 +29,8 @@ from ge_plugin.sim._objects import lookup as _lookup
 from ge_plugin.sim.engine import Engine as _Engine
 from ge_plugin.sim.memory import HOST as _HOST
 from ge_plugin.sim.memory import PINNED as _PINNED
+from ge_plugin.sim.model import Gear as _Gear
+from ge_plugin.sim.model import IoDesc as _IoDesc
 from ge_plugin.sim.model import ModelInfo as _ModelInfo
 
 __all__ = [
@@ -74,7 +79,7 @@ _SIM = _s.SIM
 _MAX_GEAR_COUNT = 4096
 
 
-def _fault(api):
+def _fault(api: str) -> None:
     if _faults.RULES:
         _s.check_fault(api)
 
@@ -82,7 +87,7 @@ def _fault(api):
 # -- load and unload ------------------------------------------------------------------------------------
 
 
-def _parse_om(data, source):
+def _parse_om(data: bytes, source: str) -> "tuple[_omfile.SimOm, _ModelInfo]":
     try:
         om = _omfile.loads(data, source)
     except _omfile.NotSimOmError as exc:
@@ -97,7 +102,7 @@ def _parse_om(data, source):
         raise _Fail(_C.ACL_ERROR_PARSE_MODEL, f"{source}: {exc}") from None
 
 
-def _read_file(path):
+def _read_file(path: str) -> bytes:
     if not path or not _os.path.isfile(path):
         raise _Fail(
             _C.ACL_ERROR_GE_EXEC_MODEL_PATH_INVALID,
@@ -111,7 +116,7 @@ def _read_file(path):
         raise _Fail(_C.ACL_ERROR_READ_MODEL_FAILURE, f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def _load(data, source):
+def _load(data: bytes, source: str) -> int:
     _s.require_init()
     ctx = _s.current_context()
     om, info = _parse_om(data, source)
@@ -162,7 +167,7 @@ def load_from_mem(model_ptr: int, model_size: int, /) -> tuple[int, int]:
         return 0, _s.failed(call, fail)
 
 
-def _model(model_id, ctx):
+def _model(model_id: int, ctx: _s.Context) -> _exec.LoadedModel:
     model = _SIM.models.get(model_id)
     if model is None:
         raise _Fail(_C.ACL_ERROR_INVALID_MODEL_ID, f"model id {model_id} is not loaded")
@@ -257,7 +262,7 @@ def destroy_desc(desc: int, /) -> int:
         return _s.failed(call, fail)
 
 
-def _info(call, desc):
+def _info(call: str, desc: int) -> _ModelInfo:
     """The ModelInfo behind ``desc``; raises Fail."""
     obj = _lookup("descs", desc, "model description")
     if obj.info is None:
@@ -265,7 +270,7 @@ def _info(call, desc):
     return obj.info
 
 
-def _io(call, desc, index, outputs):
+def _io(call: str, desc: int, index: int, outputs: bool) -> _IoDesc:
     info = _info(call, desc)
     items = info.outputs if outputs else info.inputs
     if index >= len(items):
@@ -276,7 +281,7 @@ def _io(call, desc, index, outputs):
     return items[index]
 
 
-def _getter(call, desc, index, outputs, attr, default):
+def _getter(call: str, desc: int, index: int, outputs: bool, attr: str, default: object) -> _Any:
     desc = _a.k(call, 1, desc)
     index = _a.k(call, 2, index)
     try:
@@ -339,11 +344,11 @@ def get_output_name_by_index(desc: int, index: int, /) -> str:
     return _getter("acl.mdl.get_output_name_by_index", desc, index, True, "name", "")
 
 
-def _dims(name, dims):
+def _dims(name: str, dims: _Sequence[int]) -> dict:
     return {"name": name, "dimCount": len(dims), "dims": list(dims)}
 
 
-def _dims_call(call, api, desc, index, outputs):
+def _dims_call(call: str, api: str, desc: int, index: int, outputs: bool) -> tuple[dict, int]:
     desc = _a.k(call, 1, desc)
     index = _a.k(call, 2, index)
     try:
@@ -391,7 +396,7 @@ def get_cur_output_dims(desc: int, index: int, /) -> tuple[dict, int]:
         return {}, _s.failed(call, fail)
 
 
-def _index_by_name(call, api, desc, name, outputs):
+def _index_by_name(call: str, api: str, desc: int, name: str, outputs: bool) -> tuple[int, int]:
     desc = _a.k(call, 1, desc)
     name = _a.s(call, 2, name)
     try:
@@ -491,7 +496,9 @@ def get_input_dynamic_dims(desc: int, index: int, gear_count: int, /) -> "tuple[
         return None, _s.failed(call, fail)
 
 
-def _write_gear(call, model_id, dataset, index, mode, gear_of):
+def _write_gear(
+    call: str, model_id: int, dataset: int, index: int, mode: str, gear_of: _Callable[[_ModelInfo], _Gear]
+) -> int:
     """The shared part of the three setters: checks, then the gear's values into the mbatch buffer."""
     _s.require_init()
     model = _model(model_id, _s.current_context())
@@ -538,7 +545,7 @@ def _write_gear(call, model_id, dataset, index, mode, gear_of):
     return 0
 
 
-def _not_a_gear(model_id, what, gears):
+def _not_a_gear(model_id: int, what: str, gears: list) -> _Fail:
     return _Fail(
         _C.ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID,
         f"{what} is not a gear of model {model_id}; its gears are {gears}",
@@ -553,7 +560,7 @@ def set_dynamic_batch_size(model_id: int, dataset: int, index: int, batch_size: 
     index = _a.k(call, 3, index)
     batch_size = _a.k(call, 4, batch_size)
 
-    def gear_of(info):
+    def gear_of(info: _ModelInfo) -> _Gear:
         gear = info.gear_by_values.get((batch_size,))
         if gear is None:
             raise _not_a_gear(model_id, f"batch size {batch_size}", [g.values[0] for g in info.gears])
@@ -575,7 +582,7 @@ def set_dynamic_hw_size(model_id: int, dataset: int, index: int, height: int, wi
     height = _a.k(call, 4, height)
     width = _a.k(call, 5, width)
 
-    def gear_of(info):
+    def gear_of(info: _ModelInfo) -> _Gear:
         gear = info.gear_by_values.get((height, width))
         if gear is None:
             raise _not_a_gear(model_id, f"image size {height}x{width}", [list(g.values) for g in info.gears])
@@ -597,7 +604,7 @@ def set_input_dynamic_dims(model_id: int, dataset: int, index: int, dims: dict, 
     if not isinstance(dims, dict):
         raise TypeError(f"{call} args parse failed: argument 4 must be a dict, not {type(dims).__name__}")
 
-    def gear_of(info):
+    def gear_of(info: _ModelInfo) -> _Gear:
         values = dims.get("dims")
         count = dims.get("dimCount")
         if not isinstance(values, (list, tuple)) or not all(

@@ -17,6 +17,7 @@ from ge_plugin.sim import faults as _faults
 from ge_plugin.sim._fail import Fail as _Fail
 from ge_plugin.sim.memory import DEVICE as _DEVICE
 from ge_plugin.sim.memory import PINNED as _PINNED
+from ge_plugin.sim.memory import Allocation as _Allocation
 from ge_plugin.sim.memory import align_up as _align_up
 from ge_plugin.sim.memory import malloc_size as _malloc_size
 
@@ -51,7 +52,7 @@ __all__ = [
 _SIM = _s.SIM
 
 
-def _fault(api):
+def _fault(api: str) -> None:
     if _faults.RULES:
         _s.check_fault(api)
 
@@ -211,7 +212,7 @@ def destroy_stream(stream: int, /) -> int:
         return _s.failed(call, fail)
 
 
-def _synchronize(call, api, stream, timeout_s):
+def _synchronize(call: str, api: str, stream: int, timeout_s: "float | None") -> int:
     try:
         _fault(api)
         _s.require_init()
@@ -268,12 +269,12 @@ def synchronize_device() -> int:
 # -- memory ---------------------------------------------------------------------------------------------
 
 
-def _check_policy(policy):
+def _check_policy(policy: int) -> None:
     if policy < 0 or (policy & 0xFF) > 7 or policy & ~0x11FF:
         raise _Fail(_C.ACL_ERROR_INVALID_PARAM, f"malloc policy {policy} is not an aclrtMemMallocPolicy")
 
 
-def _device_malloc(call, api, size, policy, accounted):
+def _device_malloc(call: str, api: str, size: int, policy: int, accounted: int) -> tuple[int, int]:
     try:
         _fault(api)
         _s.require_init()
@@ -400,7 +401,7 @@ def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int, /) -> int:
         return _s.failed(call, fail)
 
 
-def _injected_task(code, api):
+def _injected_task(code: int, api: str) -> None:
     raise _Fail(code, f"fault injected by the ge-plugin simulator into acl.{api} (see ge_plugin.sim.faults)")
 
 
@@ -428,12 +429,12 @@ def memcpy_async(dst: int, dest_max: int, src: int, count: int, kind: int, strea
         return _s.failed(call, fail)
 
 
-def _memset_plan(ptr, max_count, value, count):
+def _memset_plan(ptr: int, max_count: int, value: int, count: int) -> tuple:
     addr, alloc = _SIM.memory.plan_memset(ptr, max_count, count)
     return addr, value & 0xFF, count, alloc
 
 
-def _memset_run(addr, value, count, alloc):
+def _memset_run(addr: int, value: int, count: int, alloc: "_Allocation | None") -> None:
     if alloc is not None and alloc.freed:
         raise _Fail(_C.ACL_ERROR_RT_MEMORY_FREE, f"0x{alloc.base:x} was freed before the memset ran")
     if count:

@@ -33,7 +33,7 @@ _NPY_TYPES = {
 }
 
 
-def _host(call, ptr):
+def _host(call: str, ptr: int) -> None:
     if ptr >= 1 << _DEVICE_SHIFT:
         raise ValueError(
             f"{call}: 0x{ptr:x} is not host memory (a device pointer or a handle); copy device data to the host "
