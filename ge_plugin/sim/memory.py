@@ -63,7 +63,7 @@ def malloc_size(size: int) -> int:
 class Allocation:
     """One block of device or pinned memory. ``addr`` is where its bytes really are in this process."""
 
-    __slots__ = ("accounted", "addr", "base", "buf", "device", "freed", "size")
+    __slots__ = ("_shift", "accounted", "addr", "base", "buf", "device", "freed", "size")
 
     def __init__(self, base: int, size: int, accounted: int, buf: np.ndarray, addr: int, device: int):
         self.base = base  #: the address the user sees
@@ -73,9 +73,11 @@ class Allocation:
         self.addr = addr
         self.device = device  #: -1 for pinned host memory
         self.freed = False
+        self._shift = addr - buf.ctypes.data  #: where ``addr`` sits in ``buf`` (pinned memory is aligned up)
 
     def view(self, offset: int, nbytes: int) -> np.ndarray:
-        start = self.addr - self.buf.ctypes.data + offset
+        """``nbytes`` at ``offset`` from ``addr``, as a uint8 view (no copy)."""
+        start = self._shift + offset
         return self.buf[start : start + nbytes]
 
 
