@@ -79,6 +79,29 @@ def test_bench_validate_a_two_input_request(
     record("validate 2 inputs of [1,77] int64", name, 0, fp.validate, specs, request, speedup=SMALL_SPEEDUP)
 
 
+@pytest.mark.benchmark(group="gather cast")
+def test_bench_gather_cast_fp32_image_to_fp16(
+    impl: tuple[str, ModuleType], record: Callable[..., None]
+) -> None:
+    # not one of the targets: how much an fp16 OM costs clients that send fp32
+    name, fp = impl
+    image = np.random.default_rng(4).standard_normal((1, 3, 224, 224), dtype=np.float32)
+    gear = (1, 3, 224, 224)
+    dst = staging(image.size * 2)
+    record(
+        "gather [1,3,224,224] fp32 cast to fp16",
+        name,
+        dst.size,
+        fp.gather,
+        dst,
+        gear,
+        "fp16",
+        [image],
+        "fp32",
+        0,
+    )
+
+
 VOCAB = 32000
 MAX_SEQ = 32
 

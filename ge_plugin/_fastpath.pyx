@@ -104,53 +104,57 @@ cdef int _cast_code(int src, int dst, str what) except -1:
     raise ValueError(f"{what}: cannot cast {_NAMES[src]} to {_NAMES[dst]} (the casts are {_CAST_NAMES})")
 
 
-# --- element conversions: bit manipulation, so the results do not depend on the CPU's F16C support ---
+# --- element conversions: integer bit manipulation plus one float addition that lets the FPU do the
+# round-to-nearest-even of subnormals; branch-free, so the compiler vectorises the loops, and independent of
+# the CPU's F16C support (the results are the same on every host).
+
+cdef inline float _float(uint32_t bits) noexcept nogil:
+    cdef float value
+    memcpy(&value, &bits, 4)
+    return value
+
+
+cdef inline uint32_t _bits(float value) noexcept nogil:
+    cdef uint32_t bits
+    memcpy(&bits, &value, 4)
+    return bits
+
+
+cdef inline uint32_t _mask(bint condition) noexcept nogil:
+    # all ones when condition holds: selects written as masks, because Cython turns "x if c else y" into an
+    # if statement, and a branch in the loop stops the compiler from vectorising it
+    return (<uint32_t>0) - (<uint32_t>condition)
+
 
 cdef inline uint16_t _f32_to_f16(uint32_t f) noexcept nogil:
     cdef uint32_t sign = (f >> 16) & 0x8000
-    cdef uint32_t exp = f & 0x7F800000
-    cdef uint32_t sig = f & 0x007FFFFF
-    cdef uint32_t h, rest, half, shift
-    if exp == 0x7F800000:
-        if sig:
-            return <uint16_t>(sign | 0x7E00 | (sig >> 13))  # NaN: quieted, top of the payload kept (twin)
-        return <uint16_t>(sign | 0x7C00)
-    if exp >= 0x47800000:  # 2**16 and up: past half's largest finite value, whatever the rounding
-        return <uint16_t>(sign | 0x7C00)
-    if exp <= 0x38000000:  # below 2**-14 (half's smallest normal): a subnormal half, or zero
-        if exp < 0x33000000:  # below 2**-25: under half of the smallest subnormal, rounds to zero
-            return <uint16_t>sign
-        sig = sig | 0x00800000
-        shift = 126 - (exp >> 23)  # 14 .. 24
-        h = sig >> shift
-        rest = sig & ((1u << shift) - 1)
-        half = 1u << (shift - 1)
-        if rest > half or (rest == half and (h & 1)):
-            h += 1  # may carry into the exponent: the smallest normal, which is right
-        return <uint16_t>(sign | h)
-    h = (((exp >> 23) - 112) << 10) | (sig >> 13)
-    rest = sig & 0x1FFF
-    if rest > 0x1000 or (rest == 0x1000 and (h & 1)):
-        h += 1  # may carry into the exponent, up to infinity, which is right
-    return <uint16_t>(sign | h)
+    cdef uint32_t a = f & 0x7FFFFFFF
+    # normal halves: rebias the exponent, round to nearest even on the 13 dropped bits; a carry may reach
+    # the exponent, up to infinity, which is right
+    cdef uint32_t normal = (a + 0xC8000FFFU + ((a >> 13) & 1)) >> 13
+    # below 2**-14: adding 0.5 puts the half's subnormal unit (2**-24) at the float's last bit, so the
+    # float addition rounds exactly as the half needs (a carry gives the smallest normal, which is right)
+    cdef uint32_t subnormal = _bits(_float(a) + <float>0.5) - 0x3F000000
+    # 2**16 and up is infinity; NaN is quieted with the top of its payload kept (twin)
+    cdef uint32_t special = 0x7C00 | (_mask(a > 0x7F800000) & (0x0200 | ((a >> 13) & 0x03FF)))
+    cdef uint32_t is_special = _mask(a >= 0x47800000)
+    cdef uint32_t is_subnormal = _mask(a < 0x38800000)
+    cdef uint32_t is_normal = ~(is_special | is_subnormal)
+    return <uint16_t>(sign | (special & is_special) | (subnormal & is_subnormal) | (normal & is_normal))
 
 
 cdef inline uint32_t _f16_to_f32(uint16_t h) noexcept nogil:
+    cdef uint32_t o = (<uint32_t>(h & 0x7FFF)) << 13
+    cdef uint32_t exp = o & 0x0F800000
+    cdef uint32_t normal = o + 0x38000000  # rebias the exponent
+    cdef uint32_t special = o + 0x70000000  # inf, or NaN with its payload (twin)
+    # a subnormal half is sig * 2**-24: read it as 2**-14 * (1 + sig/1024), then take 2**-14 away (exact)
+    cdef uint32_t subnormal = _bits(_float(o + 0x38800000) - _float(0x38800000))
+    cdef uint32_t is_special = _mask(exp == 0x0F800000)
+    cdef uint32_t is_subnormal = _mask(exp == 0)
+    cdef uint32_t is_normal = ~(is_special | is_subnormal)
     cdef uint32_t sign = (<uint32_t>(h & 0x8000)) << 16
-    cdef uint32_t exp = h & 0x7C00
-    cdef uint32_t sig = h & 0x03FF
-    cdef uint32_t e
-    if exp == 0x7C00:
-        return sign | 0x7F800000 | (sig << 13)  # inf, or NaN with its payload (twin)
-    if exp == 0:
-        if sig == 0:
-            return sign
-        e = 113  # a subnormal half is sig * 2**-24: normalise it into a float exponent
-        while (sig & 0x0400) == 0:
-            sig <<= 1
-            e -= 1
-        return sign | (e << 23) | ((sig & 0x03FF) << 13)
-    return sign | (((exp >> 10) + 112) << 23) | (sig << 13)
+    return sign | (special & is_special) | (subnormal & is_subnormal) | (normal & is_normal)
 
 
 cdef inline uint16_t _f32_to_bf16(uint32_t f) noexcept nogil:
