@@ -7,12 +7,12 @@ simulator or ATC reading the directory never sees half a model.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import onnx
 
+from ge_plugin._files import write_atomic
 from ge_plugin.models.bert import tiny_bert
 from ge_plugin.models.identity_model import identity
 from ge_plugin.models.llama import tiny_llama
@@ -31,14 +31,7 @@ def write_model(path: str | os.PathLike[str], model: onnx.ModelProto) -> bool:
     data = model.SerializeToString()
     if path.is_file() and path.stat().st_size == len(data) and path.read_bytes() == data:
         return False
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as file:
-            file.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, data)
     return True
 
 

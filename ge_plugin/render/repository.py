@@ -11,12 +11,11 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import stat
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Union
 
+from ge_plugin._files import write_atomic
 from ge_plugin.errors import RenderError
 from ge_plugin.render.pbtxt import render_text
 from ge_plugin.spec.model import ModelSpec
@@ -100,17 +99,7 @@ def stale_models(specs: Iterable[ModelSpec], repo: PathLike) -> list[Path]:
 
 
 def _replace(path: Path, text: str) -> None:
-    """Write through a temporary file and a rename: a Triton polling the repository never reads half."""
-    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644  # mkstemp's 0600 would hide it
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as file:
-            file.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, text.encode("utf-8"))
 
 
 def _check_names(specs: Sequence[ModelSpec]) -> None:

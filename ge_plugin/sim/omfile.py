@@ -23,12 +23,12 @@ import hashlib
 import json
 import os
 import struct
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from ge_plugin._files import write_atomic
 from ge_plugin.errors import ModelFileError
 
 MAGIC = b"GEPLUGIN-SIM-OM\0"
@@ -72,24 +72,7 @@ def dumps(header: dict[str, Any], onnx_bytes: bytes) -> bytes:
 
 def write(path: str | os.PathLike[str], header: dict[str, Any], onnx_bytes: bytes) -> Path:
     """Write atomically, so a simulator loading the file never sees half of it."""
-    path = Path(path)
-    data = dumps(header, onnx_bytes)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a Triton running as another user must read it
-        with os.fdopen(fd, "wb") as file:
-            file.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    return write_atomic(path, dumps(header, onnx_bytes))
 
 
 def check_magic(data: bytes, source: str) -> None:
