@@ -120,14 +120,10 @@ class Engine:
             self._check_io(where, "input", io, info, extra)
             self._in_om_type.append(dtypes.by_acl(info.acl_dtype).short)
         self._in_type = [io.dtype.short for io in self._in_cfg]
-        om_out = {info.name: info for info in model.outputs}
         self._out_cfg = []
         self._out_index = []
         self._out_om_type = []
-        for io in cfg.outputs:
-            info = om_out.get(io.name)
-            if info is None:
-                raise ConfigError(f"{where}: output {io.name!r} is not an output of the OM {sorted(om_out)}")
+        for io, info in zip(cfg.outputs, self._match_outputs(where, model)):
             self._check_io(where, "output", io, info, extra)
             self._out_cfg.append(io)
             self._out_index.append(info.index)
@@ -140,6 +136,23 @@ class Engine:
         for tie in cfg.params.output_dim_ties:
             k = self._out_pos[tie.output]
             self._ties[k].append((tie.output_dim + extra, in_pos[tie.input], tie.input_dim + extra))
+
+    def _match_outputs(self, where: str, model: device.OmModel) -> list[device.TensorInfo]:
+        """The OM output behind each config output: by name, or by position when no name matches.
+
+        ATC may rename outputs (an OM built from ONNX can report node-based names such as
+        ``PartitionedCall_12:0``), so when none of the config's names is an OM name and the counts agree, the
+        config's order is taken as the OM's index order — that is what the OM's output order means.
+        """
+        om_out = {info.name: info for info in model.outputs}
+        names = [io.name for io in self.config.outputs]
+        if all(name in om_out for name in names):
+            return [om_out[name] for name in names]
+        if not any(name in om_out for name in names) and len(names) == len(model.outputs):
+            log.info("%s: OM outputs %s taken as config outputs %s, by position", where, list(om_out), names)
+            return list(model.outputs)
+        missing = next(name for name in names if name not in om_out)
+        raise ConfigError(f"{where}: output {missing!r} is not an output of the OM {sorted(om_out)}")
 
     def _check_io(self, where: str, kind: str, io, info: device.TensorInfo, extra: int) -> None:
         om_dims = info.dims

@@ -243,7 +243,12 @@ def test_engine_unbatched_config_pads_the_sequence_of_one_request(cfg, oms, ort_
             "has dims [batch, -1, 2]",
         ),
         (
-            {"output": [{"name": "probs", "data_type": "TYPE_FP32", "dims": [-1, 32000]}]},
+            {
+                "output": [
+                    {"name": "logits", "data_type": "TYPE_FP32", "dims": [-1, 32000]},
+                    {"name": "probs", "data_type": "TYPE_FP32", "dims": [-1, 32000]},
+                ]
+            },
             "'probs' is not an output",
         ),
         (
@@ -271,3 +276,14 @@ def test_engine_close_twice_is_harmless_and_execute_after_close_refuses(cfg, oms
     engine.close()
     with pytest.raises(Exception, match="closed"):
         engine.execute([{"INPUT0": np.ones((1, 16), np.float32)}])
+
+
+def test_engine_binds_renamed_outputs_by_position(cfg, oms):
+    # ATC can rename outputs; a config whose names match none of the OM's takes them in index order.
+    renamed = {**cfg.llama(oms["llama"], output_dim_ties="scores:0=input_ids:0")}
+    renamed["output"] = [{"name": "scores", "data_type": "TYPE_FP32", "dims": [-1, 32000]}]
+    ids = np.arange(5, 9, dtype=np.int64)[None]
+    with Engine.from_model_config(renamed, version_dir="/") as engine:
+        (result,) = engine.execute([{"input_ids": ids}])
+    assert list(result) == ["scores"]
+    np.testing.assert_array_equal(result["scores"].argmax(-1), ids + 1)
