@@ -169,9 +169,10 @@ def prefer_only_largest_gear(config_path: Path) -> None:
 
 @attrs.define
 class Metrics:
-    """One scrape of the Prometheus text endpoint: (name, labels, value) samples."""
+    """One scrape of the Prometheus text endpoint: (name, labels, value) samples and each family's type."""
 
     samples: list[tuple[str, dict[str, str], float]]
+    types: dict[str, str]
 
     _LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)$")
     _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
@@ -179,7 +180,12 @@ class Metrics:
     @classmethod
     def parse(cls, text: str) -> Metrics:
         samples = []
+        types = {}
         for line in text.splitlines():
+            if line.startswith("# TYPE "):
+                _, _, name, kind = line.split(maxsplit=3)
+                types[name] = kind
+                continue
             if not line or line.startswith("#"):
                 continue
             match = cls._LINE.match(line)
@@ -187,7 +193,7 @@ class Metrics:
                 raise ValueError(f"not a Prometheus sample line: {line!r}")
             name, labels, value = match.groups()
             samples.append((name, dict(cls._LABEL.findall(labels or "")), float(value)))
-        return cls(samples)
+        return cls(samples, types)
 
     def names(self) -> set[str]:
         return {name for name, _, _ in self.samples}
