@@ -1,0 +1,231 @@
+"""perf_analyzer, the tool Triton users measure with: finding it, running one concurrency, reading its CSV.
+
+The binary ships in the ``tritonclient==2.51.0`` wheel and links ``libcudart.so.12`` (from the pip package
+``nvidia-cuda-runtime-cu12``, put on ``LD_LIBRARY_PATH`` here) and Debian's ``libb64.so.0d``, even on a host
+without a GPU. Its CSV (``-f``) gives times in µs and sorts rows by throughput, not by concurrency; the
+columns are looked up by name, never by position.
+
+perf_analyzer repeats a measurement window until three in a row agree within ``--stability-percentage``
+and gives up with no CSV at all after ``--max-trials``. On a small shared VM that happens; the run is then
+repeated once with stability checks off and the row is marked unstable, rather than losing the point.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import attrs
+
+from ge_plugin.bench.repository import BenchError, BenchModel
+
+#: CSV column -> PerfRow field (times in µs as perf_analyzer writes them)
+COLUMNS = {
+    "Concurrency": "concurrency",
+    "Inferences/Second": "throughput",
+    "Client Send": "client_send_us",
+    "Network+Server Send/Recv": "network_us",
+    "Server Queue": "server_queue_us",
+    "Server Compute Input": "server_compute_input_us",
+    "Server Compute Infer": "server_compute_infer_us",
+    "Server Compute Output": "server_compute_output_us",
+    "Client Recv": "client_recv_us",
+    "p50 latency": "p50_us",
+    "p90 latency": "p90_us",
+    "p95 latency": "p95_us",
+    "p99 latency": "p99_us",
+}
+UNSTABLE = "Failed to obtain stable measurement"
+
+
+@attrs.frozen
+class PerfRow:
+    """One concurrency level as perf_analyzer measured it (µs, infer/s)."""
+
+    concurrency: int
+    throughput: float
+    client_send_us: float
+    network_us: float
+    server_queue_us: float
+    server_compute_input_us: float
+    server_compute_infer_us: float
+    server_compute_output_us: float
+    client_recv_us: float
+    p50_us: float
+    p90_us: float
+    p95_us: float
+    p99_us: float
+
+
+@attrs.frozen
+class PerfSettings:
+    measurement_ms: int = 2000
+    stability_percentage: int = 20
+    max_trials: int = 8
+
+
+@attrs.frozen
+class Measurement:
+    model: str
+    row: PerfRow
+    stable: bool  #: False: perf_analyzer's stability check failed and the point was measured without it
+    #: from the server's counters over the run (ge_plugin.bench.serverstats); None when not known
+    requests_per_execute: float | None = None
+    engine_ms_per_execute: float | None = None
+
+
+def parse_csv(text: str, *, source: str = "perf_analyzer CSV") -> list[PerfRow]:
+    """Rows of a perf_analyzer ``-f`` file, sorted by concurrency; BenchError names what is missing."""
+    reader = csv.DictReader(io.StringIO(text))
+    header = reader.fieldnames or []
+    missing = [name for name in COLUMNS if name not in header]
+    if missing:
+        raise BenchError(
+            f"{source}: no column {', '.join(repr(m) for m in missing)} (header: {', '.join(header) or 'empty'}); "
+            "rate mode or another perf_analyzer version?"
+        )
+    rows = []
+    for number, record in enumerate(reader, start=2):
+        values = {}
+        for column, field in COLUMNS.items():
+            text_value = (record.get(column) or "").strip()
+            try:
+                values[field] = int(text_value) if field == "concurrency" else float(text_value)
+            except ValueError:
+                raise BenchError(f"{source}:{number}: {column} is {text_value!r}, not a number") from None
+        rows.append(PerfRow(**values))
+    if not rows:
+        raise BenchError(f"{source}: a header but no measurement")
+    return sorted(rows, key=lambda row: row.concurrency)
+
+
+def binary() -> Path:
+    """perf_analyzer from this environment's ``bin`` (where the tritonclient wheel puts it), else PATH."""
+    here = Path(sys.executable).parent / "perf_analyzer"
+    found = here if here.is_file() else (Path(p) if (p := shutil.which("perf_analyzer")) else None)
+    if found is None:
+        raise BenchError(
+            "perf_analyzer not found: it ships in the tritonclient 2.51.0 wheel "
+            "(pip install 'tritonclient[all]==2.51.0'; later wheels have no binary)"
+        )
+    return found
+
+
+def environment(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment perf_analyzer loads with: libcudart.so.12 from nvidia-cuda-runtime-cu12 on the path."""
+    env = dict(os.environ if base is None else base)
+    try:
+        import nvidia.cuda_runtime as cuda_runtime  # namespace package of nvidia-cuda-runtime-cu12
+    except ImportError:
+        raise BenchError(
+            "perf_analyzer links libcudart.so.12 even without a GPU: pip install nvidia-cuda-runtime-cu12 "
+            "(make setup does)"
+        ) from None
+    libdir = next((Path(p) / "lib" for p in cuda_runtime.__path__ if (Path(p) / "lib").is_dir()), None)
+    if libdir is None or not (libdir / "libcudart.so.12").exists():
+        raise BenchError(f"nvidia-cuda-runtime-cu12 is installed but has no lib/libcudart.so.12 ({libdir})")
+    env["LD_LIBRARY_PATH"] = ":".join(p for p in (str(libdir), env.get("LD_LIBRARY_PATH", "")) if p)
+    return env
+
+
+def version() -> str:
+    """``2.51.0``, from ``perf_analyzer --version``."""
+    out = _run([str(binary()), "--version"], timeout=60)
+    text = out.stdout + out.stderr  # 2.51 prints it on stderr
+    for word in text.split():
+        if word[:1].isdigit():
+            return word
+    raise BenchError(f"perf_analyzer --version printed no version: {text.strip()!r}")
+
+
+def command(
+    model: BenchModel,
+    *,
+    url: str,
+    concurrency: int,
+    settings: PerfSettings,
+    input_data: Path,
+    csv_path: Path,
+    check_stability: bool = True,
+) -> list[str]:
+    cmd = [
+        str(binary()),
+        "-i",
+        "grpc",
+        "-u",
+        url,
+        "-m",
+        model.name,
+        "-b",
+        "1",
+        f"--concurrency-range={concurrency}:{concurrency}",
+        f"--input-data={input_data}",
+        f"--measurement-interval={settings.measurement_ms}",
+        f"--stability-percentage={settings.stability_percentage if check_stability else 999}",
+        f"--max-trials={settings.max_trials if check_stability else 3}",
+        "-f",
+        str(csv_path),
+    ]
+    if model.shape:
+        cmd.append(f"--shape={model.shape}")
+    return cmd
+
+
+def measure(
+    model: BenchModel,
+    *,
+    url: str,
+    concurrency: int,
+    settings: PerfSettings,
+    input_data: Path,
+    work: Path,
+) -> Measurement:
+    """One perf_analyzer run at one concurrency; its console output is kept next to the CSV."""
+    work.mkdir(parents=True, exist_ok=True)
+    stem = work / f"{model.name}-c{concurrency}"
+    csv_path = stem.with_suffix(".csv")
+    log_path = stem.with_suffix(".log")
+    stable = True
+    for check_stability in (True, False):
+        csv_path.unlink(missing_ok=True)
+        cmd = command(
+            model,
+            url=url,
+            concurrency=concurrency,
+            settings=settings,
+            input_data=input_data,
+            csv_path=csv_path,
+            check_stability=check_stability,
+        )
+        timeout = 60 + settings.measurement_ms / 1000 * (settings.max_trials + 2) * 3
+        out = _run(cmd, timeout=timeout)
+        log_path.write_text(" ".join(cmd) + "\n\n" + out.stdout + out.stderr)
+        if out.returncode == 0 and csv_path.is_file():
+            break
+        if UNSTABLE not in out.stdout + out.stderr or not check_stability:
+            raise BenchError(_failure(model.name, concurrency, out, log_path))
+        stable = False
+    rows = parse_csv(csv_path.read_text(), source=str(csv_path))
+    return Measurement(model=model.name, row=rows[0], stable=stable)
+
+
+def _run(cmd: list[str], *, timeout: float) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(cmd, env=environment(), capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"perf_analyzer did not finish in {timeout:.0f} s: {' '.join(cmd)}") from None
+    except OSError as exc:
+        raise BenchError(f"cannot run {cmd[0]}: {exc.strerror or exc}") from None
+
+
+def _failure(model: str, concurrency: int, out: subprocess.CompletedProcess, log: Path) -> str:
+    text = (out.stderr + out.stdout).strip()
+    if "libb64" in text:
+        return "perf_analyzer needs libb64.so.0d: install Debian's libb64-0d (scripts/system-deps.sh, run by make setup)"
+    last = text.splitlines()[-1] if text else f"exit status {out.returncode}"
+    return f"perf_analyzer failed on {model} at concurrency {concurrency}: {last} (full output: {log})"
