@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "install-backend": "install_backend",
     "serve": "serve",
     "demo": "demo",
+    "bench": "bench",
 }
 
 EPILOG = """examples:
