@@ -1,0 +1,72 @@
+"""The direct row: the engine timed in-process, allocations counted by the simulator, not assumed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ge_plugin.bench import direct
+from ge_plugin.bench.repository import BenchError
+
+
+def test_summarize_gives_percentiles_and_rows_per_second():
+    latencies = [0.001] * 98 + [0.010, 0.020]
+    row = direct.summarize("m", 8, latencies)
+    assert (row.model, row.batch, row.iterations) == ("m", 8, 100)
+    assert row.p50_ms == pytest.approx(1.0)
+    assert 1.0 < row.p99_ms <= 20.0
+    assert row.throughput == pytest.approx(8 * 100 / sum(latencies))
+
+
+def test_time_calls_makes_at_least_the_minimum_number_of_calls():
+    calls = []
+    latencies = direct.time_calls(lambda: calls.append(1), seconds=0.0, min_iterations=7)
+    assert len(latencies) == len(calls) == 7
+
+
+def test_request_from_input_data_is_one_batch_one_request(bench_repo):
+    request = direct.request_from_input_data(bench_repo.inputs["ge_llama"], {"input_ids": np.dtype(np.int64)})
+    assert request["input_ids"].shape == (1, 16) and request["input_ids"].dtype == np.int64
+
+
+def test_request_from_input_data_names_a_bad_file(tmp_path):
+    path = tmp_path / "in.json"
+    path.write_text('{"data": []}')
+    with pytest.raises(BenchError, match=r"in\.json: not a perf_analyzer input-data file"):
+        direct.request_from_input_data(path, {})
+
+
+def test_allocation_count_sees_device_and_pinned_mallocs(fresh_sim):
+    from ge_plugin.sim import acl
+
+    assert acl.init() == 0 and acl.rt.set_device(0) == 0
+    start = direct.allocation_count()
+    _, ret = acl.rt.malloc(64, 0)
+    _, ret_host = acl.rt.malloc_host(64)
+    assert (ret, ret_host) == (0, 0)
+    assert direct.allocation_count() == start + 2
+    acl.finalize()
+
+
+def test_run_times_every_batch_gear_and_counts_allocations(fresh_sim, bench_repo):
+    data = direct.run(bench_repo.root, {"ge_identity": bench_repo.inputs["ge_identity"]}, seconds=0.01)
+    assert data["device"] == "sim"
+    assert [row["batch"] for row in data["rows"]] == [1, 2, 4, 8, 16]
+    assert all(row["iterations"] >= direct.MIN_ITERATIONS and row["throughput"] > 0 for row in data["rows"])
+    (counted,) = [direct.Allocations(**a) for a in data["allocations"]]
+    assert counted.mallocs_at_start > 0  # the engine's buffers, made once
+    assert counted.requests == sum(
+        (direct.WARMUP_CALLS + row["iterations"]) * row["batch"] for row in data["rows"]
+    )
+    assert counted.per_request == 0
+
+
+def test_run_child_reports_a_failing_child(bench_repo, tmp_path):
+    with pytest.raises(BenchError, match="the direct engine run failed"):
+        direct.run_child(
+            bench_repo.root,
+            {"no_such_model": bench_repo.inputs["ge_identity"]},
+            seconds=0.01,
+            output=tmp_path / "d.json",
+            environment={},
+        )

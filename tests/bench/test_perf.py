@@ -1,0 +1,110 @@
+"""perf_analyzer's CSV and command line: columns by name, rows by concurrency, clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ge_plugin.bench import perf
+from ge_plugin.bench.repository import BenchError, models
+
+HEADER = (
+    "Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server Compute Input,"
+    "Server Compute Infer,Server Compute Output,Client Recv,p50 latency,p90 latency,p95 latency,p99 latency"
+)
+
+
+def test_parse_csv_reads_perf_analyzer_output_sorted_by_concurrency():
+    # perf_analyzer sorts rows by throughput; the bench wants them by concurrency
+    text = (
+        HEADER
+        + "\n2,4424.43,1,170,111,12,67,85,0,425,571,614,719\n1,3181.02,1,126,32,11,64,75,0,295,372,393,434\n"
+    )
+    rows = perf.parse_csv(text)
+    assert [r.concurrency for r in rows] == [1, 2]
+    first = rows[0]
+    assert first.throughput == 3181.02
+    assert (first.network_us, first.server_queue_us, first.server_compute_infer_us) == (126, 32, 64)
+    assert (first.p50_us, first.p99_us) == (295, 434)
+
+
+def test_parse_csv_finds_columns_by_name_not_position():
+    names = HEADER.split(",")
+    values = ["1", "3181.02", "1", "126", "32", "11", "64", "75", "0", "295", "372", "393", "434"]
+    order = list(reversed(range(len(names))))
+    text = (
+        ",".join(names[i] for i in order) + ",Avg latency\n" + ",".join(values[i] for i in order) + ",300\n"
+    )
+    (row,) = perf.parse_csv(text)
+    assert row.concurrency == 1 and row.p99_us == 434 and row.client_send_us == 1
+
+
+def test_parse_csv_names_missing_columns():
+    with pytest.raises(BenchError, match=r"x\.csv: no column 'Concurrency'.*rate mode"):
+        perf.parse_csv(HEADER.replace("Concurrency", "Request Rate") + "\n", source="x.csv")
+
+
+def test_parse_csv_names_the_line_of_a_bad_number():
+    text = HEADER + "\n1,3181.02,1,126,32,11,64,75,0,295,372,393,434\n2,fast,1,1,1,1,1,1,1,1,1,1,1\n"
+    with pytest.raises(BenchError, match=r"out\.csv:3: Inferences/Second is 'fast', not a number"):
+        perf.parse_csv(text, source="out.csv")
+
+
+def test_parse_csv_refuses_a_header_without_rows():
+    with pytest.raises(BenchError, match="a header but no measurement"):
+        perf.parse_csv(HEADER + "\n")
+
+
+def test_command_measures_one_concurrency_over_grpc_with_the_input_data():
+    llama = next(m for m in models(32) if m.name == "ge_llama")
+    cmd = perf.command(
+        llama,
+        url="127.0.0.1:9001",
+        concurrency=4,
+        settings=perf.PerfSettings(1500, 15, 6),
+        input_data=Path("in.json"),
+        csv_path=Path("out.csv"),
+    )
+    assert cmd[0].endswith("perf_analyzer")
+    joined = " ".join(cmd[1:])
+    for part in (
+        "-i grpc",
+        "-u 127.0.0.1:9001",
+        "-m ge_llama",
+        "-b 1",
+        "--concurrency-range=4:4",
+        "--input-data=in.json",
+        "--measurement-interval=1500",
+        "--stability-percentage=15",
+        "--max-trials=6",
+        "-f out.csv",
+        "--shape=input_ids:32",
+    ):
+        assert part in joined
+
+
+def test_command_without_stability_check_accepts_any_three_windows():
+    identity = models(16)[0]
+    cmd = perf.command(
+        identity,
+        url="u",
+        concurrency=1,
+        settings=perf.PerfSettings(),
+        input_data=Path("i"),
+        csv_path=Path("o"),
+        check_stability=False,
+    )
+    assert "--stability-percentage=999" in cmd and "--max-trials=3" in cmd
+    assert not any(part.startswith("--shape") for part in cmd)  # INPUT0's dims are fixed by the config
+
+
+def test_environment_puts_libcudart_on_the_library_path():
+    env = perf.environment({"LD_LIBRARY_PATH": "/already/there"})
+    first, rest = env["LD_LIBRARY_PATH"].split(":", 1)
+    assert (Path(first) / "libcudart.so.12").exists()
+    assert rest == "/already/there"
+
+
+def test_version_comes_from_the_binary():
+    assert perf.version().startswith("2.51")

@@ -1,0 +1,44 @@
+"""``ge-plugin bench --quick`` end to end: a real tritonserver and perf_analyzer; the report, not timings."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ge_plugin.bench import report
+
+pytestmark = pytest.mark.e2e
+
+
+def test_bench_quick_produces_a_report_that_parses(tmp_path):
+    out = tmp_path / "results"
+    result = subprocess.run(
+        [sys.executable, "-m", "ge_plugin", "bench", "--quick", "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (out / report.PLOT).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    run = report.from_json(json.loads((out / report.JSON).read_text()))
+    assert run.label.startswith("CPU simulator, ") and run.label.endswith(" cores")
+    assert {m.model for m in run.triton} == {"ge_identity", "py_identity", "ge_llama", "naive_llama"}
+    assert all(m.row.concurrency == 1 and m.row.throughput > 0 for m in run.triton)
+    assert {(d.model, d.batch) for d in run.direct} >= {("ge_llama", 1), ("ge_llama", 8), ("ge_identity", 16)}
+    assert [t.id for t in run.targets] == ["P3a", "P3b", "P4a", "P4b", "P5", "P6"]
+    # the served allocation evidence is real: the naive model's per-request mallocs show up in its stubs'
+    # reports, and every ge model's count is there to be read
+    counted = {(a.model, a.where): a for a in run.allocations}
+    assert counted["naive_llama", "served"].per_request >= 3
+    for key in (("ge_llama", "served"), ("ge_identity", "served"), ("ge_llama", "direct")):
+        assert counted[key].requests > 0 and counted[key].per_request is not None
+    markdown = (out / report.MARKDOWN).read_text()
+    assert markdown == report.markdown(run)
+    table = [line for line in markdown.splitlines() if line.startswith("| ge_llama | ge backend")]
+    assert len(table) == 1
+    # the targets are printed too
+    assert "| P6 | device + pinned host allocations per request" in result.stdout
+    assert "[########################] " in result.stderr  # the progress bar reached the end
