@@ -21,12 +21,16 @@ from libc.string cimport memcpy, memset
 cimport numpy as cnp
 
 import operator
+import sys
 
 import numpy as np
 
 from ge_plugin.errors import RequestError
 
 cnp.import_array()
+
+if sys.byteorder != "little":  # pad values are narrowed by taking their low bytes; ge_plugin.fastpath
+    raise ImportError("ge_plugin._fastpath assumes a little-endian host")  # then picks the twin
 
 IMPLEMENTATION = "c"
 
