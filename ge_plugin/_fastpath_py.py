@@ -24,7 +24,7 @@ IMPLEMENTATION = "py"
 __all__ = ["IMPLEMENTATION", "TensorSpec", "copy_bytes", "fill", "gather", "scatter", "validate"]
 
 #: numpy's own limit on the number of dims, which the compiled module uses for its fixed-size arrays
-MAX_DIMS = 32
+_MAX_DIMS = 32
 
 #: the type names ge-plugin moves, with the numpy dtype of their bytes on the host
 _NUMPY: dict[str, np.dtype] = {
@@ -54,9 +54,6 @@ _INT_RANGE = {
 _INT_RANGE["bool"] = (0, 1)
 
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
-
-#: large copies release the GIL in the compiled module; the twin leaves that to numpy
-GIL_RELEASE_BYTES = 64 * 1024
 
 
 # --- type names and casts ---------------------------------------------------------------------------
@@ -196,8 +193,8 @@ def _shape(shape: Sequence[int], what: str) -> tuple[int, ...]:
     dims = tuple(shape)
     if not dims:
         raise ValueError(f"{what} is empty; it needs at least the row dim")
-    if len(dims) > MAX_DIMS:
-        raise ValueError(f"{what} has {len(dims)} dims, more than {MAX_DIMS}")
+    if len(dims) > _MAX_DIMS:
+        raise ValueError(f"{what} has {len(dims)} dims, more than {_MAX_DIMS}")
     dims = tuple(operator.index(d) for d in dims)
     for k, d in enumerate(dims):
         if d < 1:
@@ -254,8 +251,8 @@ class TensorSpec:
             raise ValueError(
                 f"TensorSpec {name!r}: dims {list(dims_t)} and limits {list(limits_t)} differ in length"
             )
-        if len(dims_t) > MAX_DIMS:
-            raise ValueError(f"TensorSpec {name!r}: {len(dims_t)} dims, more than {MAX_DIMS}")
+        if len(dims_t) > _MAX_DIMS:
+            raise ValueError(f"TensorSpec {name!r}: {len(dims_t)} dims, more than {_MAX_DIMS}")
         for k, (dim, limit) in enumerate(zip(dims_t, limits_t)):
             if dim == 0 or dim < -1:
                 raise ValueError(
