@@ -41,6 +41,8 @@ SPECS = Path(__file__).parent / "specs"
 START_TIMEOUT_S = 120.0
 #: how long a metric may take to show a change: the backend flushes every 100 ms in these specs
 METRICS_TIMEOUT_S = 15.0
+#: longer than the 100 ms metrics_interval_ms of every e2e spec: a flush that was due has happened
+SETTLE_S = 0.25
 
 #: models whose requests sent together must run as one batch (see prefer_only_largest_gear)
 HELD_MODELS = frozenset({"bert_queue", "identity_faulty"})
@@ -210,6 +212,16 @@ class Metrics:
         return sum(value for _, value in self.select(name, **labels))
 
 
+def _settled_part(metrics: Metrics) -> list[tuple[str, dict[str, str], float]]:
+    """The samples requests move: the backend's counters and Triton's request counts (not its durations,
+    nor gauges of the host)."""
+    return [
+        sample
+        for sample in metrics.samples
+        if sample[0].startswith("ge_") or sample[0] in ("nv_inference_count", "nv_inference_exec_count")
+    ]
+
+
 @attrs.define
 class RunningServer:
     """A started tritonserver with the client-side helpers the tests share."""
@@ -295,6 +307,21 @@ class RunningServer:
     def metrics(self) -> Metrics:
         with urllib.request.urlopen(self.triton.metrics_url, timeout=10) as response:
             return Metrics.parse(response.read().decode())
+
+    def baseline(self, *, timeout: float = METRICS_TIMEOUT_S) -> Metrics:
+        """A scrape that no earlier request will still change: two scrapes, more than a flush interval apart,
+        that agree. A delta measured from a scrape taken while an earlier test's counts were still on their
+        way would include them."""
+        deadline = time.monotonic() + timeout
+        previous = self.metrics()
+        while True:
+            time.sleep(SETTLE_S)
+            current = self.metrics()
+            if _settled_part(current) == _settled_part(previous):
+                return current
+            if time.monotonic() > deadline:
+                raise AssertionError(f"metrics kept changing for {timeout} s with no request in flight")
+            previous = current
 
     def wait_totals(
         self, targets: Sequence[tuple[str, Mapping[str, str], float]], *, timeout: float = METRICS_TIMEOUT_S

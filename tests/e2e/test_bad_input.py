@@ -146,7 +146,7 @@ def test_sequence_too_long_fails_alone_inside_its_batch(server, reference, proto
     labels = {"model": "bert_queue"}
     lengths = [5, 64, 12, 80, 33, 1, 20, 47]
     requests = [ids(1, n, seed=i) for i, n in enumerate(lengths)]
-    before = server.metrics()
+    before = server.baseline()
 
     answers = server.infer_many(protocol, "bert_queue", requests)
 
@@ -190,7 +190,7 @@ def test_request_triton_refuses_leaves_the_batch_it_was_sent_with(server, refere
     """Eight good requests sent with one Triton refuses: the eight still run together, correctly."""
     labels = {"model": "bert_queue"}
     good = [ids(1, 4 + 7 * i, seed=10 + i) for i in range(8)]
-    before = server.metrics()
+    before = server.baseline()
 
     answers = server.infer_many(protocol, "bert_queue", [*good[:4], bad, *good[4:]])
 

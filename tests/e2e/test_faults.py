@@ -34,7 +34,7 @@ def test_device_fault_fails_only_the_requests_of_its_execute(faulty, protocol):
     labels = {"model": MODEL}
     four = np.arange(64, dtype=np.float32).reshape(4, 16)
     rows = [np.full((1, 16), i, dtype=np.float32) for i in range(8)]
-    before = faulty.metrics()
+    before = faulty.baseline()
 
     assert np.array_equal(faulty.infer(protocol, MODEL, {"INPUT0": four})["OUTPUT0"], four)
     answers = faulty.infer_many(protocol, MODEL, [{"INPUT0": row} for row in rows])

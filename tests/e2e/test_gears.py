@@ -16,7 +16,7 @@ TOLERANCE = {"rtol": 1e-5, "atol": 1e-5}
 def test_batch_gear_pads_three_rows_to_four_and_trims(server, protocol):
     labels = {"model": "identity_e2e"}
     rows = np.arange(3 * 16, dtype=np.float32).reshape(3, 16) - 7.5
-    before = server.metrics()
+    before = server.baseline()
 
     served = server.infer(protocol, "identity_e2e", {"INPUT0": rows})
 
@@ -37,7 +37,7 @@ def test_batch_gear_pads_three_rows_to_four_and_trims(server, protocol):
 def test_sequence_gear_pads_five_tokens_to_sixteen_and_trims(server, reference, protocol):
     labels = {"model": "llama_e2e"}
     ids = np.array([[5, 17, 31000, 2, 9]], dtype=np.int64)
-    before = server.metrics()
+    before = server.baseline()
 
     served = server.infer(protocol, "llama_e2e", {"input_ids": ids})
 
@@ -64,7 +64,7 @@ def test_two_input_sequence_gear_pads_rows_and_positions_and_trims(server, refer
     ids = rng.integers(0, 1000, (3, 20), dtype=np.int64)
     mask = np.ones_like(ids)
     mask[0, 13:] = 0
-    before = server.metrics()
+    before = server.baseline()
 
     served = server.infer(protocol, "bert_e2e", {"input_ids": ids, "attention_mask": mask})
 
@@ -93,7 +93,7 @@ def test_ragged_batch_of_different_lengths_trims_each_request_to_its_own(server,
     for n in lengths:
         ids = rng.integers(0, 1000, (1, n), dtype=np.int64)
         requests.append({"input_ids": ids, "attention_mask": np.ones_like(ids)})
-    before = server.metrics()
+    before = server.baseline()
 
     answers = server.infer_many(protocol, "bert_queue", requests)
 

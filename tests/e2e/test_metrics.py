@@ -27,8 +27,9 @@ IDENTITY = {"model": "identity_e2e"}
 
 def test_every_model_instance_has_every_ge_family(server, session_models):
     _, names = session_models
+    before = server.baseline()
     server.infer("http", "identity_e2e", {"INPUT0": np.zeros((1, 16), np.float32)})
-    metrics = server.wait_totals([("ge_executes_total", IDENTITY, 1)])
+    metrics = server.assert_deltas(before, [("ge_executes_total", {**IDENTITY, "gear": "1"}, 1)])
     for family in COUNTERS:
         assert metrics.types.get(family) == "counter", family
     for family in GAUGES:
@@ -45,7 +46,7 @@ def test_every_model_instance_has_every_ge_family(server, session_models):
 
 
 def test_one_request_moves_every_counter_by_exactly_what_it_cost(server):
-    before = server.metrics()
+    before = server.baseline()
 
     server.infer("grpc", "identity_e2e", {"INPUT0": np.ones((3, 16), np.float32)})
 
@@ -71,7 +72,7 @@ def test_one_request_moves_every_counter_by_exactly_what_it_cost(server):
 
 
 def test_execute_histogram_is_cumulative_and_ends_at_the_count(server):
-    before = server.metrics()
+    before = server.baseline()
     for rows in (1, 2, 5, 8):
         server.infer("http", "identity_e2e", {"INPUT0": np.ones((rows, 16), np.float32)})
     metrics = server.assert_deltas(
@@ -94,7 +95,7 @@ def test_execute_histogram_is_cumulative_and_ends_at_the_count(server):
 def test_memory_gauges_show_the_buffers_allocated_once_at_load(server):
     """identity holds at least its gear-8 input and output (512 bytes each); llama at least its gear 8x64
     logits (8 x 64 x 32000 floats). Requests allocate nothing, so the gauges do not move."""
-    before = server.metrics()
+    before = server.baseline()
     for name, floor in (("identity_e2e", 2 * 512), ("llama_e2e", 8 * 64 * 32000 * 4)):
         assert before.total("ge_device_memory_bytes", model=name) >= floor, name
         assert before.total("ge_pinned_memory_bytes", model=name) >= floor, name
@@ -111,7 +112,7 @@ def test_memory_gauges_show_the_buffers_allocated_once_at_load(server):
 
 def test_refused_request_counts_as_a_request_error_and_runs_nothing(server):
     labels = {"model": "llama_e2e"}
-    before = server.metrics()
+    before = server.baseline()
     with pytest.raises(Exception, match="longer than the largest sequence gear"):
         server.infer("http", "llama_e2e", {"input_ids": np.ones((1, 70), np.int64)})
     server.assert_deltas(

@@ -59,7 +59,7 @@ def test_requested_outputs_only_are_returned_and_copied_back(server, reference, 
         "context": rng.standard_normal((1, 2, 4), dtype=np.float32),
     }
     labels = {"model": "mlp_e2e"}
-    before = server.metrics()
+    before = server.baseline()
 
     served = server.infer(protocol, "mlp_e2e", inputs, outputs=wanted)
 

@@ -61,7 +61,7 @@ def test_llama_32_concurrent_requests_are_batched_and_equal_onnxruntime(server, 
     lengths = [int(n) for n in rng.integers(1, 41, 32)]
     requests = [{"input_ids": llama_ids(rng, n)} for n in lengths]
     labels = {"model": LLAMA}
-    before = server.metrics()
+    before = server.baseline()
 
     answers = server.infer_many(protocol, LLAMA, requests)
 

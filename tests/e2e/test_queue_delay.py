@@ -20,7 +20,7 @@ def test_queue_delay_holds_a_lone_request_for_a_batch_mate(server):
     labels = {"model": MODEL}
     first = np.full((1, 16), 1.0, dtype=np.float32)
     second = np.full((1, 16), 2.0, dtype=np.float32)
-    before = server.metrics()
+    before = server.baseline()
 
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         held = pool.submit(server.infer, "http", MODEL, {"INPUT0": first})

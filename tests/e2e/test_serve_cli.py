@@ -1,0 +1,320 @@
+"""A user's own ONNX model, served the way docs/spec.md tells a user to: a spec written from the docs,
+``ge-plugin atc SPEC --sim``, ``ge-plugin render``, ``ge-plugin serve`` (all run as commands), answers
+checked against onnxruntime. The same ``ge-plugin serve`` must listen on loopback only by default and
+pass tritonserver's exit status through."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from ge_plugin.serve import free_port
+
+pytestmark = pytest.mark.e2e
+
+START_TIMEOUT_S = 120.0
+MODEL = "cifar_classifier"
+#: IPv4 loopback, IPv6 loopback, and IPv4 loopback as an IPv6 socket shows it (the metrics service binds so)
+LOOPBACK = ("127.0.0.1", "::1", "::ffff:127.0.0.1")
+
+#: written from docs/spec.md alone: dims without the batch dim, the batch gears compiled into the OM
+USER_SPEC = """\
+name: cifar_classifier
+
+model:
+  om: classifier.om
+  source: classifier.onnx
+  soc_version: Ascend310P3
+
+inputs:
+  - name: image
+    dtype: fp32
+    dims: [3, 32, 32]
+
+outputs:
+  - name: class_logits
+    dtype: fp32
+    dims: [10]
+
+batching:
+  gears: [1, 2, 4]
+  max_queue_delay_us: 500
+"""
+
+
+def user_cnn() -> onnx.ModelProto:
+    """A small image classifier, unlike any ge-plugin model: Conv -> Relu -> GlobalAveragePool -> Flatten
+    -> Gemm, image [batch, 3, 32, 32] -> class_logits [batch, 10]."""
+    rng = np.random.default_rng(1234)
+    weights = [
+        numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3, "conv_w"),
+        numpy_helper.from_array(rng.standard_normal(8).astype(np.float32) * 0.1, "conv_b"),
+        numpy_helper.from_array(rng.standard_normal((8, 10)).astype(np.float32), "fc_w"),
+        numpy_helper.from_array(rng.standard_normal(10).astype(np.float32), "fc_b"),
+    ]
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["image", "conv_w", "conv_b"], ["conv"], pads=[1, 1, 1, 1]),
+            helper.make_node("Relu", ["conv"], ["relu"]),
+            helper.make_node("GlobalAveragePool", ["relu"], ["pooled"]),
+            helper.make_node("Flatten", ["pooled"], ["flat"], axis=1),
+            helper.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["class_logits"]),
+        ],
+        "user_cnn",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", 3, 32, 32])],
+        [helper.make_tensor_value_info("class_logits", TensorProto.FLOAT, ["N", 10])],
+        weights,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    return model
+
+
+def ge_plugin_command() -> list[str]:
+    """The installed ``ge-plugin`` script next to this Python, as a user runs it."""
+    script = Path(sys.executable).parent / "ge-plugin"
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "ge_plugin"]
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    done = subprocess.run(
+        [*ge_plugin_command(), *args], cwd=cwd, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, (
+        f"ge-plugin {' '.join(args)} exited {done.returncode}:\n{done.stdout}{done.stderr}"
+    )
+    return done
+
+
+@attrs.define
+class ServeProcess:
+    """``ge-plugin serve`` running as a command, with tritonserver as its child."""
+
+    process: subprocess.Popen
+    log_path: Path
+    http_port: int
+    grpc_port: int
+    metrics_port: int
+
+    @property
+    def ports(self) -> tuple[int, int, int]:
+        return self.http_port, self.grpc_port, self.metrics_port
+
+    def log_tail(self, lines: int = 60) -> str:
+        """The log's last lines, after its first few (where an argument error or a usage text starts)."""
+        text = self.log_path.read_text(errors="replace").splitlines()
+        if len(text) <= lines + 5:
+            return "\n".join(text)
+        return "\n".join([*text[:5], "[...]", *text[-lines:]])
+
+    def triton_pid(self) -> int:
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text().split()
+        assert len(children) == 1, f"ge-plugin serve has children {children}, expected tritonserver alone"
+        return int(children[0])
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        url = f"http://127.0.0.1:{self.http_port}/v2/health/ready"
+        while True:
+            if self.process.poll() is not None:
+                raise AssertionError(
+                    f"ge-plugin serve exited {self.process.returncode} before ready:\n{self.log_tail()}"
+                )
+            with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"ge-plugin serve was not ready after {START_TIMEOUT_S} s:\n{self.log_tail()}"
+                )
+            time.sleep(0.2)
+
+    def interrupt(self, timeout: float = 60.0) -> int:
+        """Ctrl-C, as a user stops it; the exit status of ``ge-plugin serve``."""
+        self.process.send_signal(signal.SIGINT)
+        return self.process.wait(timeout)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            with contextlib.suppress(AssertionError, OSError, ValueError):
+                os.kill(self.triton_pid(), signal.SIGKILL)
+            self.process.kill()
+            self.process.wait()
+
+
+@contextlib.contextmanager
+def ge_plugin_serve(
+    repo: Path, work: Path, log_path: Path, *extra: str, options_first: bool = True
+) -> Iterator[ServeProcess]:
+    """``ge-plugin serve REPO`` on free ports, default host; killed on exit if a test left it running.
+
+    ``options_first`` writes the options before REPO; test_serve_options_after_the_repository checks the
+    other order, the one of ``ge-plugin serve --help``'s examples."""
+    ports = free_port(), free_port(), free_port()
+    options = [
+        f"--http-port={ports[0]}",
+        f"--grpc-port={ports[1]}",
+        f"--metrics-port={ports[2]}",
+        f"--work-dir={work}",
+    ]
+    arguments = [*options, str(repo)] if options_first else [str(repo), *options]
+    command = [*ge_plugin_command(), "serve", *arguments, *extra]
+    with open(log_path, "wb") as log:
+        serve = ServeProcess(
+            subprocess.Popen(command, cwd=work, stdout=log, stderr=subprocess.STDOUT), log_path, *ports
+        )
+        try:
+            yield serve
+        finally:
+            serve.kill()
+
+
+@pytest.fixture(scope="module")
+def user_project(tmp_path_factory) -> Path:
+    """A user's folder: their ONNX and their spec, compiled and rendered with the ge-plugin commands."""
+    project = tmp_path_factory.mktemp("user-project")
+    onnx.save(user_cnn(), project / "classifier.onnx")
+    (project / "classifier.yaml").write_text(USER_SPEC)
+    run_cli("validate", "classifier.yaml", cwd=project)
+    built = run_cli("atc", "classifier.yaml", "--sim", "--repository", "repo", cwd=project)
+    assert "ATC run success" in built.stdout
+    run_cli("render", "classifier.yaml", "-o", "repo", cwd=project)
+    assert (project / "repo" / MODEL / "1" / "classifier.om").is_file()
+    assert (project / "repo" / MODEL / "config.pbtxt").is_file()
+    return project
+
+
+@pytest.fixture(scope="module")
+def served(user_project) -> Iterator[ServeProcess]:
+    with ge_plugin_serve(user_project / "repo", user_project, user_project / "serve.log") as serve:
+        serve.wait_ready()
+        yield serve
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+@pytest.mark.parametrize("rows", [1, 3])
+def test_user_model_served_by_the_cli_equals_onnxruntime(user_project, served, protocol, rows):
+    import onnxruntime as ort
+    import tritonclient.grpc as grpcclient
+    import tritonclient.http as httpclient
+
+    images = np.random.default_rng(rows).standard_normal((rows, 3, 32, 32), dtype=np.float32)
+    module = httpclient if protocol == "http" else grpcclient
+    port = served.http_port if protocol == "http" else served.grpc_port
+    client = module.InferenceServerClient(f"127.0.0.1:{port}")
+    try:
+        tensor = module.InferInput("image", list(images.shape), "FP32")
+        tensor.set_data_from_numpy(images)
+        logits = client.infer(MODEL, [tensor]).as_numpy("class_logits")
+    finally:
+        client.close()
+    session = ort.InferenceSession(str(user_project / "classifier.onnx"), providers=["CPUExecutionProvider"])
+    expected = session.run(["class_logits"], {"image": images})[0]
+    assert logits.shape == (rows, 10)
+    np.testing.assert_allclose(logits, expected, rtol=1e-5, atol=1e-5)
+
+
+def listening_sockets(pid: int) -> set[tuple[str, int]]:
+    """(address, port) of every TCP socket in LISTEN that process ``pid`` holds."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:[") : -1])
+    found = set()
+    for table, decode in (("tcp", _ipv4), ("tcp6", _ipv6)):
+        path = Path(f"/proc/{pid}/net/{table}")
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state == "0A" and inode in inodes:  # 0A: TCP_LISTEN
+                address, port = local.split(":")
+                found.add((decode(address), int(port, 16)))
+    return found
+
+
+def _ipv4(hex_address: str) -> str:
+    return socket.inet_ntop(socket.AF_INET, bytes.fromhex(hex_address)[::-1])
+
+
+def _ipv6(hex_address: str) -> str:
+    raw = bytes.fromhex(hex_address)
+    return socket.inet_ntop(socket.AF_INET6, b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4)))
+
+
+def local_non_loopback_addresses() -> list[str]:
+    """This machine's own IPv4 addresses outside 127/8, from the kernel's local routing table."""
+    addresses = []
+    previous = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/net/fib_trie").read_text().splitlines():
+            if "/32 host LOCAL" in line and previous and not previous.startswith("127."):
+                addresses.append(previous)
+            previous = line.strip().lstrip("|-+ ").strip()
+    return sorted(set(addresses))
+
+
+def test_serve_listens_on_loopback_only_by_default(served):
+    listening = listening_sockets(served.triton_pid())
+    ports = {port for _, port in listening}
+    assert set(served.ports) <= ports, f"tritonserver listens on {sorted(listening)}"
+    outside = [(address, port) for address, port in listening if address not in LOOPBACK]
+    assert not outside, f"tritonserver listens beyond loopback: {outside}"
+    for address in local_non_loopback_addresses():
+        for port in served.ports:
+            with socket.socket() as sock, pytest.raises(ConnectionRefusedError):
+                sock.settimeout(5)
+                sock.connect((address, port))
+
+
+def test_serve_stops_on_ctrl_c_with_tritonserver_exit_status(user_project, tmp_path):
+    with ge_plugin_serve(user_project / "repo", user_project, tmp_path / "serve.log") as serve:
+        serve.wait_ready()
+        triton = serve.triton_pid()
+        status = serve.interrupt()
+        assert status == 0, serve.log_tail()
+        assert (
+            not Path(f"/proc/{triton}").exists() or "Z" in Path(f"/proc/{triton}/stat").read_text().split()[2]
+        )
+
+
+def test_serve_passes_a_failing_tritonserver_status_through(user_project, tmp_path):
+    """A model that cannot load makes tritonserver (model control none) exit 1; so must ge-plugin serve."""
+    repo = tmp_path / "repo"
+    broken = repo / MODEL
+    (broken / "1").mkdir(parents=True)
+    (broken / "config.pbtxt").write_text((user_project / "repo" / MODEL / "config.pbtxt").read_text())
+    with ge_plugin_serve(repo, user_project, tmp_path / "serve.log") as serve:
+        status = serve.process.wait(START_TIMEOUT_S)
+        log = serve.log_tail(200)
+    assert status == 1, log
+    assert "classifier.om" in log
+
+
+def test_serve_options_after_the_repository(user_project, tmp_path):
+    """``ge-plugin serve model_repository --http-port 9000 ...`` is how ``ge-plugin serve --help`` shows it.
+
+    Fails while serve.py declares its tritonserver pass-through as an ``argparse.REMAINDER`` positional:
+    everything after REPO lands there and goes to tritonserver unparsed, which refuses ``--work-dir``."""
+    with ge_plugin_serve(
+        user_project / "repo", user_project, tmp_path / "serve.log", options_first=False
+    ) as serve:
+        serve.wait_ready()
+        assert serve.interrupt() == 0, serve.log_tail()
