@@ -240,7 +240,9 @@ class Engine:
             for d, v in enumerate(full):
                 if v > 0:
                     limits[d] = v
-            self._specs.append(fp.TensorSpec(io.name, io.dtype.short, tuple(full), tuple(limits)))
+            self._specs.append(
+                fp.TensorSpec(io.name, io.dtype.short, tuple(full), tuple(limits), batched=cfg.batched)
+            )
         self._rows_at = tuple(
             extra and d == 0 for k in range(len(self._in_cfg)) for d in range(len(table.limits[k]))
         )
