@@ -9,20 +9,22 @@ when the server unloads their models.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import attrs
 
 from ge_plugin.bench import allocations as alloc
-from ge_plugin.bench import direct, machine, perf, ratios, report, serverstats
+from ge_plugin.bench import direct, machine, peer, perf, ratios, report, serverstats
 from ge_plugin.bench.progress import Progress
 from ge_plugin.bench.repository import SEQ_GEARS, BenchError, BenchModel, build_repository, models
 from ge_plugin.errors import ServeError
 from ge_plugin.serve import ServerOptions, TritonServer, free_port
 
 CONCURRENCIES = (1, 2, 4, 8, 16)
+PEERS = ("", "pytriton")
 #: perf_analyzer's way of switching its stability check off (it compares against this percentage)
 NO_STABILITY_CHECK = 999
 #: models whose allocations are counted when served: the ge models and the naive baseline
@@ -41,6 +43,8 @@ class BenchOptions:
     direct_seconds: float = 2.0
     #: a subset of the served models by name; empty: all four
     models: tuple[str, ...] = ()
+    #: "pytriton": also serve the LLaMA ONNX with PyTriton + onnxruntime and measure it in the same sweep
+    peer: str = ""
 
     @classmethod
     def quick(cls, **changes) -> BenchOptions:
@@ -75,6 +79,10 @@ class BenchOptions:
             problems.append(f"--device-latency-ms must be >= 0, got {self.device_latency_ms:g}")
         if self.direct_seconds <= 0:
             problems.append(f"--direct-seconds must be > 0, got {self.direct_seconds:g}")
+        if self.peer not in PEERS:
+            problems.append(
+                f"--peer {self.peer}: unknown; the bench knows {', '.join(p for p in PEERS if p)}"
+            )
         known = [m.name for m in models(self.seq)]
         unknown = [name for name in self.models if name not in known]
         if unknown:
@@ -100,11 +108,12 @@ def run_bench(
     """Everything ``ge-plugin bench`` does; returns the result and the files written."""
     options.check()
     selected = options.selected()
+    swept = selected + ((peer.model(options.seq),) if options.peer else ())
     perf_version = perf.version()  # fails early, with the fix, when perf_analyzer cannot run
     out = Path(options.output)
     ge_selected = [m for m in selected if m.backend == "ge"]
     counted = [m for m in selected if m.name in _COUNTED]
-    steps = 2 + (1 if ge_selected else 0) + len(options.concurrencies) * len(selected) + (1 if counted else 0)
+    steps = 2 + bool(ge_selected) + len(options.concurrencies) * len(swept) + bool(counted)
     bar = progress or Progress(steps)
 
     bar.show("building models, sim OMs and the repository")
@@ -140,40 +149,37 @@ def run_bench(
     )
     log_path = repo.work / "tritonserver.log"
     bar.show(f"starting tritonserver (log: {log_path})")
-    measurements: list[perf.Measurement] = []
-    settings = perf.PerfSettings(options.measurement_ms, options.stability_percentage, options.max_trials)
-    with open(log_path, "wb") as log, TritonServer(server_options, stdout=log, stderr=log) as server:
+    with contextlib.ExitStack() as stack:
+        log = stack.enter_context(open(log_path, "wb"))
+        server = stack.enter_context(TritonServer(server_options, stdout=log, stderr=log))
         try:
             server.wait_ready(timeout=180)
         except ServeError as exc:
             raise BenchError(f"{exc}; see {log_path}") from None
         server_version = serverstats.get_json(f"http://{server.http_url}/v2").get("version", "unknown")
         stubs = alloc.stub_models(server.process.pid)
+        endpoints = {m.name: server for m in selected}
+        inputs = dict(repo.inputs)
+        if options.peer:
+            bar.show("starting the PyTriton peer")
+            (llama,) = [spec for spec in repo.specs if spec.name == "ge_llama"]
+            ports = (free_port(), free_port(), free_port())
+            pytriton = peer.Peer.start(
+                repo.work / "models" / "tiny_llama.onnx", work=repo.work, ports=ports, like=llama
+            )
+            stack.callback(pytriton.stop)
+            endpoints[peer.MODEL] = pytriton
+            inputs[peer.MODEL] = repo.inputs["ge_llama"]
         bar.advance()
-        for concurrency in options.concurrencies:
-            for model in selected:
-                bar.show(f"{model.name} at concurrency {concurrency}")
-                before = serverstats.read(server.http_url, server.metrics_url, model.name)
-                measured = perf.measure(
-                    model,
-                    url=server.grpc_url,
-                    concurrency=concurrency,
-                    settings=settings,
-                    input_data=repo.inputs[model.name],
-                    work=repo.work / "perf",
-                )
-                after = serverstats.read(server.http_url, server.metrics_url, model.name)
-                window = serverstats.window(before, after)
-                measurements.append(attrs.evolve(measured, **attrs.asdict(window)))
-                bar.advance()
+        measurements = _sweep(options, swept, endpoints, inputs, repo.work / "perf", bar)
         requests = {
             m.name: serverstats.read(server.http_url, server.metrics_url, m.name).inferences for m in counted
         }
-        bar.show("stopping tritonserver; reading the stubs' simulator reports")
+        bar.show("stopping the servers; reading the stubs' simulator reports")
     if counted:
         at_start = {a.model: a.mallocs_at_start for a in allocations}
         # The naive model allocates nothing before its first request (loading is not a malloc).
-        at_start.update({m.name: 0 for m in selected if m.name == "naive_llama"})
+        at_start.update({m.name: 0 for m in counted if m.name == "naive_llama"})
         try:
             allocations += alloc.served(
                 alloc.read_reports(repo.reports), stubs, requests=requests, at_start=at_start
@@ -182,13 +188,12 @@ def run_bench(
             notes.append(f"served allocations not counted: {exc}")
         bar.advance()
 
-    label = machine.label(machine.cores(), options.device_latency_ms)
     result = report.Result(
-        label=label,
+        label=machine.label(machine.cores(), options.device_latency_ms),
         created=datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat(),
         machine=machine.describe(tritonserver=server_version, perf_analyzer=perf_version),
         options=options.as_json(),
-        models=selected,
+        models=swept,
         triton=tuple(measurements),
         direct=tuple(direct_rows),
         allocations=tuple(allocations),
@@ -200,6 +205,36 @@ def run_bench(
     say(report.markdown(result, plot=None))
     say("written: " + ", ".join(str(p) for p in paths.values()))
     return result, paths
+
+
+def _sweep(
+    options: BenchOptions,
+    swept: Sequence[BenchModel],
+    endpoints: Mapping[str, TritonServer | peer.Peer],
+    inputs: Mapping[str, Path],
+    work: Path,
+    bar: Progress,
+) -> list[perf.Measurement]:
+    """Every model at one concurrency, then every model at the next, with the server's counters around each."""
+    settings = perf.PerfSettings(options.measurement_ms, options.stability_percentage, options.max_trials)
+    measurements = []
+    for concurrency in options.concurrencies:
+        for model in swept:
+            bar.show(f"{model.name} at concurrency {concurrency}")
+            server = endpoints[model.name]
+            before = serverstats.read(server.http_url, server.metrics_url, model.name)
+            measured = perf.measure(
+                model,
+                url=server.grpc_url,
+                concurrency=concurrency,
+                settings=settings,
+                input_data=inputs[model.name],
+                work=work,
+            )
+            after = serverstats.read(server.http_url, server.metrics_url, model.name)
+            measurements.append(attrs.evolve(measured, **attrs.asdict(serverstats.window(before, after))))
+            bar.advance()
+    return measurements
 
 
 def parse_concurrencies(text: str) -> tuple[int, ...]:

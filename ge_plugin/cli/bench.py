@@ -12,6 +12,7 @@ EXAMPLES = """
   ge-plugin bench --quick -o /tmp/bench    # one concurrency, short windows: checks the pipeline only
   ge-plugin bench --device-latency-ms 5    # every simulated execute also takes 5 ms, like an NPU would
   ge-plugin bench --concurrency 1,8 --model ge_llama --model naive_llama --seq 64
+  ge-plugin bench --peer pytriton          # adds the same ONNX served by PyTriton with onnxruntime
 """
 
 
@@ -86,6 +87,12 @@ def register(subparsers) -> None:
         metavar="NAME",
         help="measure only these of ge_identity, py_identity, ge_llama, naive_llama (repeatable)",
     )
+    parser.add_argument(
+        "--peer",
+        choices=("pytriton",),
+        default="",
+        help="also serve the LLaMA ONNX with PyTriton + onnxruntime and measure it in the same sweep",
+    )
     parser.set_defaults(func=run)
 
 
@@ -100,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
         "seq": args.seq,
         "device_latency_ms": args.device_latency_ms,
         "models": tuple(dict.fromkeys(args.model)),
+        "peer": args.peer,
     }
     for field, value in (
         ("concurrencies", args.concurrency),

@@ -33,7 +33,7 @@ def test_quick_options_measure_one_concurrency_briefly():
 
 def test_options_check_names_every_bad_option():
     options = attrs.evolve(
-        BenchOptions(), measurement_ms=50, seq=20, max_trials=2, models=("ge_llama", "gpt")
+        BenchOptions(), measurement_ms=50, seq=20, max_trials=2, models=("ge_llama", "gpt"), peer="vllm"
     )
     with pytest.raises(BenchError) as caught:
         options.check()
@@ -43,6 +43,7 @@ def test_options_check_names_every_bad_option():
         "--seq must be a sequence gear",
         "--max-trials",
         "--model gpt",
+        "--peer vllm: unknown; the bench knows pytriton",
     ):
         assert part in message
 
