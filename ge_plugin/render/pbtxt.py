@@ -58,17 +58,23 @@ def _set_tensors(config: mc.ModelConfig, spec: ModelSpec) -> None:
     """
     for tensors, field in ((spec.inputs, config.input), (spec.outputs, config.output)):
         for tensor in tensors:
-            item = field.add(name=tensor.name, data_type=mc.DataType.Value(tensor.dtype.triton), dims=tensor.dims)
+            item = field.add(
+                name=tensor.name, data_type=mc.DataType.Value(tensor.dtype.triton), dims=tensor.dims
+            )
             if field is config.input and spec.batching is not None and -1 in tensor.dims:
                 item.allow_ragged_batch = True
 
 
 def _set_dynamic_batching(config: mc.ModelConfig, spec: ModelSpec) -> None:
-    """Triton forms batches of the sizes the OM has gears for; anything in between is padded up."""
+    """Triton forms batches up to the largest gear; the backend pads whatever comes to the next gear.
+
+    Only the largest gear is preferred by default: Triton sends a pending batch of a preferred size at once,
+    so listing gear 1 would send every lone request without waiting max_queue_delay for batch-mates.
+    """
     if spec.batching is None:
         return
     batching = config.dynamic_batching
-    batching.preferred_batch_size.extend(spec.batching.gears)
+    batching.preferred_batch_size.extend(spec.batching.preferred)
     batching.max_queue_delay_microseconds = spec.batching.max_queue_delay_us
     queue = spec.batching.queue
     if queue.max_size or queue.timeout_us or queue.timeout_action != "reject":

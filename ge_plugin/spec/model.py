@@ -91,6 +91,13 @@ class Batching:
     gears: tuple[int, ...] = attrs.field(validator=v.batch_gears)
     max_queue_delay_us: int = attrs.field(default=0, validator=v.at_least(0))
     queue: QueuePolicy = attrs.field(factory=QueuePolicy)
+    #: Triton's preferred_batch_size; None: the largest gear only. Triton sends a pending batch of a preferred
+    #: size at once, so a small gear listed here (1, say) means a lone request never waits for batch-mates.
+    preferred_batch_sizes: Optional[tuple[int, ...]] = None
+
+    @property
+    def preferred(self) -> tuple[int, ...]:
+        return self.preferred_batch_sizes if self.preferred_batch_sizes is not None else self.gears[-1:]
 
 
 @attrs.frozen

@@ -237,7 +237,30 @@ def json_object(_instance: Any, attribute: attrs.Attribute[Any], value: dict[str
 
 def cross_checks(spec: ModelSpec) -> list[Problem]:
     """Every rule that spans fields; written to cope with fields that failed their own checks."""
-    return [*_unique_tensor_names(spec), *_dims_gears_fit(spec), *_ties(spec), *_input_format(spec)]
+    return [
+        *_unique_tensor_names(spec),
+        *_dims_gears_fit(spec),
+        *_ties(spec),
+        *_input_format(spec),
+        *_preferred_batch_sizes(spec),
+    ]
+
+
+def _preferred_batch_sizes(spec: ModelSpec) -> list[Problem]:
+    batching = spec.batching
+    if batching is None or batching.preferred_batch_sizes is None:
+        return []
+    where = ("batching", "preferred_batch_sizes")
+    if not batching.preferred_batch_sizes:
+        return [(where, "list at least one gear, or leave preferred_batch_sizes out (the largest gear)")]
+    return [
+        (
+            (*where, index),
+            f"{size} is not a batch gear; Triton would form batches the OM pads: use one of {_show(batching.gears)}",
+        )
+        for index, size in enumerate(batching.preferred_batch_sizes)
+        if size not in batching.gears
+    ]
 
 
 def _unique_tensor_names(spec: ModelSpec) -> list[Problem]:

@@ -65,7 +65,7 @@ def test_render_writes_a_repository_that_parses(tmp_path):
         ("logits", mc.TYPE_FP32, [-1, 32000])
     ]
     assert config.parameters["om_model_path"].string_value == "llama.om"
-    assert list(config.dynamic_batching.preferred_batch_size) == [1, 4, 8]
+    assert list(config.dynamic_batching.preferred_batch_size) == [8]
     assert [g.name for g in config.instance_group] == ["npu0"]
     assert (out / "llama_model" / "1").is_dir()
 

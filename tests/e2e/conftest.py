@@ -44,9 +44,6 @@ METRICS_TIMEOUT_S = 15.0
 #: longer than the 100 ms metrics_interval_ms of every e2e spec: a flush that was due has happened
 SETTLE_S = 0.25
 
-#: models whose requests sent together must run as one batch (see prefer_only_largest_gear)
-HELD_MODELS = frozenset({"bert_queue", "identity_faulty"})
-
 
 # -- models -----------------------------------------------------------------------------------------------
 
@@ -139,31 +136,7 @@ def build_repository(
         output.parent.mkdir(parents=True, exist_ok=True)
         build(parse_args(atc_args(spec, output=output)))
     write_repository(specs, repo)
-    for spec in specs:
-        if spec.name in HELD_MODELS:
-            prefer_only_largest_gear(repo / spec.name / "config.pbtxt")
     return [spec.name for spec in specs]
-
-
-def prefer_only_largest_gear(config_path: Path) -> None:
-    """Leave only the largest gear in ``preferred_batch_size``, so Triton holds requests for the queue delay.
-
-    Triton 2.51's dynamic batcher sends a pending batch at once when its size is any preferred size, and
-    the renderer lists every gear, 1 included: a lone request never waits for batch-mates. The tests that
-    need requests sent together to run as one batch use this hand-edited config (docs/config.md: any
-    config works). test_batching.py shows the rendered config's behaviour.
-    """
-    from google.protobuf import text_format
-    from tritonclient.grpc import model_config_pb2
-
-    config = text_format.Parse(config_path.read_text(), model_config_pb2.ModelConfig())
-    largest = max(config.dynamic_batching.preferred_batch_size)
-    del config.dynamic_batching.preferred_batch_size[:]
-    config.dynamic_batching.preferred_batch_size.append(largest)
-    config_path.write_text(
-        "# Rendered by ge-plugin render, then preferred_batch_size cut to the largest gear by tests/e2e.\n"
-        + text_format.MessageToString(config, use_short_repeated_primitives=True)
-    )
 
 
 # -- servers ---------------------------------------------------------------------------------------------

@@ -15,8 +15,8 @@ MODEL = "identity_held"  # gears 1, 2, 4, 8 and a one-second queue delay, render
 
 
 def test_queue_delay_holds_a_lone_request_for_a_batch_mate(server):
-    """Fails while the renderer lists every gear (1 included) as a preferred batch size: Triton 2.51 sends a
-    pending batch at once when its size is preferred, so the first request never waits."""
+    """Triton 2.51 sends a pending batch at once when its size is a preferred batch size, so this holds only
+    because the renderer prefers the largest gear alone (listing gear 1 would answer the first at once)."""
     labels = {"model": MODEL}
     first = np.full((1, 16), 1.0, dtype=np.float32)
     second = np.full((1, 16), 2.0, dtype=np.float32)

@@ -24,7 +24,7 @@ def test_config_doc_example_is_a_valid_ge_config():
 
     assert config.backend == "ge"
     assert parameters.om_model_path == "identity.om"
-    assert parameters.gears == tuple(config.dynamic_batching.preferred_batch_size)
+    assert tuple(config.dynamic_batching.preferred_batch_size) == parameters.gears[-1:]
 
 
 def test_config_doc_describes_every_parameter():

@@ -53,7 +53,9 @@ def test_render_config_for_llama_is_what_ge_users_write():
         ("logits", "TYPE_FP32", [-1, 32000])
     ]
     assert config.parameters["om_model_path"].string_value == "llama.om"
-    assert list(config.dynamic_batching.preferred_batch_size) == [1, 4, 8]
+    assert list(config.dynamic_batching.preferred_batch_size) == [
+        8
+    ]  # the largest gear: see _set_dynamic_batching
     assert [(g.name, g.kind, g.count) for g in config.instance_group] == [
         ("npu0", mc.ModelInstanceGroup.KIND_CPU, 2)
     ]
@@ -100,3 +102,18 @@ def test_render_allows_ragged_batches_only_for_batched_inputs_with_a_dynamic_dim
     classifier = render_config(load_spec(CASES["classifier"]))  # max_batch_size 0
     assert [i.allow_ragged_batch for i in classifier.input] == [False]
     assert "allow_ragged_batch" not in render_text(load_spec(CASES["classifier"]))
+
+
+def test_render_prefers_the_largest_gear_unless_the_spec_lists_gears(tmp_path):
+    # Triton sends a batch of a preferred size at once; only the largest gear keeps max_queue_delay useful.
+    text = (
+        CASES["llama_model"]
+        .read_text()
+        .replace("  max_queue_delay_us: 2000", "  max_queue_delay_us: 2000\n  preferred_batch_sizes: [4, 8]")
+    )
+    custom = tmp_path / "llama.yaml"
+    custom.write_text(
+        text.replace("../build/models", str(CASES["llama_model"].parent.parent / "build/models"))
+    )
+    assert list(render_config(load_spec(custom)).dynamic_batching.preferred_batch_size) == [4, 8]
+    assert list(render_config(load_spec(CASES["llama_model"])).dynamic_batching.preferred_batch_size) == [8]

@@ -207,6 +207,21 @@ MISTAKES = [
         [(22, "$.acl_json", "acl.json options must be plain JSON values")],
     ),
     (
+        "preferred-not-a-gear",
+        dict(
+            replace={
+                "  max_queue_delay_us: 100": "  max_queue_delay_us: 100\n  preferred_batch_sizes: [4, 6]"
+            }
+        ),
+        [
+            (
+                18,
+                "$.batching.preferred_batch_sizes[1]",
+                "6 is not a batch gear; Triton would form batches the OM pads",
+            )
+        ],
+    ),
+    (
         "invalid-yaml",
         dict(replace={"    dims: [-1]": "    dims: [-1"}),
         [(10, "$", "invalid YAML: while parsing a flow sequence expected ',' or ']', but got ':'")],
