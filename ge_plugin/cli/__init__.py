@@ -53,10 +53,19 @@ def build_parser(names: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after a lone "--" belongs to the program a command runs (tritonserver for serve); it is cut
+    # off before argparse, which would otherwise take it for options of its own.
+    passthrough: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, passthrough = argv[:cut], argv[cut + 1 :]
     # Import only the named command's module; fall back to all of them for --help and typos.
     named = [a for a in argv if not a.startswith("-")][:1]
     parser = build_parser(named if named and named[0] in COMMANDS else None)
     args = parser.parse_args(argv)
+    if passthrough and not getattr(args, "passthrough_ok", False):
+        parser.error(f"ge-plugin {args.command} takes no arguments after '--'")
+    args.passthrough = passthrough
     try:
         return int(args.func(args) or 0)
     except GePluginError as exc:

@@ -25,7 +25,7 @@ def register(subparsers) -> None:
         description=(
             "Prepare a backend directory (the Python backend of the nvidia-pytriton wheel with the stub for this "
             "Python, plus the ge backend), set LD_LIBRARY_PATH and PATH as the stub needs, and run the bundled "
-            "tritonserver 2.51 on REPO. Extra tritonserver arguments go after '--'."
+            "tritonserver 2.51 on REPO. Extra tritonserver arguments go after '--', at the end."
         ),
         examples=EXAMPLES,
     )
@@ -44,8 +44,7 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--work-dir", type=Path, default=Path("build/triton"), help="where the backend directory is prepared"
     )
-    parser.add_argument("extra", nargs=argparse.REMAINDER, help="-- then tritonserver arguments")
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, passthrough_ok=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,9 +52,6 @@ def run(args: argparse.Namespace) -> int:
 
     if not (args.repository / "").exists() or not args.repository.is_dir():
         raise ServeError(f"model repository {args.repository} is not a directory")
-    extra = list(args.extra)
-    if extra and extra[0] == "--":
-        extra = extra[1:]
     options = ServerOptions(
         repository=args.repository,
         host=args.host,
@@ -66,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         load_models=args.load_model,
         log_verbose=args.log_verbose,
         work_dir=args.work_dir,
-        extra_args=extra,
+        extra_args=args.passthrough,
     )
     server = TritonServer(options)
 
