@@ -18,9 +18,7 @@ import pytest
 
 from ge_plugin.atc.flags import parse_args
 from ge_plugin.atc.simbuild import build
-from ge_plugin.device import runtime
 from ge_plugin.models import write_demo_models
-from ge_plugin.sim import _state
 
 
 class TritonError:
@@ -146,13 +144,8 @@ def pb_utils(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
-def fresh_sim(monkeypatch):
-    monkeypatch.setenv("GE_PLUGIN_DEVICE", "sim")
-    _state.reset_for_tests()
-    runtime.reset_for_tests()
-    yield
-    _state.reset_for_tests()
-    runtime.reset_for_tests()
+def _fresh_sim_for_every_test(fresh_sim):
+    """Every test here runs on a fresh simulator (tests/conftest.py)."""
 
 
 @pytest.fixture(scope="session")

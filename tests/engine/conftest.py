@@ -12,25 +12,15 @@ from onnx import TensorProto, helper
 
 from ge_plugin.atc.flags import parse_args
 from ge_plugin.atc.simbuild import build
-from ge_plugin.device import runtime
 from ge_plugin.models import write_demo_models
-from ge_plugin.sim import _state
 
 SOC = "--soc_version=Ascend910B3"
 ORIGIN = "--precision_mode=must_keep_origin_dtype"
 
 
 @pytest.fixture(autouse=True)
-def fresh_sim(monkeypatch):
-    """Each test sees a fresh simulated process: pyACL not initialised, no counters, no faults."""
-    monkeypatch.setenv("GE_PLUGIN_DEVICE", "sim")
-    for name in ("GE_PLUGIN_SIM_FAULTS", "GE_PLUGIN_SIM_EXECUTE_LATENCY_MS"):
-        monkeypatch.delenv(name, raising=False)
-    _state.reset_for_tests()
-    runtime.reset_for_tests()
-    yield
-    _state.reset_for_tests()
-    runtime.reset_for_tests()
+def _fresh_sim_for_every_test(fresh_sim):
+    """Every test here runs on a fresh simulator (tests/conftest.py)."""
 
 
 @pytest.fixture(scope="session")
