@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -186,6 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--preferred", default="1,4,8")
     parser.add_argument("--delay-us", type=int, default=0)
     args = parser.parse_args(argv)
+    # PyTriton says what it does at INFO; with timestamps, its log shows how long start and stop took.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     with contextlib.suppress(KeyboardInterrupt):  # SIGINT is how the bench stops it
         serve(
             args.onnx,

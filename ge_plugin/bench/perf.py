@@ -41,6 +41,8 @@ COLUMNS = {
     "p99 latency": "p99_us",
 }
 UNSTABLE = "Failed to obtain stable measurement"
+#: a --stability-percentage no three windows can miss: how the bench switches the check off
+NO_STABILITY_CHECK = 999
 
 
 @attrs.frozen
@@ -166,7 +168,7 @@ def command(
         f"--concurrency-range={concurrency}:{concurrency}",
         f"--input-data={input_data}",
         f"--measurement-interval={settings.measurement_ms}",
-        f"--stability-percentage={settings.stability_percentage if check_stability else 999}",
+        f"--stability-percentage={settings.stability_percentage if check_stability else NO_STABILITY_CHECK}",
         f"--max-trials={settings.max_trials if check_stability else 3}",
         "-f",
         str(csv_path),

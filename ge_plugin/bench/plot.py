@@ -65,6 +65,7 @@ def plot(result: Result, path: Path) -> Path:
         ax.set_xscale("log")
         ax.set_yscale("log")
         for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
             axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
             axis.set_minor_formatter(ticker.NullFormatter())
         ax.grid(True, which="both", alpha=0.3)

@@ -61,11 +61,22 @@ def _missing(*names: str) -> str:
 
 
 def evaluate(
-    triton: Sequence[Measurement], direct: Sequence[DirectRow], allocations: Sequence[Allocations]
+    triton: Sequence[Measurement],
+    direct: Sequence[DirectRow],
+    allocations: Sequence[Allocations],
+    *,
+    device_latency_ms: float = 0.0,
 ) -> list[Target]:
+    """P3–P6. With simulated device time, P3 has no verdict: its floor has no device to wait for."""
+    p3 = [_ratio_p50(triton), _ratio_throughput(triton)]
+    if device_latency_ms:
+        why = (
+            f"not comparable: ge_identity waits {device_latency_ms:g} ms of simulated device time per execute "
+            "and the Python floor has no device; P3 is measured without --device-latency-ms"
+        )
+        p3 = [attrs.evolve(t, value=None, detail=why) for t in p3]
     return [
-        _ratio_p50(triton),
-        _ratio_throughput(triton),
+        *p3,
         _added_latency(triton, direct),
         _best_throughput(triton, direct),
         _naive(triton),

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 
 from ge_plugin.bench.direct import Allocations, DirectRow
-from ge_plugin.bench.perf import Measurement, PerfRow
+from ge_plugin.bench.perf import NO_STABILITY_CHECK, Measurement, PerfRow
 from ge_plugin.bench.ratios import Target
 from ge_plugin.bench.repository import BenchError, BenchModel
 
@@ -134,7 +134,7 @@ def markdown(result: Result, *, plot: str | None = PLOT) -> str:
         f"request, concurrency {', '.join(map(str, o['concurrencies']))}, {o['measurement_ms']} ms windows"
         + (
             f", stability {o['stability_percentage']} %"
-            if o.get("stability_percentage", 0) < 999
+            if o.get("stability_percentage", 0) < NO_STABILITY_CHECK
             else ", stability check off"
         ),
         f"- Tiny LLaMA requests: {o['seq']} tokens (input_ids [1,{o['seq']}] -> logits [1,{o['seq']},32000] fp32, "

@@ -2,8 +2,7 @@
 
 Order matters for fairness. The direct engine runs before the server starts, so nothing else competes for
 the cores. Through Triton, every model is measured at one concurrency before any model moves to the next,
-so the rows compared in a ratio were measured minutes apart at most and drift on a shared VM hits both
-sides alike. The server is stopped before the simulator reports are read, because the stubs write them
+so the rows a ratio compares are measured back to back and drift on a shared VM hits both sides alike. The server is stopped before the simulator reports are read, because the stubs write them
 when the server unloads their models.
 """
 
@@ -25,8 +24,6 @@ from ge_plugin.serve import ServerOptions, TritonServer, free_port
 
 CONCURRENCIES = (1, 2, 4, 8, 16)
 PEERS = ("", "pytriton")
-#: perf_analyzer's way of switching its stability check off (it compares against this percentage)
-NO_STABILITY_CHECK = 999
 #: models whose allocations are counted when served: the ge models and the naive baseline
 _COUNTED = ("ge_identity", "ge_llama", "naive_llama")
 
@@ -52,7 +49,7 @@ class BenchOptions:
         base = cls(
             concurrencies=(1,),
             measurement_ms=300,
-            stability_percentage=NO_STABILITY_CHECK,
+            stability_percentage=perf.NO_STABILITY_CHECK,
             max_trials=3,
             direct_seconds=0.3,
         )
@@ -197,7 +194,11 @@ def run_bench(
         triton=tuple(measurements),
         direct=tuple(direct_rows),
         allocations=tuple(allocations),
-        targets=tuple(ratios.evaluate(measurements, direct_rows, allocations)),
+        targets=tuple(
+            ratios.evaluate(
+                measurements, direct_rows, allocations, device_latency_ms=options.device_latency_ms
+            )
+        ),
         notes=tuple(notes),
     )
     paths = report.write(result, out)

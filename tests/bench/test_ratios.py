@@ -79,3 +79,10 @@ def test_target_shows_ms_and_thresholds():
     target = Target("P4a", "w", "<=", 0.5, "ms", 3.127, "d")
     assert target.show_value() == "+3.13 ms" and target.show_target() == "<= 0.5 ms"
     assert Target("P5", "w", ">=", 2.0, "x", 1.0, "d").show_target() == ">= 2×"
+
+
+def test_p3_has_no_verdict_when_the_ge_identity_waits_for_a_simulated_device(m):
+    triton = [m("ge_identity", 1, 150, 6200), m("py_identity", 1, 2500, 380)]
+    t = _by_id(evaluate(triton, [], [], device_latency_ms=5))
+    assert t["P3a"].value is None and t["P3a"].verdict() == "n/a"
+    assert "5 ms of simulated device time" in t["P3a"].detail and "floor has no device" in t["P3b"].detail
