@@ -1,17 +1,20 @@
-"""Really asynchronous streams: one worker thread per stream runs its tasks in submission order.
+"""Really asynchronous streams: a worker thread per stream runs its tasks in submission order.
 
-Submitting costs a lock and a queue put (microseconds), so benchmarks measure the caller's overhead and not
-the simulator's. ``synchronize`` on an idle stream returns at once; on a busy one it queues a marker and
-blocks on a lock the worker releases, which drops the GIL the way ``aclrtSynchronizeStream`` does. A task
-that fails records the first error since the last synchronize, and that synchronize returns it, as a device
-fault surfaces on real hardware. Later tasks still run.
+Submitting costs a lock and a deque append (microseconds), so benchmarks measure the caller's overhead and
+not the simulator's. Tasks run under the stream's execution lock, in order, by whoever holds it: the worker
+as soon as it is scheduled, or a thread that calls ``synchronize`` and finds tasks not started yet. That
+second path stands in for hardware that starts work at once: without it every execute would pay two host
+thread hand-offs (tens of microseconds, more on a busy 2-core machine) that an NPU does not have.
+``synchronize`` waits for a task the worker is running on a lock, which drops the GIL the way
+``aclrtSynchronizeStream`` does; an idle stream returns at once. A task that fails records the first error
+since the last synchronize, and that synchronize returns it, as a device fault surfaces on real hardware.
+Later tasks still run.
 """
 
 from __future__ import annotations
 
-import _thread
+import collections
 import logging
-import queue
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -27,9 +30,12 @@ TIMEOUT = Fail(C.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, "the stream's tasks did not f
 
 class Stream:
     __slots__ = (
+        "_done",
         "_error",
-        "_lock",
-        "_queue",
+        "_exec",
+        "_ready",
+        "_stopping",
+        "_tasks",
         "_thread",
         "completed",
         "context",
@@ -43,40 +49,58 @@ class Stream:
         self.context = context
         self.destroyed = False
         self.submitted = 0
-        self.completed = 0  # written by the worker only
+        self.completed = 0
         self._error: Fail | None = None
-        self._lock = threading.Lock()
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._tasks: collections.deque = collections.deque()
+        self._ready = threading.Condition(threading.Lock())  # guards _tasks; wakes the worker
+        self._exec = threading.Lock()  # held while tasks run: one runner at a time, in order
+        self._done = threading.Condition(threading.Lock())  # notified as tasks complete (timed waits)
+        self._stopping = False
         self._thread = threading.Thread(target=self._work, name=name, daemon=True)
         self._thread.start()
 
     def submit(self, fn: Callable[..., None], *args: Any) -> None:
         """Queue ``fn(*args)``; it may raise Fail to report a device-side error."""
-        with self._lock:
+        with self._ready:
             self.submitted += 1
-            self._queue.put((fn, args))
+            self._tasks.append((fn, args))
+            self._ready.notify()
 
     @property
     def idle(self) -> bool:
         return self.completed == self.submitted
 
     def _work(self) -> None:
-        get = self._queue.get
+        ready = self._ready
         while True:
-            item = get()
-            if item is None:
-                return
-            fn, args = item
+            with ready:
+                while not self._tasks and not self._stopping:
+                    ready.wait()
+                if self._stopping and not self._tasks:
+                    return
+            with self._exec:
+                self._run_queued()
+
+    def _run_queued(self) -> None:
+        """Run tasks until none is queued; the caller holds ``_exec``."""
+        tasks = self._tasks
+        while True:
+            with self._ready:
+                if not tasks:
+                    return
+                fn, args = tasks.popleft()
             try:
                 fn(*args)
             except Fail as fail:
                 if self._error is None:
                     self._error = fail
-            except Exception as exc:  # a simulator bug: report it like a device fault, keep the worker alive
+            except Exception as exc:  # a simulator bug: report it like a device fault, keep the stream alive
                 log.exception("simulated stream task %r failed", fn)
                 if self._error is None:
                     self._error = Fail(C.ACL_ERROR_RT_INTERNAL_ERROR, f"simulator task failed: {exc!r}")
-            self.completed += 1
+            with self._done:
+                self.completed += 1
+                self._done.notify_all()
 
     def _take_error(self) -> Fail | None:
         error, self._error = self._error, None
@@ -86,30 +110,27 @@ class Stream:
         """Wait for every task submitted so far; the first error since the last synchronize, or TIMEOUT."""
         if self.completed == self.submitted:
             return self._take_error()
-        done = _thread.allocate_lock()
-        done.acquire()
-        box: list[Fail | None] = []
-
-        def marker() -> None:
-            box.append(self._take_error())
-            done.release()
-
-        self.submit(marker)
-        if not done.acquire(timeout=-1 if timeout_s is None else timeout_s):
-            return TIMEOUT
-        return box[0]
+        if timeout_s is not None:  # a deadline: the caller waits for the worker and never runs work itself
+            target = self.submitted
+            with self._done:
+                if not self._done.wait_for(lambda: self.completed >= target, timeout_s):
+                    return TIMEOUT
+            return self._take_error()
+        with self._exec:
+            self._run_queued()
+        return self._take_error()
 
     def drain(self) -> None:
         """Wait for the tasks submitted so far, leaving their error for the next synchronize."""
         if self.completed == self.submitted:
             return
-        done = _thread.allocate_lock()
-        done.acquire()
-        self.submit(done.release)
-        done.acquire()
+        with self._exec:
+            self._run_queued()
 
     def stop(self) -> None:
         """Finish queued work, then end the worker."""
-        self._queue.put(None)
+        with self._ready:
+            self._stopping = True
+            self._ready.notify()
         if self._thread is not threading.current_thread():
             self._thread.join()
