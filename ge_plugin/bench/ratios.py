@@ -37,7 +37,7 @@ class Target:
 
     def show_value(self) -> str:
         if self.value is None:
-            return "not measured"
+            return "–"
         if self.unit == "x":
             return f"{self.value:.2f}×"
         if self.unit == "ms":

@@ -1,7 +1,7 @@
 """The baseline users would write by hand: the GE backend's published per-request path, in Python on pyACL.
 
-Per request, in the order of the CANN GE backend's ``src/inference.cpp`` (../shared/reference/ge-backend.md
-section 9): malloc the device input, synchronous H2D memcpy, malloc pinned host memory and device memory for
+Per request, in the order of the CANN GE backend's ``src/inference.cpp`` (hicann/triton-inference-server-ge-backend):
+malloc the device input, synchronous H2D memcpy, malloc pinned host memory and device memory for
 each output, create the datasets and data buffers, set the request's gear, synchronous ``acl.mdl.execute``,
 synchronous D2H memcpy, copy from the pinned buffer into the response's own array, then free and destroy
 everything. Requests of one ``execute`` call run one after another, as the GE backend runs requests it does
@@ -32,6 +32,7 @@ except ImportError:
 # pyACL exports no constants; every pyACL program defines the few it uses.
 ACL_SUCCESS = 0
 ACL_ERROR_REPEAT_INITIALIZE = 100002
+ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID = 145013
 ACL_MEM_MALLOC_NORMAL_ONLY = 2  # what the GE backend asks for
 ACL_MEMCPY_HOST_TO_DEVICE = 1
 ACL_MEMCPY_DEVICE_TO_HOST = 2
