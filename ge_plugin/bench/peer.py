@@ -113,7 +113,7 @@ class Peer:
 
     @classmethod
     def start(cls, onnx: Path, *, work: Path, ports: Sequence[int], like: ModelSpec) -> Peer:
-        """``like``: the ge_llama spec whose batching and instance count the peer copies."""
+        """``like``: the ge_llama spec whose batching (preferred sizes as rendered) and instances the peer copies."""
         http_port, grpc_port, metrics_port = ports
         batching = like.batching
         cmd = [
@@ -126,7 +126,7 @@ class Peer:
             f"--metrics-port={metrics_port}",
             f"--instances={like.placement.instances_per_device * len(like.placement.devices)}",
             f"--max-batch-size={like.max_batch_size}",
-            f"--preferred={','.join(map(str, batching.gears))}",
+            f"--preferred={','.join(map(str, batching.preferred))}",
             f"--delay-us={batching.max_queue_delay_us}",
         ]
         log = work / "pytriton.log"

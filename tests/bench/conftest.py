@@ -1,4 +1,4 @@
-"""Fixtures for the bench tests: a fresh simulated process, one bench repository, and a synthetic Result."""
+"""Fixtures for the bench tests: one bench repository and a synthetic Result (fresh_sim is in tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -9,21 +9,6 @@ from ge_plugin.bench.perf import Measurement, PerfRow
 from ge_plugin.bench.ratios import evaluate
 from ge_plugin.bench.report import Result
 from ge_plugin.bench.repository import build_repository, models
-from ge_plugin.device import runtime
-from ge_plugin.sim import _state
-
-
-@pytest.fixture
-def fresh_sim(monkeypatch):
-    """pyACL not initialised, no counters: the direct runner may init and finalize as a process would."""
-    monkeypatch.setenv("GE_PLUGIN_DEVICE", "sim")
-    for name in ("GE_PLUGIN_SIM_FAULTS", "GE_PLUGIN_SIM_EXECUTE_LATENCY_MS", "GE_PLUGIN_SIM_REPORT_DIR"):
-        monkeypatch.delenv(name, raising=False)
-    _state.reset_for_tests()
-    runtime.reset_for_tests()
-    yield
-    _state.reset_for_tests()
-    runtime.reset_for_tests()
 
 
 @pytest.fixture(scope="session")

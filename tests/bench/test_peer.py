@@ -23,7 +23,9 @@ def test_peer_serves_the_tiny_llama_like_ge_llama(bench_repo):
         client = grpcclient.InferenceServerClient(server.grpc_url)
         config = client.get_model_config(peer.MODEL, as_json=True)["config"]
         assert config["max_batch_size"] == llama.max_batch_size
-        assert [int(b) for b in config["dynamic_batching"]["preferred_batch_size"]] == [1, 4, 8]
+        batching = config["dynamic_batching"]
+        assert [int(b) for b in batching["preferred_batch_size"]] == list(llama.batching.preferred)
+        assert int(batching["max_queue_delay_microseconds"]) == llama.batching.max_queue_delay_us
         assert sum(int(g["count"]) for g in config["instance_group"]) == llama.placement.instances_per_device
         ids = np.arange(500, 516, dtype=np.int64)[None]
         tensor = grpcclient.InferInput("input_ids", list(ids.shape), "INT64")
