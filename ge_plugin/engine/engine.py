@@ -390,11 +390,9 @@ class Engine:
                     self._in_type[k],
                     pad,
                 )
-            out_bytes = self._out_bytes[gear.index]
+            out_bytes = self._d2h_bytes(gear, need, out_sel)
             started = time.perf_counter()
-            lane.launch(
-                gear, in_bytes, [self._out_index[k] for k in out_sel], [out_bytes[k] for k in out_sel]
-            )
+            lane.launch(gear, in_bytes, [self._out_index[k] for k in out_sel], out_bytes)
         except (GePluginError, ValueError) as exc:
             self._fail(lane, chunk, exc, results)
             return
@@ -407,7 +405,16 @@ class Engine:
         stats.padded_rows += gear.rows - rows
         stats.padded_elements += gear.cost - sum(a.size for _, arrays in chunk for a in arrays)
         stats.h2d_bytes += sum(in_bytes)
-        stats.d2h_bytes += sum(out_bytes[k] for k in out_sel)
+        stats.d2h_bytes += sum(out_bytes)
+
+    def _d2h_bytes(self, gear: Gear, need: tuple[int, ...], out_sel: list[int]) -> list[int]:
+        """Bytes to copy back per selected output: only the rows requests brought, not the batch padding
+        (batch is dim 0 and outputs are row-major, so those rows are a prefix of the device buffer)."""
+        full = self._out_bytes[gear.index]
+        if not self.config.batched or need[0] >= gear.rows:
+            return [full[k] for k in out_sel]
+        rows = [gear.output_dims[self._out_index[k]][0] for k in out_sel]
+        return [full[k] // gear.rows * need[0] if n == gear.rows else full[k] for k, n in zip(out_sel, rows)]
 
     def _finish(self, lane: Lane, results: list) -> None:
         chunk, gear, out_sel, wanted, started = lane.pending
