@@ -107,10 +107,9 @@ def test_render_allows_ragged_batches_only_for_batched_inputs_with_a_dynamic_dim
 def test_render_prefers_the_largest_gear_unless_the_spec_lists_gears(tmp_path):
     # Triton sends a batch of a preferred size at once; only the largest gear keeps max_queue_delay useful.
     text = (
-        CASES["llama_model"]
-        .read_text()
-        .replace("  max_queue_delay_us: 2000", "  max_queue_delay_us: 2000\n  preferred_batch_sizes: [4, 8]")
+        CASES["llama_model"].read_text().replace("  queue:\n", "  preferred_batch_sizes: [4, 8]\n  queue:\n")
     )
+    assert "preferred_batch_sizes" in text
     custom = tmp_path / "llama.yaml"
     custom.write_text(
         text.replace("../build/models", str(CASES["llama_model"].parent.parent / "build/models"))
