@@ -20,17 +20,13 @@ from ge_plugin import tokenizer
 from ge_plugin.atc.command import atc_args, atc_command
 from ge_plugin.atc.flags import parse_args
 from ge_plugin.atc.simbuild import build
-from ge_plugin.errors import GePluginError
+from ge_plugin.errors import DemoFailed
 from ge_plugin.models import write_demo_models
 from ge_plugin.render import write_repository
 from ge_plugin.serve import ServerOptions, TritonServer, free_port
 from ge_plugin.spec import load_specs
 
 PROMPTS = ("1 2 3 4 5 6 7 8", "41 hello 99 world 7")
-
-
-class DemoFailed(GePluginError):
-    """The served answers were wrong."""
 
 
 def run(root: Path = Path("."), *, say: Callable[[str], None] = print, keep_running: bool = False) -> None:
@@ -40,7 +36,7 @@ def run(root: Path = Path("."), *, say: Callable[[str], None] = print, keep_runn
     build_dir = root / "build"
 
     say("[1/5] example ONNX models (ge-plugin demo-models build/models)")
-    for stem, path in write_demo_models(build_dir / "models").items():
+    for path in write_demo_models(build_dir / "models").values():
         say(f"      {path}  {path.stat().st_size / 1e6:.1f} MB")
 
     say("[2/5] sim OM files, built from ATC's own flags (ge-plugin atc SPEC --sim)")

@@ -48,6 +48,14 @@ class ServeError(RuntimeError, GePluginError):
     """tritonserver cannot be prepared or started."""
 
 
+class DemoFailed(RuntimeError, GePluginError):
+    """The demo's served answers were wrong."""
+
+
+class BenchError(RuntimeError, GePluginError):
+    """The bench could not run or could not read what it measured."""
+
+
 class AclError(RuntimeError, GePluginError):
     """A pyACL call returned a non-zero code.
 

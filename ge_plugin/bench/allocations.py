@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ge_plugin.bench.direct import Allocations
-from ge_plugin.bench.repository import BenchError
+from ge_plugin.errors import BenchError
 
 STUB = "triton_python_backend_stub"
 _REPORT = re.compile(r"sim-(\d+)-(\d+)\.json")

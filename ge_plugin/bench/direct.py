@@ -24,7 +24,7 @@ from pathlib import Path
 import attrs
 import numpy as np
 
-from ge_plugin.bench.repository import BenchError
+from ge_plugin.errors import BenchError
 
 #: timed calls per batch size, at least, however short the time budget
 MIN_ITERATIONS = 20

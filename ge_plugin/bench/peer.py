@@ -20,8 +20,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ge_plugin.bench.repository import BenchError, BenchModel
+from ge_plugin.bench.repository import BenchModel
 from ge_plugin.bench.serverstats import get_json
+from ge_plugin.errors import BenchError
 from ge_plugin.serve import find_distribution, server_environment
 from ge_plugin.spec.model import ModelSpec
 

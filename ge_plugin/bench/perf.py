@@ -22,7 +22,8 @@ from pathlib import Path
 
 import attrs
 
-from ge_plugin.bench.repository import BenchError, BenchModel
+from ge_plugin.bench.repository import BenchModel
+from ge_plugin.errors import BenchError
 
 #: CSV column -> PerfRow field (times in µs as perf_analyzer writes them)
 COLUMNS = {

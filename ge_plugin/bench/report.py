@@ -17,7 +17,8 @@ import attrs
 from ge_plugin.bench.direct import Allocations, DirectRow
 from ge_plugin.bench.perf import NO_STABILITY_CHECK, Measurement, PerfRow
 from ge_plugin.bench.ratios import Target
-from ge_plugin.bench.repository import BenchError, BenchModel
+from ge_plugin.bench.repository import BenchModel
+from ge_plugin.errors import BenchError
 
 SCHEMA = "ge-plugin-bench/1"
 MARKDOWN = "report.md"

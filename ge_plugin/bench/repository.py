@@ -21,7 +21,7 @@ from google.protobuf import text_format
 from ge_plugin.atc.command import atc_args
 from ge_plugin.atc.flags import parse_args
 from ge_plugin.atc.simbuild import build
-from ge_plugin.errors import GePluginError
+from ge_plugin.errors import BenchError
 from ge_plugin.models import LLAMA_VOCAB, identity, tiny_llama, write_model
 from ge_plugin.render import render_config, write_repository
 from ge_plugin.spec import load_spec
@@ -31,10 +31,6 @@ from ge_plugin.spec.model import ModelSpec
 SEQ_GEARS = (16, 32, 64, 128)
 #: where the stubs' simulators write their counters (GE_PLUGIN_SIM_REPORT_DIR)
 REPORTS = "sim-reports"
-
-
-class BenchError(GePluginError):
-    """The bench could not run or could not read what it measured."""
 
 
 @attrs.frozen

@@ -18,8 +18,8 @@ import attrs
 from ge_plugin.bench import allocations as alloc
 from ge_plugin.bench import direct, machine, peer, perf, ratios, report, serverstats
 from ge_plugin.bench.progress import Progress
-from ge_plugin.bench.repository import SEQ_GEARS, BenchError, BenchModel, build_repository, models
-from ge_plugin.errors import ServeError
+from ge_plugin.bench.repository import SEQ_GEARS, BenchModel, build_repository, models
+from ge_plugin.errors import BenchError, ServeError
 from ge_plugin.serve import ServerOptions, TritonServer, free_port
 
 CONCURRENCIES = (1, 2, 4, 8, 16)

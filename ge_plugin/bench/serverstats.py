@@ -16,7 +16,7 @@ import urllib.request
 
 import attrs
 
-from ge_plugin.bench.repository import BenchError
+from ge_plugin.errors import BenchError
 
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)\{([^}]*)\}\s+(\S+)$")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from ge_plugin.bench import allocations as alloc
-from ge_plugin.bench.repository import BenchError
+from ge_plugin.errors import BenchError
 
 
 def _report(device_mallocs: int, pinned_mallocs: int) -> dict:

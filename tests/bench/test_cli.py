@@ -8,8 +8,8 @@ import sys
 import attrs
 import pytest
 
-from ge_plugin.bench.repository import BenchError
 from ge_plugin.bench.run import BenchOptions, parse_concurrencies
+from ge_plugin.errors import BenchError
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:

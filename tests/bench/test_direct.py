@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ge_plugin.bench import direct
-from ge_plugin.bench.repository import BenchError
+from ge_plugin.errors import BenchError
 
 
 def test_summarize_gives_percentiles_and_rows_per_second():

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from ge_plugin.bench import perf
-from ge_plugin.bench.repository import BenchError, models
+from ge_plugin.bench.repository import models
+from ge_plugin.errors import BenchError
 
 HEADER = (
     "Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server Compute Input,"

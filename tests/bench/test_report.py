@@ -7,7 +7,7 @@ import json
 import pytest
 
 from ge_plugin.bench import report
-from ge_plugin.bench.repository import BenchError
+from ge_plugin.errors import BenchError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -10,7 +10,8 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from ge_plugin.bench.repository import BenchError, bench_specs, build_repository
+from ge_plugin.bench.repository import bench_specs, build_repository
+from ge_plugin.errors import BenchError
 from ge_plugin.models import LLAMA_VOCAB
 from ge_plugin.spec import load_spec
 
