@@ -54,10 +54,8 @@ def _snapshot(ds: Dataset) -> Snapshot:
     return [(b, b.addr, b.size) for b in ds.buffers]
 
 
-def prepare(model_id: int, in_handle: int, out_handle: int) -> tuple[LoadedModel, Snapshot, Snapshot]:
-    """The submit-time checks every execute does; raises Fail."""
-    _state.require_init()
-    ctx = _state.current_context()
+def loaded_model(model_id: int, ctx: _state.Context) -> LoadedModel:
+    """The model ``model_id``, which must have been loaded in ``ctx``; raises Fail."""
     model = SIM.models.get(model_id)
     if model is None:
         raise Fail(C.ACL_ERROR_INVALID_MODEL_ID, f"model id {model_id} is not loaded")
@@ -67,6 +65,13 @@ def prepare(model_id: int, in_handle: int, out_handle: int) -> tuple[LoadedModel
             f"model {model_id} was loaded in context 0x{model.context.handle:x}; this thread's current context "
             f"is 0x{ctx.handle:x} (load, execute and unload must share one context)",
         )
+    return model
+
+
+def prepare(model_id: int, in_handle: int, out_handle: int) -> tuple[LoadedModel, Snapshot, Snapshot]:
+    """The submit-time checks every execute does; raises Fail."""
+    _state.require_init()
+    model = loaded_model(model_id, _state.current_context())
     in_ds = lookup("datasets", in_handle, "input dataset")
     out_ds = lookup("datasets", out_handle, "output dataset")
     for ds, what in ((in_ds, "input"), (out_ds, "output")):

@@ -25,42 +25,31 @@ from typing import Any
 DIRECTIONS = ("h2h", "h2d", "d2h", "d2d")
 
 
-class DeviceCounters:
-    """Counters of one simulated device."""
+class Allocations:
+    """Allocation accounting: of pinned host memory (``acl.rt.malloc_host``, which belongs to no device), and
+    the part of a device's counters about its memory. Memory freed by a teardown (reset_device, finalize)
+    rather than by the user is *reclaimed*."""
 
     __slots__ = (
-        "device",
-        "executes",
-        "executes_by_gear",
         "frees",
         "live_allocations",
         "live_bytes",
-        "loads",
         "mallocs",
-        "memcpy_bytes",
-        "memcpy_calls",
         "peak_bytes",
         "reclaimed_allocations",
         "reclaimed_bytes",
-        "unloads",
     )
 
-    def __init__(self, device: int):
-        self.device = device
+    def __init__(self) -> None:
         self.live_bytes = 0
         self.live_allocations = 0
         self.clear()
 
     def clear(self) -> None:
+        """Restart the counts; live memory stays counted."""
         self.mallocs = 0
         self.frees = 0
         self.peak_bytes = self.live_bytes
-        self.memcpy_calls = dict.fromkeys(DIRECTIONS, 0)
-        self.memcpy_bytes = dict.fromkeys(DIRECTIONS, 0)
-        self.executes = 0
-        self.executes_by_gear: dict[str, int] = {}
-        self.loads = 0
-        self.unloads = 0
         self.reclaimed_allocations = 0
         self.reclaimed_bytes = 0
 
@@ -80,6 +69,43 @@ class DeviceCounters:
         else:
             self.frees += 1
 
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "mallocs": self.mallocs,
+            "frees": self.frees,
+            "live_bytes": self.live_bytes,
+            "live_allocations": self.live_allocations,
+            "reclaimed_allocations": self.reclaimed_allocations,
+            "reclaimed_bytes": self.reclaimed_bytes,
+        }
+
+
+class DeviceCounters(Allocations):
+    """Counters of one simulated device: its memory, copies, executes and model loads."""
+
+    __slots__ = (
+        "device",
+        "executes",
+        "executes_by_gear",
+        "loads",
+        "memcpy_bytes",
+        "memcpy_calls",
+        "unloads",
+    )
+
+    def __init__(self, device: int):
+        self.device = device
+        super().__init__()
+
+    def clear(self) -> None:
+        super().clear()
+        self.memcpy_calls = dict.fromkeys(DIRECTIONS, 0)
+        self.memcpy_bytes = dict.fromkeys(DIRECTIONS, 0)
+        self.executes = 0
+        self.executes_by_gear: dict[str, int] = {}
+        self.loads = 0
+        self.unloads = 0
+
     def copied(self, direction: str, nbytes: int) -> None:
         self.memcpy_calls[direction] += 1
         self.memcpy_bytes[direction] += nbytes
@@ -91,10 +117,7 @@ class DeviceCounters:
     def as_dict(self) -> dict[str, Any]:
         return {
             "device": self.device,
-            "mallocs": self.mallocs,
-            "frees": self.frees,
-            "live_bytes": self.live_bytes,
-            "live_allocations": self.live_allocations,
+            **super().as_dict(),
             "peak_bytes": self.peak_bytes,
             "memcpy_calls": dict(self.memcpy_calls),
             "memcpy_bytes": dict(self.memcpy_bytes),
@@ -102,61 +125,11 @@ class DeviceCounters:
             "executes_by_gear": dict(self.executes_by_gear),
             "loads": self.loads,
             "unloads": self.unloads,
-            "reclaimed_allocations": self.reclaimed_allocations,
-            "reclaimed_bytes": self.reclaimed_bytes,
-        }
-
-
-class PinnedCounters:
-    """Counters of pinned host memory (``acl.rt.malloc_host``), which belongs to no device."""
-
-    __slots__ = (
-        "frees",
-        "live_allocations",
-        "live_bytes",
-        "mallocs",
-        "reclaimed_allocations",
-        "reclaimed_bytes",
-    )
-
-    def __init__(self) -> None:
-        self.live_bytes = 0
-        self.live_allocations = 0
-        self.clear()
-
-    def clear(self) -> None:
-        self.mallocs = 0
-        self.frees = 0
-        self.reclaimed_allocations = 0
-        self.reclaimed_bytes = 0
-
-    def allocated(self, nbytes: int) -> None:
-        self.mallocs += 1
-        self.live_allocations += 1
-        self.live_bytes += nbytes
-
-    def freed(self, nbytes: int, *, reclaimed: bool = False) -> None:
-        self.live_allocations -= 1
-        self.live_bytes -= nbytes
-        if reclaimed:
-            self.reclaimed_allocations += 1
-            self.reclaimed_bytes += nbytes
-        else:
-            self.frees += 1
-
-    def as_dict(self) -> dict[str, int]:
-        return {
-            "mallocs": self.mallocs,
-            "frees": self.frees,
-            "live_bytes": self.live_bytes,
-            "live_allocations": self.live_allocations,
-            "reclaimed_allocations": self.reclaimed_allocations,
-            "reclaimed_bytes": self.reclaimed_bytes,
         }
 
 
 _devices: list[DeviceCounters] = []
-host_pinned = PinnedCounters()
+host_pinned = Allocations()
 _report_seq = itertools.count()
 
 

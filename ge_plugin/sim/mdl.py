@@ -167,19 +167,6 @@ def load_from_mem(model_ptr: int, model_size: int, /) -> tuple[int, int]:
         return 0, _s.failed(call, fail)
 
 
-def _model(model_id: int, ctx: _s.Context) -> _exec.LoadedModel:
-    model = _SIM.models.get(model_id)
-    if model is None:
-        raise _Fail(_C.ACL_ERROR_INVALID_MODEL_ID, f"model id {model_id} is not loaded")
-    if model.context is not ctx:
-        raise _Fail(
-            _C.ACL_ERROR_RT_MODEL_CONTEXT,
-            f"model {model_id} was loaded in context 0x{model.context.handle:x}; this thread's current context is "
-            f"0x{ctx.handle:x} (load, execute and unload must share one context)",
-        )
-    return model
-
-
 def unload(model_id: int, /) -> int:
     """``ret``; waits for the model's queued execute_async work first."""
     call = "acl.mdl.unload"
@@ -187,7 +174,7 @@ def unload(model_id: int, /) -> int:
     try:
         _fault("mdl.unload")
         _s.require_init()
-        model = _model(model_id, _s.current_context())
+        model = _exec.loaded_model(model_id, _s.current_context())
         stream = model.pending_stream
         if stream is not None:
             stream.drain()
@@ -501,7 +488,7 @@ def _write_gear(
 ) -> int:
     """The shared part of the three setters: checks, then the gear's values into the mbatch buffer."""
     _s.require_init()
-    model = _model(model_id, _s.current_context())
+    model = _exec.loaded_model(model_id, _s.current_context())
     info = model.info
     setters = {
         "batch": "set_dynamic_batch_size",
