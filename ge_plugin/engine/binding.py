@@ -1,0 +1,202 @@
+"""How one OM serves one model config: tensors matched, gears read off the OM, limits and sizes worked out.
+
+Everything here happens once, when an instance starts, so that a config that does not fit the OM fails
+the load with a message naming the tensor, and the request path only looks things up.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from ge_plugin import device, dtypes
+from ge_plugin import fastpath as fp
+from ge_plugin.engine.config import IOConfig, ServingConfig
+from ge_plugin.engine.gears import Gear, GearTable
+from ge_plugin.engine.lane import Lane
+from ge_plugin.errors import ConfigError
+
+log = logging.getLogger("ge_plugin.engine")
+
+#: Triton dtype -> OM dtype pairs the fast path converts (both directions); equal types always work
+CASTS = frozenset({("fp32", "fp16"), ("fp32", "bf16"), ("fp16", "bf16"), ("int64", "int32")})
+
+
+def _can_cast(a: str, b: str) -> bool:
+    return a == b or (a, b) in CASTS or (b, a) in CASTS
+
+
+class Binding:
+    """The config's tensors in the OM's order, with their types on both sides, and the OM's gears.
+
+    Inputs are kept in OM order (``in_*``), outputs in config order (``out_*``, with ``out_index`` the OM
+    index of each); ``ties[k]`` lists, for output k, (output dim, input, input dim) in full dim numbering;
+    ``in_bytes`` / ``out_bytes`` map a gear index to the bytes of each tensor at that gear.
+    """
+
+    def __init__(self, config: ServingConfig, om_path: str, lane: Lane):
+        self.config = config
+        self.where = f"model {config.name!r} ({om_path})"
+        self._bind_tensors(lane.model)
+        self.gears = self._gear_table(lane)
+
+    def _bind_tensors(self, model: device.OmModel) -> None:
+        """Match config inputs/outputs to the OM's by name; refuse mismatches now, not per request."""
+        cfg = self.config
+        where = self.where
+        extra = 1 if cfg.batched else 0
+        by_name = {io.name: io for io in cfg.inputs}
+        om_names = [info.name for info in model.inputs]
+        missing = [n for n in om_names if n not in by_name]
+        unknown = [n for n in by_name if n not in om_names]
+        if missing or unknown:
+            raise ConfigError(
+                f"{where}: config inputs {sorted(by_name)} do not match the OM's inputs {om_names}"
+                + (f"; missing {missing}" if missing else "")
+                + (f"; not in the OM {unknown}" if unknown else "")
+            )
+        self.in_cfg = [by_name[n] for n in om_names]  # OM order
+        self.in_om_type = []
+        for io, info in zip(self.in_cfg, model.inputs):
+            self._check_io(where, "input", io, info, extra)
+            self.in_om_type.append(dtypes.by_acl(info.acl_dtype).short)
+        self.in_type = [io.dtype.short for io in self.in_cfg]
+        self.out_cfg = []
+        self.out_index = []
+        self.out_om_type = []
+        for io, info in zip(cfg.outputs, self._match_outputs(where, model)):
+            self._check_io(where, "output", io, info, extra)
+            self.out_cfg.append(io)
+            self.out_index.append(info.index)
+            self.out_om_type.append(dtypes.by_acl(info.acl_dtype).short)
+        self.out_type = [io.dtype.short for io in self.out_cfg]
+        self.out_pos = {io.name: k for k, io in enumerate(self.out_cfg)}
+        # Which output dims (full numbering) take their length from which input dim of the request.
+        in_pos = {io.name: k for k, io in enumerate(self.in_cfg)}
+        self.ties: list[list[tuple[int, int, int]]] = [[] for _ in self.out_cfg]
+        for tie in cfg.params.output_dim_ties:
+            k = self.out_pos[tie.output]
+            self.ties[k].append((tie.output_dim + extra, in_pos[tie.input], tie.input_dim + extra))
+
+    def _match_outputs(self, where: str, model: device.OmModel) -> list[device.TensorInfo]:
+        """The OM output behind each config output: by name, or by position when no name matches.
+
+        ATC may rename outputs (an OM built from ONNX can report node-based names such as
+        ``PartitionedCall_12:0``), so when none of the config's names is an OM name and the counts agree, the
+        config's order is taken as the OM's index order — that is what the OM's output order means.
+        """
+        om_out = {info.name: info for info in model.outputs}
+        names = [io.name for io in self.config.outputs]
+        if all(name in om_out for name in names):
+            return [om_out[name] for name in names]
+        if not any(name in om_out for name in names) and len(names) == len(model.outputs):
+            log.info("%s: OM outputs %s taken as config outputs %s, by position", where, list(om_out), names)
+            return list(model.outputs)
+        missing = next(name for name in names if name not in om_out)
+        raise ConfigError(f"{where}: output {missing!r} is not an output of the OM {sorted(om_out)}")
+
+    def _check_io(self, where: str, kind: str, io: IOConfig, info: device.TensorInfo, extra: int) -> None:
+        om_dims = info.dims
+        if len(io.dims) + extra != len(om_dims):
+            shown = f"[batch, {', '.join(map(str, io.dims))}]" if extra else str(list(io.dims))
+            raise ConfigError(
+                f"{where}: {kind} {io.name!r} has dims {shown} in the config but {list(om_dims)} in the OM"
+            )
+        for d, (c, o) in enumerate(zip(io.dims, om_dims[extra:])):
+            if c > 0 and o > 0 and c != o:
+                raise ConfigError(
+                    f"{where}: {kind} {io.name!r} dim {d} is {c} in the config but {o} in the OM ({list(om_dims)})"
+                )
+        om_type = dtypes.by_acl(info.acl_dtype)
+        if not _can_cast(io.dtype.short, om_type.short):
+            raise ConfigError(
+                f"{where}: {kind} {io.name!r} is {io.dtype.triton} in the config but {om_type.short} in the OM, "
+                "and ge-plugin cannot convert between them"
+            )
+
+    def _gear_table(self, lane: Lane) -> GearTable:
+        model = lane.model
+        cfg = self.config
+        where = self.where
+        ranks = [len(info.dims) for info in model.inputs]
+        settings: list[tuple[str, object, list[tuple[int, ...]]]] = []
+        if model.mode == "batch":
+            for b in model.batch_gears:
+                dims = [
+                    tuple(b if (d == 0 and n < 0) else n for d, n in enumerate(info.dims))
+                    for info in model.inputs
+                ]
+                settings.append((str(b), b, dims))
+        elif model.mode == "dims":
+            dynamic = [(k, d) for k, info in enumerate(model.inputs) for d in info.dynamic]
+            for flat in model.dims_gears:
+                dims = [list(info.dims) for info in model.inputs]
+                if len(flat) == sum(ranks):
+                    it = iter(flat)
+                    dims = [[next(it) for _ in range(r)] for r in ranks]
+                elif len(flat) == len(dynamic):
+                    for (k, d), v in zip(dynamic, flat):
+                        dims[k][d] = v
+                else:
+                    raise ConfigError(
+                        f"{where}: the OM reports a dims gear {list(flat)} that fits no input layout"
+                    )
+                full = tuple(v for ds in dims for v in ds)
+                per_input = {
+                    tuple(dims[k][d] for k2, d in dynamic if k2 == k) for k in {k for k, _ in dynamic}
+                }
+                shown = per_input.pop() if len(per_input) == 1 else tuple(dims[k][d] for k, d in dynamic)
+                label = "x".join(map(str, shown))
+                settings.append((label, full, [tuple(ds) for ds in dims]))
+        else:
+            dims = [info.dims for info in model.inputs]
+            if any(d < 0 for ds in dims for d in ds):
+                raise ConfigError(
+                    f"{where}: the OM has dynamic dims but no gears (shape-range OMs are not supported)"
+                )
+            settings.append(("static", None, [tuple(ds) for ds in dims]))
+        gears = []
+        for index, (label, setting, in_dims) in enumerate(settings):
+            probe = Gear(index, tuple(in_dims), (), setting, label)
+            lane.select(probe)
+            out_dims = tuple(model.cur_output_dims(info.index) for info in model.outputs)
+            gears.append(Gear(index, tuple(in_dims), out_dims, setting, label))
+        table = GearTable(gears)
+        if cfg.params.gears and model.mode == "batch" and tuple(cfg.params.gears) != model.batch_gears:
+            raise ConfigError(
+                f"{where}: parameters.gears {list(cfg.params.gears)} differ from the OM's batch gears "
+                f"{list(model.batch_gears)}; render the config again or rebuild the OM"
+            )
+        if cfg.batched and cfg.max_batch_size > table.max_rows:
+            raise ConfigError(
+                f"{where}: max_batch_size {cfg.max_batch_size} exceeds the OM's largest batch gear {table.max_rows}"
+            )
+        extra = 1 if cfg.batched else 0
+        self.specs = []
+        for k, io in enumerate(self.in_cfg):
+            limits = list(table.limits[k])
+            full = ([-1] if extra else []) + list(io.dims)
+            if extra:
+                limits[0] = min(limits[0], cfg.max_batch_size)
+            for d, v in enumerate(full):
+                if v > 0:
+                    limits[d] = v
+            self.specs.append(
+                fp.TensorSpec(io.name, io.dtype.short, tuple(full), tuple(limits), batched=cfg.batched)
+            )
+        self.rows_at = tuple(
+            extra and d == 0 for k in range(len(self.in_cfg)) for d in range(len(table.limits[k]))
+        )
+        self.in_bytes = {}
+        self.out_bytes = {}
+        for g in table.gears:
+            self.in_bytes[g.index] = [
+                int(np.prod(dims)) * dtypes.by_name(t).itemsize
+                for dims, t in zip(g.input_dims, self.in_om_type)
+            ]
+            self.out_bytes[g.index] = [
+                int(np.prod(g.output_dims[self.out_index[k]])) * dtypes.by_name(t).itemsize
+                for k, t in enumerate(self.out_om_type)
+            ]
+        return table
