@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "serve": "serve",
     "demo": "demo",
     "bench": "bench",
+    "deploy": "deploy",
 }
 
 EPILOG = """examples:
