@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "demo": "demo",
     "bench": "bench",
     "deploy": "deploy",
+    "migrate": "migrate",
 }
 
 EPILOG = """examples:
