@@ -345,3 +345,21 @@ def test_dockerfile_requires_a_base_image_and_installs_the_sdist_with_serve():
 def _options(**changes) -> K8sOptions:
     base = {"name": "llama-model", "image": "ge-plugin:0.1.0", "models_claim": "llama-model-models"}
     return K8sOptions(**{**base, **changes})
+
+
+def test_deploy_doc_states_what_is_rendered():
+    from ge_plugin.deploy.npu import DEVICE_PLUGIN_RESOURCES
+
+    text = (ROOT / "docs" / "deploy.md").read_text()
+
+    assert f"--exit-timeout-secs={k8s_module.SERVE_EXIT_TIMEOUT_S}" in text
+    assert "`SERVE_EXIT_TIMEOUT_S`" in text
+    assert (
+        f"{k8s_module.PRESTOP_SLEEP_S} + {k8s_module.SERVE_EXIT_TIMEOUT_S} + {k8s_module.TERMINATION_MARGIN_S} s "
+        f"of margin = {k8s_module.TERMINATION_GRACE_S}"
+    ) in text
+    for _name, path, _kind in k8s_module.DRIVER_MOUNTS:
+        assert f"`{path}`" in text
+    for _pattern, resource in DEVICE_PLUGIN_RESOURCES:
+        assert f"`{resource}`" in text
+    assert f"`{k8s_module.QUEUE_METRIC}`" in text

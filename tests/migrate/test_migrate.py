@@ -208,3 +208,13 @@ def test_migrate_help_ends_with_examples(tmp_path):
     assert (
         "examples:\n  ge-plugin migrate models/resnet/config.pbtxt --soc-version Ascend910B3" in result.stdout
     )
+
+
+def test_migrate_doc_covers_every_key_the_ge_backend_reads():
+    from ge_plugin.migrate.ge_config import FIXED_KEYS
+
+    text = (HERE.parents[1] / "docs" / "migrate.md").read_text()
+
+    assert [key for key in FIXED_KEYS if f"`{key}" not in text] == []
+    for prefix in ("session.", "graph.", "global."):
+        assert f"`{prefix}" in text

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from ge_plugin.deploy.dockerfile import dockerfile
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,6 +70,7 @@ def test_wheel_built_from_the_sdist_installs_with_extras_and_runs_the_demo_in_an
     assert "ge-plugin: building the compiled fast path, optimised" in built.stdout + built.stderr
     (sdist,) = (tmp_path / "dist").glob("*.tar.gz")
     (wheel,) = (tmp_path / "dist").glob("*.whl")
+    assert f"COPY {sdist.name} " in dockerfile()  # the serving image installs exactly this sdist
     with tarfile.open(sdist) as tar:
         in_sdist = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
     assert {"setup.py", "pyproject.toml", "ge_plugin/_fastpath.pyx", "ge_plugin/_fastpath.pxd"} <= in_sdist
