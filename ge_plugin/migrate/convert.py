@@ -30,7 +30,6 @@ from tritonclient.grpc import model_config_pb2 as mc
 from ge_plugin import dtypes
 from ge_plugin.errors import MigrateError
 from ge_plugin.migrate.ge_config import (
-    FIXED_KEYS,
     GeConfig,
     parse_dynamic_dims,
     parse_input_shape,
@@ -617,7 +616,6 @@ def _other_parameters(ge: GeConfig, note) -> None:
             )
         else:
             note(line, f"parameters.{key}", "not a key the GE backend reads")
-    assert set(FIXED_KEYS) >= set(FIXED_REASONS)
 
 
 CARRIED_FIELDS = {

@@ -1,7 +1,7 @@
 """Reading a CANN GE backend (``backend: "npu_ge"``) config.pbtxt: the ModelConfig, where each key is, and
 the GE options its ``parameters`` carry.
 
-The keys are the ones that backend reads (/work/shared/reference/ge-backend.md, section 5): fixed keys
+The keys are the ones that backend reads (its src/model_state.cpp; docs/migrate.md lists them): fixed keys
 (``device_ids``, ``device_exec_blocks``, ``instance_exec_blocks``, ``static_model``, ``dump_graph``,
 ``profiling``, ``dump_data``) and GE options split by prefix: ``session.<ge key>`` and ``graph.<ge key>``
 (``global.`` ones were stored and never used). Lines are found in the text so every note can point at its
