@@ -6,10 +6,23 @@ per request — from a background thread, so that neither a request nor an idle 
 flush. The execute-time histogram is published in Prometheus' histogram layout
 (``ge_execute_duration_us_bucket{le=…}``, ``_sum``, ``_count``) as counters: Triton 2.51's Python histogram
 takes one IPC per observation, which would put the cost back on every execute.
+
+One label set, one stub at a time. Triton's core shares a Prometheus series between every metric object
+created with the same family name and labels, but counts references per family object: when an instance
+that is unloading deletes its metrics, the series is freed under the instance that replaced it (same
+model, version and instance name), whose next increment writes freed memory in the server process
+(server#8663; a load right after an unload crashes tritonserver within a few cycles). So an instance
+creates its metrics only while it holds a ``LabelLease`` on its labels, and lets go of the lease only
+after every metric and family of it has been deleted on the server.
 """
 
 from __future__ import annotations
 
+import errno
+import hashlib
+import json
+import os
+import socket
 import threading
 from types import ModuleType
 
@@ -44,28 +57,116 @@ GAUGES = {
 }
 EXECUTES = "ge_executes_total"
 DURATION = "ge_execute_duration_us"
+#: how often an instance whose labels are still held by its predecessor tries again
+LEASE_RETRY_S = 0.05
+
+
+class LabelLease:
+    """An exclusive claim on one label set among the stubs of one tritonserver.
+
+    The claim is an abstract Unix socket name (Linux): binding it fails while another process holds it,
+    and the kernel frees it when the holder closes it or dies, even by ``kill -9``, leaving no file behind.
+    The name covers the server (its pid and pid namespace, both read from the stub, whose parent is the
+    server) so that servers sharing a host and a network namespace do not wait on each other.
+    """
+
+    def __init__(self, labels: dict[str, str], *, server: str | None = None):
+        server = server if server is not None else _server_identity()
+        digest = hashlib.sha256(json.dumps([server, sorted(labels.items())]).encode()).hexdigest()[:32]
+        self.address = f"\0ge-plugin/metrics/{digest}"
+        self._socket: socket.socket | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._socket is not None
+
+    def acquire(self) -> bool:
+        """Take the claim if no other process holds it; True when this lease holds it."""
+        if self._socket is None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.bind(self.address)
+            except OSError as exc:
+                sock.close()
+                if exc.errno != errno.EADDRINUSE:
+                    raise
+                return False
+            self._socket = sock
+        return True
+
+    def release(self) -> None:
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+
+
+def _server_identity() -> str:
+    try:
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        namespace = 0
+    return f"{namespace}:{os.getppid()}"
 
 
 class MetricsPublisher:
-    """Publishes one engine's stats under labels ``model``, ``version`` and ``instance``."""
+    """Publishes one engine's stats under labels ``model``, ``version`` and ``instance``.
 
-    def __init__(self, pb_utils: ModuleType, stats: EngineStats, labels: dict[str, str], interval_ms: int):
+    Its metrics exist only while it holds the lease on those labels: at once when no other stub holds it,
+    otherwise from the moment the previous holder has deleted its own (counts made meanwhile are published
+    then, nothing is lost)."""
+
+    def __init__(
+        self,
+        pb_utils: ModuleType,
+        stats: EngineStats,
+        labels: dict[str, str],
+        interval_ms: int,
+        *,
+        lease: LabelLease | None = None,
+    ):
         self._pb = pb_utils
         self._stats = stats
         self._labels = labels
         self._interval = interval_ms / 1000.0
         self._lock = threading.Lock()
         self._sent: dict[str, float] = {}
-        counter = pb_utils.MetricFamily.COUNTER
-        gauge = pb_utils.MetricFamily.GAUGE
-        self._families = []
+        self._families: list[object] = []
         self._metrics: dict[str, object] = {}
+        self._by_gear: dict[str, object] = {}
+        self._buckets: list[object] = []
+        self._executes_family: object | None = None
+        self.lease = lease if lease is not None else LabelLease(labels)
+        if self.lease.acquire():
+            self._create()
+            self.flush()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ge-metrics", daemon=True)
+        self._thread.start()
+
+    @property
+    def publishing(self) -> bool:
+        return bool(self._metrics)
+
+    def _run(self) -> None:
+        while not self.lease.held:
+            if self._stop.wait(LEASE_RETRY_S):
+                return
+            if self.lease.acquire():
+                with self._lock:
+                    self._create()
+                self.flush()
+        while not self._stop.wait(self._interval):
+            self.flush()
+
+    def _create(self) -> None:
+        labels = self._labels
+        counter = self._pb.MetricFamily.COUNTER
+        gauge = self._pb.MetricFamily.GAUGE
         for name, (description, _) in COUNTERS.items():
             self._metrics[name] = self._family(name, description, counter).Metric(labels=labels)
         for name, (description, _) in GAUGES.items():
             self._metrics[name] = self._family(name, description, gauge).Metric(labels=labels)
         self._executes_family = self._family(EXECUTES, "Executes of the ge backend, by gear", counter)
-        self._by_gear: dict[str, object] = {}
         buckets = self._family(
             f"{DURATION}_bucket", "Execute time histogram buckets (cumulative, µs)", counter
         )
@@ -78,14 +179,6 @@ class MetricsPublisher:
         self._metrics[f"{DURATION}_count"] = self._family(
             f"{DURATION}_count", "Executes timed", counter
         ).Metric(labels=labels)
-        self.flush()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="ge-metrics", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            self.flush()
 
     def _family(self, name: str, description: str, kind):
         family = self._pb.MetricFamily(name=name, description=description, kind=kind)
@@ -94,6 +187,8 @@ class MetricsPublisher:
 
     def flush(self) -> None:
         with self._lock:
+            if not self._metrics:
+                return
             stats = self._stats
             for name, (_, attr) in COUNTERS.items():
                 self._increment(name, self._metrics[name], getattr(stats, attr))
@@ -125,14 +220,18 @@ class MetricsPublisher:
             self._sent[key] = total
 
     def close(self) -> None:
-        """Stop the flusher, flush once more, then drop metrics before their families (the python backend
-        requires that order)."""
+        """Stop the flusher, flush once more, delete every metric and then every family on the server (the
+        python backend requires that order; each deletion is a synchronous IPC), and only then give up the
+        lease for the instance that replaces this one."""
         self._stop.set()
         self._thread.join()
         try:
             self.flush()
         finally:
-            self._metrics.clear()
-            self._by_gear.clear()
-            self._buckets = []
-            self._families.clear()
+            with self._lock:
+                self._metrics.clear()
+                self._by_gear.clear()
+                self._buckets = []
+                self._executes_family = None
+                self._families.clear()
+            self.lease.release()

@@ -61,7 +61,7 @@ class TritonPythonModel:
                 config, version_dir=version_dir, instance_name=args.get("model_instance_name", "")
             )
         except GePluginError as exc:
-            raise pb_utils.TritonModelException(f"model {self.name!r}: {exc}") from None
+            raise pb_utils.TritonModelException(self._naming_the_model(str(exc))) from None
         self.input_names = frozenset(self.engine.input_names)
         labels = {
             "model": self.name,
@@ -73,9 +73,14 @@ class TritonPythonModel:
         )
         pb_utils.Logger.log_info(
             f"ge: {self.name} instance {labels['instance']} on device {self.engine.device_id} "
-            f"({device.kind()}), gears {[g.label for g in self.engine.gears.gears]}, "
+            f"({device.kind()}), gears {', '.join(g.label for g in self.engine.gears.gears)}, "
             f"{self.engine.stats.device_bytes} device bytes allocated once"
         )
+
+    def _naming_the_model(self, message: str) -> str:
+        """The message with the model's name in front, once: most engine errors already start with it."""
+        prefix = f"model {self.name!r}"
+        return message if message.startswith(prefix) else f"{prefix}: {message}"
 
     def execute(self, requests: list) -> list | None:
         """With one lane: run the batch and return its responses. With more (``streams_per_instance``),

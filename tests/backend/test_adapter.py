@@ -127,3 +127,24 @@ def test_adapter_answers_unavailable_while_the_instance_recovers_and_logs_why(
     assert "ge: model identity: an execute of 1 request(s) failed" in logged
     assert "lane 0 could not be rebuilt (attempt 1" in logged
     model.finalize()
+
+
+def test_adapter_names_the_model_once_in_a_load_error(pb_utils, identity_repo, args_for):
+    model = load_model(pb_utils)
+    args = args_for(identity_repo)
+    config = json.loads(args["model_config"])
+    del config["output"]
+    args["model_config"] = json.dumps(config)
+    with pytest.raises(pb_utils.TritonModelException) as raised:
+        model.initialize(args)
+    assert str(raised.value) == "model 'identity': the config declares no output"
+    with pytest.raises(pb_utils.TritonModelException) as raised:
+        load_model(pb_utils).initialize(args_for(identity_repo, om_model_path="nowhere.om"))
+    assert str(raised.value).startswith("model 'identity': OM file not found")
+
+
+def test_adapter_logs_its_gears_as_plain_labels(pb_utils, identity_repo, args_for):
+    model = load_model(pb_utils)
+    model.initialize(args_for(identity_repo))
+    model.finalize()
+    assert any(", gears 1, 2, 4, 8, " in line for line in pb_utils.Logger.lines), pb_utils.Logger.lines

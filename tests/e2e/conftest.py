@@ -416,6 +416,30 @@ def control_server(models_dir, sim_reports, triton_work_dir, tmp_path_factory) -
         yield running
 
 
+@pytest.fixture(scope="session")
+def reload_repo(models_dir, tmp_path_factory) -> Path:
+    """specs/reload built once: models that tests unload, load, crash and stop with their own servers."""
+    repo = tmp_path_factory.mktemp("reload-repo")
+    build_repository(SPECS / "reload", models_dir, repo)
+    return repo
+
+
+@pytest.fixture
+def own_server(triton_work_dir, tmp_path) -> Iterator[Callable[..., RunningServer]]:
+    """``own_server(repo, **ServerOptions fields)``: a server the test may stop itself and whose leftovers it
+    may inspect; every one still running at teardown is stopped and cleaned up after."""
+    with contextlib.ExitStack() as stack:
+        count = 0
+
+        def start(repo: Path, **kwargs) -> RunningServer:
+            nonlocal count
+            count += 1
+            log = tmp_path / f"tritonserver-{count}.log"
+            return stack.enter_context(running_server(server_options(repo, triton_work_dir, **kwargs), log))
+
+        yield start
+
+
 # -- reporting -------------------------------------------------------------------------------------------
 
 
