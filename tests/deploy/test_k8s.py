@@ -355,7 +355,7 @@ def test_deploy_doc_states_what_is_rendered():
     text = (ROOT / "docs" / "deploy.md").read_text()
 
     assert f"`--exit-timeout-secs {k8s_module.SERVE_EXIT_TIMEOUT_S}`" in text
-    assert "`SERVE_EXIT_TIMEOUT_S`" in text
+    assert "`EXIT_TIMEOUT_S`" in text
     assert (
         f"{k8s_module.PRESTOP_SLEEP_S} + {k8s_module.SERVE_EXIT_TIMEOUT_S} + {k8s_module.TERMINATION_MARGIN_S} s "
         f"of margin = {k8s_module.TERMINATION_GRACE_S}"
