@@ -1,7 +1,8 @@
 """pyACL's top-level module, simulated on the CPU: ``import ge_plugin.sim.acl as acl``.
 
-Same call forms, return shapes and error codes as ``import acl`` on an Ascend host (see
-../shared/reference/pyacl.md and docs/simulator.md). Like pyACL it exports no constants; ``acl.rt``,
+Same call forms, return shapes and error codes as ``import acl`` on an Ascend host: the open-source pyACL
+extension (hicann/runtime ``python/pyACL/py_init_acl.cpp``) and the pyACL API docs; docs/simulator.md lists
+the sources and every deliberate difference. Like pyACL it exports no constants; ``acl.rt``,
 ``acl.mdl`` and ``acl.util`` are submodules. Runtime failures never raise: they return the code, and
 ``acl.get_recent_err_msg()`` says why. Wrong argument types raise ``TypeError``.
 
@@ -225,12 +226,8 @@ def create_tensor_desc(dtype: int, dims: list, fmt: int, /) -> int:
     """``desc = acl.create_tensor_desc(dtype, [dims...], format)``; 0 on failure."""
     call = "acl.create_tensor_desc"
     dtype = _a.i(call, 1, dtype)
-    if not isinstance(dims, (list, tuple)):
-        raise TypeError(
-            f"{call} args parse failed: argument 2 must be a list of ints, not {type(dims).__name__}"
-        )
-    dims = [_a.i64(call, 2, d) for d in dims]
     fmt = _a.i(call, 3, fmt)
+    dims = _a.int_list(call, 2, dims, "dims")  # a list: pyACL refuses a tuple ("argument 2 is not list")
     try:
         if _faults.RULES:
             _s.check_fault("create_tensor_desc")
@@ -328,18 +325,16 @@ def set_tensor_desc_name(desc: int, name: str, /) -> None:
 
 
 def float16_to_float(value: int, /) -> float:
-    """The float a float16 bit pattern (an int) stands for."""
-    bits = _a.i("acl.float16_to_float", 1, value) & 0xFFFF
+    """The float a float16 bit pattern (an int, ``"H"``: masked to 16 bits) stands for."""
+    bits = _a.u16("acl.float16_to_float", 1, value)
     return _struct.unpack("<e", bits.to_bytes(2, "little"))[0]
 
 
 def float_to_float16(value: float, /) -> int:
-    """The float16 bit pattern (an int) nearest to ``value``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(
-            f"acl.float_to_float16 args parse failed: argument 1 must be float, not {type(value).__name__}"
-        )
+    """The float16 bit pattern (an int) nearest to ``value`` (``"f"``: any real number, numpy's included,
+    first rounded to a C float as pyACL's wrapper does)."""
+    number = _a.f32("acl.float_to_float16", 1, value)
     try:
-        return int.from_bytes(_struct.pack("<e", float(value)), "little")
+        return int.from_bytes(_struct.pack("<e", number), "little")
     except OverflowError:
-        return 0xFC00 if value < 0 else 0x7C00
+        return 0xFC00 if number < 0 else 0x7C00

@@ -582,32 +582,52 @@ def set_dynamic_hw_size(model_id: int, dataset: int, index: int, height: int, wi
         return _s.failed(call, fail)
 
 
+def _parse_dynamic_dims(call: str, dims: object) -> list[int]:
+    """The concatenated dims of ``{'dimCount', 'name', 'dims'}``, unpacked as pyACL's wrapper unpacks them.
+
+    ``dimCount`` must be an int (``PyLong_AsSize_t``); ``name``, when present, a str (pyACL raises
+    RuntimeError "PyUnicode_AsUTF8String failed" otherwise); ``dims`` a list (a tuple raises TypeError) of
+    at least ``dimCount`` ints (numpy integers raise TypeError).
+    """
+    if not isinstance(dims, dict):
+        raise TypeError(f"{call} args parse failed: argument 4 is not dict, it is {type(dims).__name__}")
+    count = dims.get("dimCount")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise TypeError(f"{call}: dims['dimCount'] must be an int >= 0, not {count!r}")
+    name = dims.get("name")
+    if "name" in dims and not isinstance(name, str):
+        raise RuntimeError(
+            f"{call}: dims['name'] must be a str, not {type(name).__name__} (PyUnicode_AsUTF8String failed)"
+        )
+    if "dims" not in dims:
+        raise TypeError(f"{call}: The dims of parameter 4 is not a list (dims['dims'] is missing)")
+    return _a.int_list(call, 4, dims["dims"], "dims['dims']", count)
+
+
 def set_input_dynamic_dims(model_id: int, dataset: int, index: int, dims: dict, /) -> int:
     """``ret``; ``dims`` = ``{'dimCount': n, 'name': '', 'dims': [...]}``, every data input's dims concatenated."""
     call = "acl.mdl.set_input_dynamic_dims"
     model_id = _a.u32(call, 1, model_id)
     dataset = _a.k(call, 2, dataset)
     index = _a.k(call, 3, index)
-    if not isinstance(dims, dict):
-        raise TypeError(f"{call} args parse failed: argument 4 must be a dict, not {type(dims).__name__}")
+    values = _parse_dynamic_dims(call, dims)
+    listed = len(dims["dims"])
 
     def gear_of(info: _ModelInfo) -> _Gear:
-        values = dims.get("dims")
-        count = dims.get("dimCount")
-        if not isinstance(values, (list, tuple)) or not all(
-            isinstance(v, int) and not isinstance(v, bool) for v in values
-        ):
-            raise _Fail(_C.ACL_ERROR_INVALID_PARAM, "dims['dims'] must be a list of ints")
-        if count != len(values):
+        if len(values) != listed:
             raise _Fail(
                 _C.ACL_ERROR_INVALID_PARAM,
-                f"dims['dimCount'] is {count!r} but dims['dims'] has {len(values)}",
+                f"dims['dimCount'] is {len(values)} but dims['dims'] has {listed} values (pyACL would pass only "
+                "the first dimCount of them)",
+            )
+        if len(values) > _C.ACL_MAX_DIM_CNT:
+            raise _Fail(
+                _C.ACL_ERROR_INVALID_PARAM,
+                f"{len(values)} dims; aclmdlIODims holds at most {_C.ACL_MAX_DIM_CNT}",
             )
         gear = info.gear_for_dims(values)
         if gear is None:
-            raise _not_a_gear(
-                model_id, f"dims {list(values)}", [info.concatenated_dims(g) for g in info.gears]
-            )
+            raise _not_a_gear(model_id, f"dims {values}", [info.concatenated_dims(g) for g in info.gears])
         return gear
 
     try:

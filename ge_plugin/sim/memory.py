@@ -56,7 +56,7 @@ def align_up(n: int, to: int) -> int:
 
 
 def malloc_size(size: int) -> int:
-    """What ``acl.rt.malloc`` really takes: rounded up to 32 bytes, plus 32 (the reference, section 4)."""
+    """What ``acl.rt.malloc`` really takes: rounded up to 32 bytes, plus 32 (the acl.rt.malloc doc, aclpythondevg_01_0110)."""
     return align_up(size, 32) + 32
 
 

@@ -1,7 +1,10 @@
 """``acl.util``, simulated: host buffers as integer pointers and back.
 
 These work on host memory only, as on real hardware. Given a device pointer, real pyACL dereferences it and
-crashes the process; the simulator raises ``ValueError`` saying to copy the data to the host first.
+crashes the process; the simulator raises ``ValueError`` saying to copy the data to the host first. The
+argument checks and exception types follow pyACL's ``util/bytes_convert.cpp`` and ``util/numpy_convert.cpp``
+(hicann/runtime): a non-ndarray is a ValueError, the deprecated numpy calls warn with ``Warning`` before
+they look at their argument, and ``ptr_to_numpy`` wants its shape as a tuple (anything else is a ValueError).
 """
 
 import ctypes as _ctypes
@@ -51,35 +54,44 @@ def bytes_to_ptr(data: bytes, /) -> int:
 
 
 def ptr_to_bytes(ptr: int, size: int, /) -> bytes:
-    """A copy of ``size`` bytes of host memory at ``ptr``."""
+    """A copy of ``size`` bytes of host memory at ``ptr``; ``b""`` when ``size`` is 0, whatever ``ptr`` is."""
     call = "acl.util.ptr_to_bytes"
     ptr = _a.k(call, 1, ptr)
     size = _a.k(call, 2, size)
+    if size == 0:
+        return b""
     _host(call, ptr)
     return _ctypes.string_at(ptr, size)
 
 
+def _deprecated(name: str, instead: str) -> None:
+    # pyACL warns with the base Warning class (shown by default), before it parses its argument
+    _warnings.warn(
+        f"acl.util.{name} will be deprecated. Please use acl.util.{instead} instead.", Warning, stacklevel=3
+    )
+
+
 def numpy_to_ptr(array: _np.ndarray, /) -> int:
     """Deprecated in pyACL (it warns, and so does this): the address of ``array``'s data, no copy."""
+    _deprecated("numpy_to_ptr", "bytes_to_ptr")
     if not isinstance(array, _np.ndarray):
-        raise TypeError(
-            f"acl.util.numpy_to_ptr args parse failed: expected numpy.ndarray, not {type(array).__name__}"
-        )
-    _warnings.warn(
-        "acl.util.numpy_to_ptr is deprecated; use acl.util.bytes_to_ptr", DeprecationWarning, stacklevel=2
-    )
+        raise ValueError(f"acl.util.numpy_to_ptr: needs an ndarray as argument, not {type(array).__name__}")
     if not array.flags.c_contiguous:
-        _warnings.warn("acl.util.numpy_to_ptr: the array is not C-contiguous", UserWarning, stacklevel=2)
+        _warnings.warn(
+            "The input ndarray is discontiguous. Please use acl.util.bytes_to_ptr instead.",
+            Warning,
+            stacklevel=2,
+        )
     return array.ctypes.data
 
 
 def numpy_contiguous_to_ptr(array: _np.ndarray, /) -> tuple[int, _np.ndarray]:
     """Deprecated: ``(ptr, contiguous_array)``; keep the returned array alive while the pointer is used."""
+    _deprecated("numpy_contiguous_to_ptr", "bytes_to_ptr")
     if not isinstance(array, _np.ndarray):
-        raise TypeError(
-            f"acl.util.numpy_contiguous_to_ptr args parse failed: expected numpy.ndarray, not {type(array).__name__}"
+        raise ValueError(
+            f"acl.util.numpy_contiguous_to_ptr: needs an ndarray as argument, not {type(array).__name__}"
         )
-    _warnings.warn("acl.util.numpy_contiguous_to_ptr is deprecated", DeprecationWarning, stacklevel=2)
     contiguous = _np.ascontiguousarray(array)
     return contiguous.ctypes.data, contiguous
 
@@ -87,11 +99,18 @@ def numpy_contiguous_to_ptr(array: _np.ndarray, /) -> tuple[int, _np.ndarray]:
 def ptr_to_numpy(ptr: int, shape: tuple, npy_type: int, /) -> _np.ndarray:
     """Deprecated: a writable array over host memory at ``ptr`` (no copy); ``npy_type`` is a numpy type number."""
     call = "acl.util.ptr_to_numpy"
+    _deprecated("ptr_to_numpy", "ptr_to_bytes")
     ptr = _a.k(call, 1, ptr)
-    if not isinstance(shape, tuple):
-        raise TypeError(f"{call} args parse failed: argument 2 must be a tuple, not {type(shape).__name__}")
-    dims = [_a.k(call, 2, d) for d in shape]
     npy_type = _a.i(call, 3, npy_type)
+    if not isinstance(shape, tuple):
+        raise ValueError(f"{call}: the shape must be a tuple, not {type(shape).__name__} (shape is empty)")
+    dims = []
+    for n, d in enumerate(shape):
+        if not isinstance(d, int) or isinstance(d, bool):
+            raise TypeError(f"{call} args parse failed: shape[{n}] must be an int, not {type(d).__name__}")
+        if d < 0:
+            raise ValueError(f"{call}: negative dimensions are not allowed (shape[{n}] = {d})")
+        dims.append(d)
     if npy_type not in _NPY_TYPES:
         raise ValueError(f"{call}: npy_type {npy_type} is not supported; use one of {sorted(_NPY_TYPES)}")
     _host(call, ptr)

@@ -9,6 +9,9 @@ import pytest
 
 from ge_plugin import acl_constants as C
 
+#: these tests use the deprecated acl.util.ptr_to_numpy on purpose (pyACL warns on every call)
+pytestmark = pytest.mark.filterwarnings("ignore:acl.util.ptr_to_numpy will be deprecated")
+
 
 def in_thread(fn):
     """Run ``fn`` in a new thread; its result (exceptions re-raised here)."""
