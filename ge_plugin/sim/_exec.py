@@ -35,7 +35,15 @@ Snapshot = list[tuple[DataBuffer, int, int]]
 
 
 class LoadedModel:
-    def __init__(self, model_id: int, info: ModelInfo, engine: Engine, context: Context):
+    def __init__(
+        self,
+        model_id: int,
+        info: ModelInfo,
+        engine: Engine,
+        context: Context,
+        charged: int = 0,
+        user_memory: list[Allocation] | None = None,
+    ):
         self.id = model_id
         self.info = info
         self.engine = engine
@@ -45,9 +53,18 @@ class LoadedModel:
         self.lock = threading.Lock()
         self.pending = 0  #: execute_async tasks queued or running
         self.pending_stream: Stream | None = None
+        self.charged = charged  #: work + weight bytes the runtime holds on the device for this model
+        self.user_memory = (
+            user_memory or []
+        )  #: the caller's work/weight allocations (load_from_file_with_mem)
 
     def release(self) -> None:
+        """Unload: the runtime's memory goes back to the device (once)."""
+        if self.released:
+            return
         self.released = True
+        if self.charged and SIM.memory is not None:
+            SIM.memory.devices[self.context.device].unreserve(self.charged)
 
 
 def _snapshot(ds: Dataset) -> Snapshot:
@@ -148,6 +165,12 @@ def run(model: LoadedModel, ins: Snapshot, outs: Snapshot) -> None:
     """Execute now, in this thread; raises Fail."""
     if model.released:
         raise Fail(C.ACL_ERROR_INVALID_MODEL_ID, f"model {model.id} was unloaded before its execute ran")
+    for alloc in model.user_memory:
+        if alloc.freed:
+            raise Fail(
+                C.ACL_ERROR_GE_EXEC_MODEL_ADDR_INVALID,
+                f"model {model.id}'s work or weight memory at 0x{alloc.base:x} was freed while the model is loaded",
+            )
     info = model.info
     device = model.context.device
     gear = read_gear(model, ins[info.mbatch_index]) if info.mbatch_index is not None else info.gears[0]

@@ -18,6 +18,7 @@ import struct as _struct
 
 from ge_plugin import acl_constants as _C
 from ge_plugin.sim import _args as _a
+from ge_plugin.sim import _codes as _K
 from ge_plugin.sim import _config, mdl, rt, util
 from ge_plugin.sim import _state as _s
 from ge_plugin.sim import counters as _counters
@@ -36,6 +37,7 @@ __all__ = [
     "finalize",
     "float16_to_float",
     "float_to_float16",
+    "get_cann_version",
     "get_data_buffer_addr",
     "get_data_buffer_size",
     "get_data_buffer_size_v2",
@@ -129,6 +131,25 @@ def finalize() -> int:
 def get_version() -> tuple[int, int, int, int]:
     """``major, minor, patch, ret = acl.get_version()``."""
     return (*_VERSION, 0)
+
+
+def get_cann_version(package: int, /) -> tuple[dict, int]:
+    """``(version, ret)`` of a CANN package (aclCANNPackageName: 0 CANN ... 7 DRIVER); every package is the
+    release the simulator stands in for. An unknown package returns empty strings and ACL_ERROR_INVALID_PARAM,
+    as pyACL builds the dict whatever the call returned."""
+    call = "acl.get_cann_version"
+    package = _a.u32(call, 1, package)
+    keys = ("version", "major_version", "minor_version", "release_version", "patch_version", "reserved")
+    try:
+        if _faults.RULES:
+            _s.check_fault("get_cann_version")
+        if package >= _K.ACL_PKG_NAME_COUNT:
+            raise _Fail(_C.ACL_ERROR_INVALID_PARAM, f"package {package} is not an aclCANNPackageName (0..7)")
+    except _Fail as fail:
+        return dict.fromkeys(keys, ""), _s.failed(call, fail)
+    major, minor, patch = _VERSION
+    values = (f"{major}.{minor}.{patch}", str(major), str(minor), str(patch), "", "")
+    return dict(zip(keys, values)), 0
 
 
 def get_soc_name() -> "str | None":

@@ -90,11 +90,13 @@ class DeviceCounters(Allocations):
         "loads",
         "memcpy_bytes",
         "memcpy_calls",
+        "model_bytes",
         "unloads",
     )
 
     def __init__(self, device: int):
         self.device = device
+        self.model_bytes = 0
         super().__init__()
 
     def clear(self) -> None:
@@ -109,6 +111,11 @@ class DeviceCounters(Allocations):
     def copied(self, direction: str, nbytes: int) -> None:
         self.memcpy_calls[direction] += 1
         self.memcpy_bytes[direction] += nbytes
+
+    def model_memory(self, nbytes: int) -> None:
+        """Work and weight memory the runtime holds for loaded models (``load_from_file``; the parts of
+        ``load_from_file_with_mem`` given as 0); negative when a model is unloaded."""
+        self.model_bytes = max(0, self.model_bytes + nbytes)
 
     def executed(self, gear: str) -> None:
         self.executes += 1
@@ -125,6 +132,7 @@ class DeviceCounters(Allocations):
             "executes_by_gear": dict(self.executes_by_gear),
             "loads": self.loads,
             "unloads": self.unloads,
+            "model_bytes": self.model_bytes,
         }
 
 

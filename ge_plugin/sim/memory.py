@@ -160,6 +160,20 @@ class DeviceArena(_Arena):
             counters.device(self.device).freed(alloc.accounted, reclaimed=reclaimed)
         return alloc
 
+    def reserve(self, nbytes: int) -> bool:
+        """Charge memory the runtime holds for a loaded model (not a malloc); False when the device is full."""
+        with self.lock:
+            if self.used + nbytes > self.capacity:
+                return False
+            self.used += nbytes
+        counters.device(self.device).model_memory(nbytes)
+        return True
+
+    def unreserve(self, nbytes: int) -> None:
+        with self.lock:
+            self.used = max(0, self.used - nbytes)
+        counters.device(self.device).model_memory(-nbytes)
+
     def reclaim_all(self) -> int:
         """Release every allocation (reset_device / finalize); returns how many there were."""
         allocs = self.take_all()

@@ -8,6 +8,9 @@ they look at their argument, and ``ptr_to_numpy`` wants its shape as a tuple (an
 """
 
 import ctypes as _ctypes
+import errno as _errno
+import threading as _threading
+import traceback as _traceback
 import warnings as _warnings
 
 import numpy as _np
@@ -15,7 +18,15 @@ import numpy as _np
 from ge_plugin.sim import _args as _a
 from ge_plugin.sim.memory import DEVICE_SHIFT as _DEVICE_SHIFT
 
-__all__ = ["bytes_to_ptr", "numpy_contiguous_to_ptr", "numpy_to_ptr", "ptr_to_bytes", "ptr_to_numpy"]
+__all__ = [
+    "bytes_to_ptr",
+    "numpy_contiguous_to_ptr",
+    "numpy_to_ptr",
+    "ptr_to_bytes",
+    "ptr_to_numpy",
+    "start_thread",
+    "stop_thread",
+]
 
 #: numpy C type numbers (what pyACL's ``npy_type`` takes) -> dtypes
 _NPY_TYPES = {
@@ -120,3 +131,70 @@ def ptr_to_numpy(ptr: int, shape: tuple, npy_type: int, /) -> _np.ndarray:
         count *= d
     raw = (_ctypes.c_char * (count * dtype.itemsize)).from_address(ptr)
     return _np.frombuffer(raw, dtype=dtype, count=count).reshape(dims)
+
+
+class _Started:
+    """A thread of start_thread and what went wrong in it (stop_thread reports it)."""
+
+    __slots__ = ("errors", "thread")
+
+    def __init__(self) -> None:
+        self.thread: _threading.Thread | None = None
+        self.errors: list[str] = []
+
+
+#: start_thread's threads by id, until stop_thread joins them
+_STARTED: dict[int, _Started] = {}
+_started_lock = _threading.Lock()
+
+
+def _thread_main(fn, args, started: _Started) -> None:
+    try:
+        if args is None:
+            fn()
+        else:
+            fn(args)
+    except BaseException as exc:  # pyACL's thread prints the error and keeps it for stop_thread
+        _traceback.print_exception(type(exc), exc, exc.__traceback__)
+        started.errors.append(f"exception={type(exc).__name__},msg=thread call failed")
+
+
+def start_thread(fn: object, args: object, /) -> tuple[int, int]:
+    """``thread_id, ret``: runs ``fn(args)`` (``fn()`` when ``args`` is None) in a new thread.
+
+    ``thread_id`` is the thread's ``pthread_t``, the id ``acl.rt.subscribe_report`` takes and the value
+    ``threading.get_ident()`` returns inside that thread. pyACL's ``util/thread.cpp`` starts a bare pthread,
+    which Python does not wait for at exit; this thread is a daemon for the same reason.
+    """
+    if not callable(fn):
+        raise TypeError(f"acl.util.start_thread: parameter must be callable, not {type(fn).__name__}")
+    started = _Started()
+    thread = _threading.Thread(
+        target=_thread_main, args=(fn, args, started), name="acl-util-thread", daemon=True
+    )
+    started.thread = thread
+    thread.start()
+    with _started_lock:
+        _STARTED[thread.ident] = started  # type: ignore[index]
+    return thread.ident, 0  # type: ignore[return-value]
+
+
+def stop_thread(thread_id: int, /) -> int:
+    """``ret`` of ``pthread_join``: waits (without the GIL) for the thread to return; it does not stop it.
+
+    An exception the thread's function raised is raised here as RuntimeError, as pyACL does
+    ("exception=ValueError,msg=thread call failed;"). An unknown id returns ESRCH, the calling thread's own
+    id EDEADLK, as ``pthread_join`` does.
+    """
+    thread_id = _a.k("acl.util.stop_thread", 1, thread_id)
+    with _started_lock:
+        started = _STARTED.get(thread_id)
+        if started is None:
+            return _errno.ESRCH
+        if started.thread is _threading.current_thread():
+            return _errno.EDEADLK
+        del _STARTED[thread_id]
+    started.thread.join()  # type: ignore[union-attr]
+    if started.errors:
+        raise RuntimeError("".join(f"{error};" for error in started.errors))
+    return 0

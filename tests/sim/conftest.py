@@ -162,10 +162,13 @@ def ready(acl):
 class Model:
     """A model loaded through the raw calls, with max-gear device buffers in its datasets."""
 
-    def __init__(self, acl, path: Path):
+    def __init__(self, acl, path: Path | None, model_id: int | None = None):
+        """Load ``path``, or take ``model_id`` loaded some other way (load_from_file_with_mem)."""
         self.acl = acl
-        self.id, ret = acl.mdl.load_from_file(str(path))
-        assert ret == 0, acl.get_recent_err_msg()
+        if model_id is None:
+            model_id, ret = acl.mdl.load_from_file(str(path))
+            assert ret == 0, acl.get_recent_err_msg()
+        self.id = model_id
         self.desc = acl.mdl.create_desc()
         assert acl.mdl.get_desc(self.desc, self.id) == 0
         self.inputs = self._dataset(acl.mdl.get_num_inputs(self.desc), acl.mdl.get_input_size_by_index)

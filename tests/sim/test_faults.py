@@ -13,7 +13,7 @@ from ge_plugin import acl_constants as C
 from ge_plugin.sim import faults
 
 ASYNC = {"rt.memcpy_async", "rt.memset_async", "mdl.execute_async"}
-_ARGS_BY_NAME = {"model_path": "x.om", "name": "x", "dims": {"dimCount": 1, "dims": [1]}}
+_ARGS_BY_NAME = {"model_path": "x.om", "name": "x", "dims": {"dimCount": 1, "dims": [1]}, "fn": print}
 
 
 def _call(acl, api: str):
