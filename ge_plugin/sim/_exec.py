@@ -15,13 +15,13 @@ ACL_ERROR_RT_STREAM_MODEL (107005).
 
 from __future__ import annotations
 
+import ctypes
 import threading
-import time
 
 import numpy as np
 
 from ge_plugin import acl_constants as C
-from ge_plugin.sim import _state, counters, faults
+from ge_plugin.sim import _state, counters, device_time
 from ge_plugin.sim._fail import Fail
 from ge_plugin.sim._objects import DataBuffer, Dataset, lookup
 from ge_plugin.sim._state import SIM, Context
@@ -174,6 +174,7 @@ def run(model: LoadedModel, ins: Snapshot, outs: Snapshot) -> None:
     info = model.info
     device = model.context.device
     gear = read_gear(model, ins[info.mbatch_index]) if info.mbatch_index is not None else info.gears[0]
+    compute = not device_time.timing_only()
     arrays = []
     for n in range(info.n_data):
         desc = info.inputs[n]
@@ -186,15 +187,16 @@ def run(model: LoadedModel, ins: Snapshot, outs: Snapshot) -> None:
                 f"({list(gear.input_dims[n])} {desc.np.name})",
             )
         alloc = _device_memory(addr, need, device, f"input {n} ({desc.name})")
-        arrays.append(alloc.view(addr - alloc.base, need).view(desc.np).reshape(gear.input_dims[n]))
-    latency = faults.execute_latency_s()
-    if latency:
-        time.sleep(latency)
-    outputs = model.engine.run(arrays, gear)
-    for n, out in enumerate(outputs):
+        if compute:
+            arrays.append(alloc.view(addr - alloc.base, need).view(desc.np).reshape(gear.input_dims[n]))
+    latency = device_time.latency_s(gear.label, rows(gear))
+    with device_time.occupy(device) as start:  # the device computes one execute at a time
+        outputs = model.engine.run(arrays, gear) if compute else None
+        device_time.hold(start, latency)
+    for n in range(len(info.outputs)):
         desc = info.outputs[n]
         buf, addr, size = outs[n]
-        need = out.nbytes
+        need = gear.output_sizes[n]
         if addr == 0 and size == 0:
             addr = _allocate_output(device, need)
             buf.addr, buf.size = addr, need
@@ -205,9 +207,20 @@ def run(model: LoadedModel, ins: Snapshot, outs: Snapshot) -> None:
                 f"({list(gear.output_dims[n])} {desc.np.name}); allocate get_output_size_by_index bytes",
             )
         alloc = _device_memory(addr, need, device, f"output {n} ({desc.name})")
-        alloc.view(addr - alloc.base, need)[:] = np.ascontiguousarray(out).reshape(-1).view(np.uint8)
+        if outputs is None:  # timing only: one memset, no per-element work
+            ctypes.memset(alloc.addr + (addr - alloc.base), 0, need)
+        else:
+            alloc.view(addr - alloc.base, need)[:] = (
+                np.ascontiguousarray(outputs[n]).reshape(-1).view(np.uint8)
+            )
     model.cur_gear = gear
     counters.device(device).executed(gear.label)
+
+
+def rows(gear: Gear) -> int:
+    """The first dim of the first input at ``gear``: the ``rows`` of a ``a + b*rows`` device-time profile."""
+    dims = gear.input_dims[0] if gear.input_dims else ()
+    return int(dims[0]) if dims else 1
 
 
 def _allocate_output(device: int, nbytes: int) -> int:
@@ -249,9 +262,10 @@ def submit(model: LoadedModel, ins: Snapshot, outs: Snapshot, stream: Stream, in
 def _task(model: LoadedModel, ins: Snapshot, outs: Snapshot, injected: int) -> None:
     try:
         if injected:
-            latency = faults.execute_latency_s()
-            if latency:
-                time.sleep(latency)
+            gear = model.cur_gear or model.info.gears[0]
+            latency = device_time.latency_s(gear.label, rows(gear))
+            with device_time.occupy(model.context.device) as start:  # the fault strikes after the device time
+                device_time.hold(start, latency)
             raise Fail(
                 injected,
                 "fault injected by the ge-plugin simulator into acl.mdl.execute_async (see ge_plugin.sim.faults)",

@@ -22,6 +22,7 @@ from ge_plugin.sim import _codes as _K
 from ge_plugin.sim import _config, mdl, rt, util
 from ge_plugin.sim import _state as _s
 from ge_plugin.sim import counters as _counters
+from ge_plugin.sim import device_time as _device_time
 from ge_plugin.sim import faults as _faults
 from ge_plugin.sim._fail import Fail as _Fail
 from ge_plugin.sim._objects import DataBuffer as _DataBuffer
@@ -100,8 +101,17 @@ def init(*args: str) -> int:
         try:
             config = _config.load(_os.environ, section)
             _faults.install(config.faults)
-            if config.execute_latency_ms is not None:
-                _faults.set_execute_latency_ms(config.execute_latency_ms)
+            _device_time.configure(
+                _device_time.profile() if config.execute_latency is None else config.execute_latency,
+                _device_time.timing_only() if config.timing_only is None else config.timing_only,
+                config.device_lock_dir,
+            )
+        except OSError as exc:
+            raise _Fail(
+                _C.ACL_ERROR_INVALID_PARAM,
+                f"ge-plugin simulator configuration: the device lock directory {config.device_lock_dir} "
+                f"(GE_PLUGIN_SIM_DEVICE_LOCK_DIR / device_lock_dir) is unusable: {exc}",
+            ) from None
         except (TypeError, ValueError) as exc:
             code = _C.ACL_ERROR_PARSE_FILE if section is not None else _C.ACL_ERROR_INVALID_PARAM
             raise _Fail(code, f"ge-plugin simulator configuration: {exc}") from None

@@ -3,6 +3,7 @@ and a helper that drives a model through the raw pyACL calls."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
@@ -134,6 +135,25 @@ def graphs() -> SimpleNamespace:
         reference=reference,
         build_om=build_om,
     )
+
+
+@pytest.fixture(scope="session")
+def device_lock_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("device-locks")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def private_device_locks(device_lock_dir: Path) -> Iterator[Path]:
+    """The simulated devices' cross-process lock files in a directory of this test session, so that other
+    test runs on the machine (other worktrees) never share a device queue with these tests. Module-scoped,
+    so the variable is gone again when tests of other folders run."""
+    before = os.environ.get("GE_PLUGIN_SIM_DEVICE_LOCK_DIR")
+    os.environ["GE_PLUGIN_SIM_DEVICE_LOCK_DIR"] = str(device_lock_dir)
+    yield device_lock_dir
+    if before is None:
+        os.environ.pop("GE_PLUGIN_SIM_DEVICE_LOCK_DIR", None)
+    else:
+        os.environ["GE_PLUGIN_SIM_DEVICE_LOCK_DIR"] = before
 
 
 @pytest.fixture(autouse=True)
