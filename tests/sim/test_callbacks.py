@@ -100,15 +100,17 @@ def test_callbacks_run_in_the_subscribed_thread_after_the_work_before_them(acl, 
 
     tid, ret = acl.util.start_thread(loop, [context, 50])
     assert ret == 0
-    assert acl.rt.subscribe_report(tid, ready) == 0
-    faults.set_execute_latency_ms(100)
-    assert acl.mdl.execute_async(model.id, model.inputs[0], model.outputs[0], ready) == 0
-    assert acl.rt.launch_callback(post_process, ["request", 7], BLOCK, ready) == 0
-    assert acl.rt.synchronize_stream(ready) == 0
-    assert seen["thread"] == tid and seen["user_data"] == ["request", 7]
-    np.testing.assert_allclose(seen["out"], x @ graphs.W + graphs.B, rtol=1e-6)
-    assert acl.rt.unsubscribe_report(tid, ready) == 0
-    running[0] = False
+    try:
+        assert acl.rt.subscribe_report(tid, ready) == 0
+        faults.set_execute_latency_ms(100)
+        assert acl.mdl.execute_async(model.id, model.inputs[0], model.outputs[0], ready) == 0
+        assert acl.rt.launch_callback(post_process, ["request", 7], BLOCK, ready) == 0
+        assert acl.rt.synchronize_stream(ready) == 0
+        assert seen["thread"] == tid and seen["user_data"] == ["request", 7]
+        np.testing.assert_allclose(seen["out"], x @ graphs.W + graphs.B, rtol=1e-6)
+        assert acl.rt.unsubscribe_report(tid, ready) == 0
+    finally:
+        running[0] = False  # the loop must end even when an assertion failed
     assert acl.util.stop_thread(tid) == 0
 
 
