@@ -4,7 +4,8 @@ As on an NPU, execute reads everything from memory: the gear from the ``ascend_m
 (written there by set_dynamic_batch_size / set_dynamic_hw_size / set_input_dynamic_dims), the inputs from
 the input buffers (each at least the gear's size), and it writes the outputs into the output buffers. The
 buffer addresses and sizes are taken when the execute is submitted, as the runtime builds a task's arguments
-at submit time; the memory itself is read when the task runs.
+at submit time; the memory itself is read when the task runs. The computation (or, in timing-only mode, none)
+happens while the execute holds its device (``device_time.occupy``) for the gear's device time.
 
 Codes: a dataset whose buffer count or sizes do not match the model returns ACL_ERROR_GE_PARAM_INVALID
 (145000, what GE's input checks return); a buffer that is not device memory of the model's device returns
