@@ -2,7 +2,13 @@
 
 from ge_plugin.device.aclapi import acl, kind
 from ge_plugin.device.context import Context, Stream
-from ge_plugin.device.memory import DeviceBuffer, PinnedBuffer, copy_to_device_async, copy_to_host_async
+from ge_plugin.device.memory import (
+    DeviceBuffer,
+    PinnedBuffer,
+    copy_to_device_async,
+    copy_to_host_async,
+    memory_info,
+)
 from ge_plugin.device.om import Dataset, OmModel, TensorInfo
 from ge_plugin.device.runtime import acquire, check, finalize, release
 
@@ -21,5 +27,6 @@ __all__ = [
     "copy_to_host_async",
     "finalize",
     "kind",
+    "memory_info",
     "release",
 ]

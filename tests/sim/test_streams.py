@@ -6,9 +6,13 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
 from ge_plugin import acl_constants as C
 from ge_plugin.sim import faults
+
+#: these tests use the deprecated acl.util.ptr_to_numpy on purpose (pyACL warns on every call)
+pytestmark = pytest.mark.filterwarnings("ignore:acl.util.ptr_to_numpy will be deprecated")
 
 
 def pinned(acl, array: np.ndarray) -> int:
