@@ -21,12 +21,18 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import logging
 import os
 import socket
 import threading
+import time
+from collections.abc import Callable
 from types import ModuleType
 
 from ge_plugin.engine.stats import EXECUTE_BUCKETS_US, EngineStats
+from ge_plugin.errors import GePluginError
+
+log = logging.getLogger("ge_plugin.backend")
 
 #: counter families: metric name -> (description, EngineStats attribute)
 COUNTERS = {
@@ -54,6 +60,20 @@ GAUGES = {
     "ge_lanes_down": ("Lanes of the instance that could not be rebuilt yet (0 = healthy)", "lanes_down"),
     "ge_device_memory_bytes": ("Device memory held by the ge backend instance", "device_bytes"),
     "ge_pinned_memory_bytes": ("Pinned host memory held by the ge backend instance", "pinned_bytes"),
+}
+#: the device's side, read on the flusher's timer: families computed there, not bumped by the engine
+BUSY_SECONDS = "ge_device_busy_seconds_total"
+BUSY_FRACTION = "ge_device_busy_fraction"
+MEMORY_USED = "ge_device_memory_used_bytes"
+MEMORY_TOTAL = "ge_device_memory_total_bytes"
+DEVICE_FAMILIES = {
+    BUSY_SECONDS: (
+        "Seconds during which an execute of the instance was on its NPU (launch until outputs back)",
+        "counter",
+    ),
+    BUSY_FRACTION: ("The share of the last metrics interval the instance's NPU was busy with it", "gauge"),
+    MEMORY_USED: ("Memory in use on the instance's NPU, by every process (acl.rt.get_mem_info)", "gauge"),
+    MEMORY_TOTAL: ("Memory of the instance's NPU (acl.rt.get_mem_info)", "gauge"),
 }
 EXECUTES = "ge_executes_total"
 DURATION = "ge_execute_duration_us"
@@ -123,9 +143,16 @@ class MetricsPublisher:
         interval_ms: int,
         *,
         lease: LabelLease | None = None,
+        device_memory: Callable[[], tuple[int, int]] | None = None,
+        clock: Callable[[], float] = time.perf_counter,
     ):
         self._pb = pb_utils
         self._stats = stats
+        #: (free, total) bytes of the instance's device; None where nothing can tell
+        self._device_memory = device_memory
+        self._memory_failed = False
+        self._clock = clock
+        self._last_busy = (clock(), stats.busy.seconds())
         self._labels = labels
         self._interval = interval_ms / 1000.0
         self._lock = threading.Lock()
@@ -166,6 +193,11 @@ class MetricsPublisher:
             self._metrics[name] = self._family(name, description, counter).Metric(labels=labels)
         for name, (description, _) in GAUGES.items():
             self._metrics[name] = self._family(name, description, gauge).Metric(labels=labels)
+        for name, (description, kind) in DEVICE_FAMILIES.items():
+            if name in (MEMORY_USED, MEMORY_TOTAL) and self._device_memory is None:
+                continue
+            family = self._family(name, description, counter if kind == "counter" else gauge)
+            self._metrics[name] = family.Metric(labels=labels)
         self._executes_family = self._family(EXECUTES, "Executes of the ge backend, by gear", counter)
         buckets = self._family(
             f"{DURATION}_bucket", "Execute time histogram buckets (cumulative, µs)", counter
@@ -193,10 +225,7 @@ class MetricsPublisher:
             for name, (_, attr) in COUNTERS.items():
                 self._increment(name, self._metrics[name], getattr(stats, attr))
             for name, (_, attr) in GAUGES.items():
-                value = getattr(stats, attr)
-                if self._sent.get(name) != value:
-                    self._metrics[name].set(value)
-                    self._sent[name] = value
+                self._set(name, getattr(stats, attr))
             for gear, count in list(stats.executes_by_gear.items()):
                 metric = self._by_gear.get(gear)
                 if metric is None:
@@ -212,6 +241,31 @@ class MetricsPublisher:
             self._increment(
                 f"{DURATION}_count", self._metrics[f"{DURATION}_count"], sum(stats.execute_buckets)
             )
+            self._flush_device()
+
+    def _flush_device(self) -> None:
+        """Busy time and fraction since the last flush, and the device's memory."""
+        now, busy = self._clock(), self._stats.busy.seconds()
+        then, busy_then = self._last_busy
+        self._last_busy = (now, busy)
+        self._increment(BUSY_SECONDS, self._metrics[BUSY_SECONDS], busy)
+        if now > then:
+            self._set(BUSY_FRACTION, min(1.0, max(0.0, (busy - busy_then) / (now - then))))
+        if self._device_memory is None or self._memory_failed:
+            return
+        try:
+            free, total = self._device_memory()
+        except GePluginError as exc:  # say it once; the other metrics go on
+            self._memory_failed = True
+            log.warning("device memory metrics stopped: %s", exc)
+            return
+        self._set(MEMORY_USED, total - free)
+        self._set(MEMORY_TOTAL, total)
+
+    def _set(self, name: str, value: float) -> None:
+        if self._sent.get(name) != value:
+            self._metrics[name].set(value)
+            self._sent[name] = value
 
     def _increment(self, key: str, metric, total: float) -> None:
         delta = total - self._sent.get(key, 0)

@@ -67,9 +67,14 @@ class TritonPythonModel:
             "model": self.name,
             "version": str(args.get("model_version", "1")),
             "instance": args.get("model_instance_name", ""),
+            "device": str(self.engine.device_id),
         }
         self.metrics = MetricsPublisher(
-            pb_utils, self.engine.stats, labels, self.engine.config.params.metrics_interval_ms
+            pb_utils,
+            self.engine.stats,
+            labels,
+            self.engine.config.params.metrics_interval_ms,
+            device_memory=self.engine.device_memory,
         )
         pb_utils.Logger.log_info(
             f"ge: {self.name} instance {labels['instance']} on device {self.engine.device_id} "
