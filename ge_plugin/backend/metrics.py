@@ -77,6 +77,8 @@ DEVICE_FAMILIES = {
 }
 EXECUTES = "ge_executes_total"
 DURATION = "ge_execute_duration_us"
+#: always 1; its labels say what runs: the fast path (c or py), the device (ascend or sim), ge-plugin's version
+INFO = "ge_backend_info"
 #: how often an instance whose labels are still held by its predecessor tries again
 LEASE_RETRY_S = 0.05
 
@@ -144,8 +146,10 @@ class MetricsPublisher:
         *,
         lease: LabelLease | None = None,
         device_memory: Callable[[], tuple[int, int]] | None = None,
+        info: dict[str, str] | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ):
+        self._info = info or {}
         self._pb = pb_utils
         self._stats = stats
         #: (free, total) bytes of the instance's device; None where nothing can tell
@@ -198,6 +202,10 @@ class MetricsPublisher:
                 continue
             family = self._family(name, description, counter if kind == "counter" else gauge)
             self._metrics[name] = family.Metric(labels=labels)
+        if self._info:
+            family = self._family(INFO, "What the ge backend instance runs (always 1)", gauge)
+            self._metrics[INFO] = family.Metric(labels={**labels, **self._info})
+            self._metrics[INFO].set(1)
         self._executes_family = self._family(EXECUTES, "Executes of the ge backend, by gear", counter)
         buckets = self._family(
             f"{DURATION}_bucket", "Execute time histogram buckets (cumulative, µs)", counter

@@ -16,7 +16,7 @@ import os
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
-from ge_plugin import device
+from ge_plugin import __version__, device, fastpath
 from ge_plugin.backend.metrics import MetricsPublisher
 from ge_plugin.engine import Engine
 from ge_plugin.errors import GePluginError, RequestError, UnavailableError
@@ -75,11 +75,18 @@ class TritonPythonModel:
             labels,
             self.engine.config.params.metrics_interval_ms,
             device_memory=self.engine.device_memory,
+            info={
+                "fastpath": fastpath.IMPLEMENTATION,
+                "device_kind": device.kind(),
+                "ge_plugin": __version__,
+            },
         )
+        if fastpath.FALLBACK_REASON:
+            pb_utils.Logger.log_warn(f"ge: {self.name}: the fast path is the {fastpath.describe()}")
         pb_utils.Logger.log_info(
             f"ge: {self.name} instance {labels['instance']} on device {self.engine.device_id} "
             f"({device.kind()}), gears {', '.join(g.label for g in self.engine.gears.gears)}, "
-            f"{self.engine.stats.device_bytes} device bytes allocated once"
+            f"{self.engine.stats.device_bytes} device bytes allocated once, fast path {fastpath.describe()}"
         )
 
     def _naming_the_model(self, message: str) -> str:
