@@ -104,6 +104,14 @@ class Engine:
                 self.lanes.append(Lane(self.context, self.om_path, self.stats.busy))
             self.binding = Binding(config, self.om_path, self.lanes[0])
             self.gears = self.binding.gears
+            b = self.binding
+            #: config positions of every output, and their OM indices: what a request asking for all of
+            #: them (the usual case) copies back, computed once rather than per execute
+            self._every_output = list(range(len(b.out_cfg)))
+            self._every_out_index = [b.out_index[k] for k in self._every_output]
+            self._output_names = frozenset(b.out_pos)
+            #: per gear index: the bytes H2D copies, and the input elements the gear computes on
+            self._in_total = {index: sum(sizes) for index, sizes in b.in_bytes.items()}
             #: start-up warnings about a config that serves but may surprise (the backend logs them)
             self.warnings = list(self.binding.warnings)
             for warning in self.warnings:
@@ -254,10 +262,17 @@ class Engine:
                     self._finish(lane)
 
     def _wanted(self, requested_outputs, n: int) -> list[list[int]] | None:
+        """Per request, the config positions of the outputs it asked for; None when every request asked
+        for every output (Triton passes each request's names, usually all of them)."""
         b = self.binding
         if requested_outputs is None:
             return None
-        everything = list(range(len(b.out_cfg)))
+        every = self._output_names
+        if len(requested_outputs) >= n and all(
+            names is None or every.issubset(names) for names in requested_outputs[:n]
+        ):
+            return None
+        everything = self._every_output
         out = []
         for i in range(n):
             names = requested_outputs[i] if i < len(requested_outputs) else None
@@ -269,6 +284,8 @@ class Engine:
 
     def _need(self, arrays: Sequence) -> tuple[int, ...]:
         """Flat minimum dims (all inputs) for one request alone."""
+        if len(arrays) == 1:
+            return arrays[0].shape
         return tuple(d for a in arrays for d in a.shape)
 
     def _merge(self, a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
@@ -294,13 +311,10 @@ class Engine:
         keep_views: bool,
         types: Sequence[str] | None = None,
     ) -> InFlight:
-        if wanted is None:
-            out_sel = list(range(len(self.binding.out_cfg)))
-        else:
-            out_sel = sorted({k for i, _ in chunk for k in wanted[i]})
+        out_sel = self._every_output if wanted is None else sorted({k for i, _ in chunk for k in wanted[i]})
         return InFlight(
             indices=[i for i, _ in chunk],
-            shapes=[tuple(a.shape for a in arrays) for _, arrays in chunk],
+            shapes=[tuple([a.shape for a in arrays]) for _, arrays in chunk],
             arrays=[arrays for _, arrays in chunk],
             types=types or self.binding.in_type,
             need=need,
@@ -366,18 +380,27 @@ class Engine:
                 job.types[k],
                 pad,
             )
-        out_bytes = self._d2h_bytes(gear, job.need, job.out_sel)
+        out_sel = job.out_sel
+        out_bytes = self._d2h_bytes(gear, job.need, out_sel)
+        out_index = (
+            self._every_out_index if out_sel is self._every_output else [b.out_index[k] for k in out_sel]
+        )
+        elements = 0
+        for shape in job.shapes:
+            for dims in shape:
+                elements += math.prod(dims)
         job.started = time.perf_counter()
-        lane.launch(gear, in_bytes, [b.out_index[k] for k in job.out_sel], out_bytes)
+        lane.launch(gear, in_bytes, out_index, out_bytes)
+        rows = job.need[0] if self.config.batched else gear.rows
         with self._lock:
             stats = self.stats
             stats.executes += 1
-            stats.executes_by_gear[gear.label] = stats.executes_by_gear.get(gear.label, 0) + 1
-            rows = job.need[0] if self.config.batched else gear.rows
+            by_gear = stats.executes_by_gear
+            by_gear[gear.label] = by_gear.get(gear.label, 0) + 1
             stats.rows += rows
             stats.padded_rows += gear.rows - rows
-            stats.padded_elements += gear.cost - sum(math.prod(s) for shape in job.shapes for s in shape)
-            stats.h2d_bytes += sum(in_bytes)
+            stats.padded_elements += gear.cost - elements
+            stats.h2d_bytes += self._in_total[gear.index]
             stats.d2h_bytes += sum(out_bytes)
 
     def _d2h_bytes(self, gear: Gear, need: tuple[int, ...], out_sel: list[int]) -> list[int]:
@@ -386,7 +409,7 @@ class Engine:
         b = self.binding
         full = b.out_bytes[gear.index]
         if not self.config.batched or need[0] >= gear.rows:
-            return [full[k] for k in out_sel]
+            return full if out_sel is self._every_output else [full[k] for k in out_sel]
         rows = [gear.output_dims[b.out_index[k]][0] for k in out_sel]
         return [full[k] // gear.rows * need[0] if n == gear.rows else full[k] for k, n in zip(out_sel, rows)]
 

@@ -83,6 +83,9 @@ class Lane:
         self.mbatch: device.DeviceBuffer | None = None
         self.inputs: device.Dataset | None = None
         self.outputs: device.Dataset | None = None
+        #: typed, gear-shaped views of out_host, by (output index, gear index): made once, dropped with
+        #: the staging they show (engine/outputs.py)
+        self.out_views: dict[tuple[int, int], np.ndarray] = {}
         #: False while closed: from close() until open() succeeds nothing may run on the lane
         self.usable = False
 
@@ -180,6 +183,7 @@ class Lane:
         self._off_device()
         if self.lent:
             step(self.reclaim)
+        self.out_views = {}  # no view may outlive the pinned memory it shows
         for ds in (self.inputs, self.outputs):
             if ds is not None:
                 step(ds.close)

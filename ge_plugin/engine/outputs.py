@@ -30,22 +30,29 @@ def split(binding: Binding, lane: Lane, job: InFlight, batched: bool) -> list[di
     for k in job.out_sel:
         j = b.out_index[k]
         gear_dims = job.gear.output_dims[j]
+        rest = tuple(gear_dims[1:])
+        ties = b.ties[k]
         rows = []
         shapes = []
         for shape in job.shapes:
-            dims = list(gear_dims)
-            for out_d, in_k, in_d in b.ties[k]:
-                dims[out_d] = shape[in_k][in_d]
-            rows.append(shape[0][0] if batched else dims[0])
-            shapes.append(tuple(dims[1:]))
-        host = lane.out_host[j].array
+            if ties:
+                dims = list(gear_dims)
+                for out_d, in_k, in_d in ties:
+                    dims[out_d] = shape[in_k][in_d]
+                rows.append(shape[0][0] if batched else dims[0])
+                shapes.append(tuple(dims[1:]))
+            else:
+                rows.append(shape[0][0] if batched else gear_dims[0])
+                shapes.append(rest)
         parts = None
         if job.views and b.out_om_type[k] == b.out_type[k]:
-            parts = _views(host, gear_dims, b.out_type[k], rows, shapes)
+            parts = _views(_whole(lane, j, job.gear.index, gear_dims, b.out_type[k]), rows, shapes)
         lent = parts is not None
         if parts is None:
             try:
-                parts = fp.scatter(host, gear_dims, b.out_om_type[k], b.out_type[k], rows, shapes)
+                parts = fp.scatter(
+                    lane.out_host[j].array, gear_dims, b.out_om_type[k], b.out_type[k], rows, shapes
+                )
             except ValueError as exc:
                 raise GePluginError(f"output {b.out_cfg[k].name!r}: {exc}") from None
         name = b.out_cfg[k].name
@@ -57,21 +64,33 @@ def split(binding: Binding, lane: Lane, job: InFlight, batched: bool) -> list[di
     return outputs
 
 
-def _views(
-    host: np.ndarray, gear_dims: Sequence[int], type_name: str, rows: list[int], shapes: list[tuple[int, ...]]
-) -> list[np.ndarray] | None:
-    """Each request's part of the gear-shaped output in ``host``, as views; None if one is not contiguous."""
-    dtype = dtypes.by_name(type_name).numpy
-    count = 1
-    for d in gear_dims:
-        count *= d
-    whole = host[: count * dtype.itemsize].view(dtype).reshape(tuple(gear_dims))
+def _whole(lane: Lane, j: int, gear_index: int, gear_dims: Sequence[int], type_name: str) -> np.ndarray:
+    """Output ``j``'s staging as a ``gear_dims`` array of its type: made once per lane, output and gear (the
+    lane drops them when its staging is freed)."""
+    key = (j, gear_index)
+    whole = lane.out_views.get(key)
+    if whole is None:
+        dtype = dtypes.by_name(type_name).numpy
+        count = 1
+        for d in gear_dims:
+            count *= d
+        whole = lane.out_host[j].array[: count * dtype.itemsize].view(dtype).reshape(tuple(gear_dims))
+        lane.out_views[key] = whole
+    return whole
+
+
+def _views(whole: np.ndarray, rows: list[int], shapes: list[tuple[int, ...]]) -> list[np.ndarray] | None:
+    """Each request's part of the gear-shaped output ``whole``, as views; None if one is not contiguous."""
+    full = whole.shape[1:]
     parts = []
     row = 0
     for n, shape in zip(rows, shapes):
-        part = whole[(slice(row, row + n), *(slice(0, d) for d in shape))]
-        if not part.flags.c_contiguous:
-            return None
+        if shape == full:  # whole rows of a C-contiguous array: contiguous
+            part = whole[row : row + n]
+        else:
+            part = whole[(slice(row, row + n), *map(slice, shape))]
+            if not part.flags.c_contiguous:
+                return None
         parts.append(part)
         row += n
     return parts
