@@ -1,13 +1,16 @@
 """The published "direct AscendCL" row: the engine called in-process on the same sim OM, without Triton.
 
-It reads the same config.pbtxt the server reads, so lanes, gears and buffers are those of one served
-instance. Each batch gear is timed with sequential ``execute`` calls after a warm-up: p50/p99 of the call and
-rows per second. The simulator's allocation counters are read after start-up and again after the timed
-calls, so "nothing is allocated per request" is a measured difference, not a claim.
+It reads the same config.pbtxt the server reads, so lanes, gears, buffers and the simulated device (the
+config's acl.json) are those of one served instance. Each batch gear is timed with sequential ``execute``
+calls after a warm-up: p50/p99 of the call and rows per second. Outputs are views of the engine's staging,
+as a program calling pyACL reads its results where they land: no copy a user would not make. The engine's
+own clock gives the part of each call spent on the (simulated) stream, so the rest is host time. The
+simulator's allocation counters are read after start-up and again after the timed calls, so "nothing is
+allocated per request" is a measured difference, not a claim.
 
 It runs in a child process (``python -m ge_plugin.bench.direct``) so that pyACL is initialised once with
-the bench's simulator settings and the counters hold this engine alone; ``run_child`` starts it and reads
-its JSON.
+the models' acl.json and the counters hold these engines alone; models whose acl.json differ need one child
+each (``acl.init`` runs once per process). ``run_child`` starts it and reads its JSON.
 """
 
 from __future__ import annotations
@@ -39,6 +42,13 @@ class DirectRow:
     throughput: float  #: rows (inferences) per second
     p50_ms: float
     p99_ms: float
+    #: mean ms per call the engine spent on the stream (launch until synchronize returned: H2D, execute, D2H)
+    stream_ms: float | None = None
+
+    @property
+    def host_us(self) -> float | None:
+        """The host's part of one call (p50 minus the mean stream time): the engine's own work, in µs."""
+        return None if self.stream_ms is None else (self.p50_ms - self.stream_ms) * 1e3
 
 
 @attrs.frozen
@@ -72,7 +82,9 @@ def time_calls(call, *, seconds: float, min_iterations: int = MIN_ITERATIONS) ->
             return latencies
 
 
-def summarize(model: str, batch: int, latencies: Sequence[float]) -> DirectRow:
+def summarize(
+    model: str, batch: int, latencies: Sequence[float], stream_ms: float | None = None
+) -> DirectRow:
     values = np.asarray(latencies, dtype=np.float64)
     return DirectRow(
         model=model,
@@ -81,6 +93,7 @@ def summarize(model: str, batch: int, latencies: Sequence[float]) -> DirectRow:
         throughput=batch * len(values) / float(values.sum()),
         p50_ms=float(np.percentile(values, 50)) * 1e3,
         p99_ms=float(np.percentile(values, 99)) * 1e3,
+        stream_ms=stream_ms,
     )
 
 
@@ -105,7 +118,7 @@ def allocation_count() -> int:
 
 
 def measure_model(
-    repo: Path, name: str, input_data: Path, *, seconds: float
+    repo: Path, name: str, input_data: Path, *, seconds: float, min_iterations: int = MIN_ITERATIONS
 ) -> tuple[list[DirectRow], Allocations]:
     """Every batch gear of one ge model of the bench repository, plus its allocation counts."""
     from ge_plugin.engine import Engine, read_config_pbtxt
@@ -123,15 +136,20 @@ def measure_model(
             batch_requests = [request] * batch
 
             def call(batch_requests=batch_requests) -> None:
-                for outcome in engine.execute(batch_requests):
+                for outcome in engine.execute(batch_requests, views=True):
                     if not isinstance(outcome, dict):
                         raise BenchError(f"{name}: the engine refused the bench's request: {outcome}")
 
-            for _ in range(WARMUP_CALLS):
+            warmup = min(WARMUP_CALLS, min_iterations)
+            for _ in range(warmup):
                 call()
-            latencies = time_calls(call, seconds=seconds)
-            calls += (WARMUP_CALLS + len(latencies)) * batch
-            rows.append(summarize(name, batch, latencies))
+            stats = engine.stats
+            executes, stream_us = stats.executes, stats.execute_us_sum
+            latencies = time_calls(call, seconds=seconds, min_iterations=min_iterations)
+            executed = stats.executes - executes
+            stream_ms = (stats.execute_us_sum - stream_us) / executed / 1e3 if executed else None
+            calls += (warmup + len(latencies)) * batch
+            rows.append(summarize(name, batch, latencies, stream_ms))
         after = allocation_count()
     finally:
         engine.close()
@@ -146,7 +164,9 @@ def measure_model(
     return rows, allocations
 
 
-def run(repo: Path, inputs: Mapping[str, Path], *, seconds: float) -> dict:
+def run(
+    repo: Path, inputs: Mapping[str, Path], *, seconds: float, min_iterations: int = MIN_ITERATIONS
+) -> dict:
     """Measure every model of ``inputs`` (model name -> input-data file); the JSON ``run_child`` reads."""
     from ge_plugin import device
 
@@ -154,7 +174,9 @@ def run(repo: Path, inputs: Mapping[str, Path], *, seconds: float) -> dict:
     allocations: list[Allocations] = []
     try:
         for name, path in inputs.items():
-            model_rows, model_allocations = measure_model(repo, name, path, seconds=seconds)
+            model_rows, model_allocations = measure_model(
+                repo, name, path, seconds=seconds, min_iterations=min_iterations
+            )
             rows += model_rows
             allocations.append(model_allocations)
     finally:
@@ -173,6 +195,8 @@ def run_child(
     seconds: float,
     output: Path,
     environment: Mapping[str, str],
+    min_iterations: int = MIN_ITERATIONS,
+    budget: float | None = None,
 ) -> tuple[list[DirectRow], list[Allocations]]:
     """``run`` in a fresh Python process with ``environment`` added (the simulator's knobs)."""
     cmd = [
@@ -182,6 +206,8 @@ def run_child(
         str(repo),
         "--seconds",
         str(seconds),
+        "--min-iterations",
+        str(min_iterations),
         "--json",
         str(output),
     ]
@@ -189,7 +215,7 @@ def run_child(
         cmd += ["--model", f"{name}={path}"]
     env = {k: v for k, v in os.environ.items() if k != "GE_PLUGIN_SIM_REPORT_DIR"}
     env.update(environment)
-    budget = 120 + seconds * 10 * max(1, len(inputs))
+    budget = budget or 120 + seconds * 10 * max(1, len(inputs))
     try:
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=budget)
     except subprocess.TimeoutExpired:
@@ -214,6 +240,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--model", action="append", required=True, metavar="NAME=INPUT_JSON", help="model and its input data"
     )
     parser.add_argument("--seconds", type=float, default=2.0, help="time budget per batch size")
+    parser.add_argument(
+        "--min-iterations", type=int, default=MIN_ITERATIONS, help="timed calls per batch size, at least"
+    )
     parser.add_argument("--json", type=Path, required=True, help="where to write the results")
     args = parser.parse_args(argv)
     inputs = {}
@@ -222,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not sep or not name or not path:
             parser.error(f"--model takes NAME=INPUT_JSON, not {item!r}")
         inputs[name] = Path(path)
-    result = run(args.repository, inputs, seconds=args.seconds)
+    result = run(args.repository, inputs, seconds=args.seconds, min_iterations=args.min_iterations)
     args.json.write_text(json.dumps(result, indent=2) + "\n")
     return 0
 

@@ -36,7 +36,11 @@ def memory_gib(meminfo: Path = Path("/proc/meminfo")) -> float | None:
     return None
 
 
-def describe(*, tritonserver: str, perf_analyzer: str) -> dict:
+def describe(
+    *, tritonserver: str, perf_analyzer: str, load_average: tuple[float, float, float] | None = None
+) -> dict:
+    """The machine and the software versions; ``load_average`` (1, 5, 15 min) as it was when the run began,
+    because other users of a shared host move the numbers."""
     import numpy
     import onnxruntime
 
@@ -54,10 +58,11 @@ def describe(*, tritonserver: str, perf_analyzer: str) -> dict:
         "fastpath": fastpath.IMPLEMENTATION,
         "tritonserver": tritonserver,
         "perf_analyzer": perf_analyzer,
+        "load_average": [round(x, 2) for x in load_average] if load_average else None,
     }
 
 
-def label(core_count: int, device_latency_ms: float | None = None) -> str:
-    """``CPU simulator, 2 cores``: on every table, plot and JSON file, so no figure passes for NPU time."""
-    extra = f" + {device_latency_ms:g} ms simulated device time per execute" if device_latency_ms else ""
-    return f"CPU simulator{extra}, {core_count} cores"
+def label(core_count: int) -> str:
+    """``CPU simulator (timing-only), 2 cores``: on every table, plot and JSON file, so no figure passes for
+    NPU time."""
+    return f"CPU simulator (timing-only), {core_count} cores"

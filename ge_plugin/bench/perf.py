@@ -77,6 +77,8 @@ class Measurement:
     model: str
     row: PerfRow
     stable: bool  #: False: perf_analyzer's stability check failed and the point was measured without it
+    #: rows per request (perf_analyzer ``-b``); throughput counts rows, as the seed's req/s does
+    batch: int = 1
     #: from the server's counters over the run (ge_plugin.bench.serverstats); None when not known
     requests_per_execute: float | None = None
     engine_ms_per_execute: float | None = None
@@ -155,6 +157,7 @@ def command(
     input_data: Path,
     csv_path: Path,
     check_stability: bool = True,
+    batch: int = 1,
 ) -> list[str]:
     cmd = [
         str(binary()),
@@ -165,7 +168,7 @@ def command(
         "-m",
         model.name,
         "-b",
-        "1",
+        str(batch),
         f"--concurrency-range={concurrency}:{concurrency}",
         f"--input-data={input_data}",
         f"--measurement-interval={settings.measurement_ms}",
@@ -187,10 +190,11 @@ def measure(
     settings: PerfSettings,
     input_data: Path,
     work: Path,
+    batch: int = 1,
 ) -> Measurement:
-    """One perf_analyzer run at one concurrency; its console output is kept next to the CSV."""
+    """One perf_analyzer run at one concurrency and client batch; its console output is kept next to the CSV."""
     work.mkdir(parents=True, exist_ok=True)
-    stem = work / f"{model.name}-c{concurrency}"
+    stem = work / f"{model.name}-b{batch}-c{concurrency}"
     csv_path = stem.with_suffix(".csv")
     log_path = stem.with_suffix(".log")
     stable = True
@@ -204,6 +208,7 @@ def measure(
             input_data=input_data,
             csv_path=csv_path,
             check_stability=check_stability,
+            batch=batch,
         )
         timeout = 60 + settings.measurement_ms / 1000 * (settings.max_trials + 2) * 3
         out = _run(cmd, timeout=timeout)
@@ -214,7 +219,7 @@ def measure(
             raise BenchError(_failure(model.name, concurrency, out, log_path))
         stable = False
     rows = parse_csv(csv_path.read_text(), source=str(csv_path))
-    return Measurement(model=model.name, row=rows[0], stable=stable)
+    return Measurement(model=model.name, row=rows[0], stable=stable, batch=batch)
 
 
 def _run(cmd: list[str], *, timeout: float) -> subprocess.CompletedProcess:

@@ -1,18 +1,20 @@
-"""The picture a user would rather look at: p50 latency against throughput, one line per served model.
+"""The pictures: the seed's table replicated (added latency, most rows/s) and the host phase against its floors.
 
-Each family (identity, tiny LLaMA) gets its own panel, because their scales differ a hundredfold. Points
-are labelled with their concurrency; the direct engine's batch sizes are stars. The title says "CPU
-simulator, N cores" so the PNG cannot be mistaken for NPU numbers once it travels without its report.
+Four panels. Top: what Triton adds to the direct engine at batch 1 / 4 / 8 next to the seed's +4 / +7 / +8 ms
+and the same-size floor; the most rows per second, the seed's and ours. Bottom: the identity's p50 against
+throughput over concurrency, ge and the Python floor; the tiny LLaMA's p50 per client batch, ge and the
+same-size floor. The title says "CPU simulator" so the PNG cannot pass for NPU numbers once it travels
+without its report.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ge_plugin.bench.report import Result
+from ge_plugin.bench import seed
+from ge_plugin.bench.ratios import FLOOR, REPLICA_GE, REPLICA_NAIVE, added_ms, at
+from ge_plugin.bench.report import LAYOUTS, Result, replica_rows
 from ge_plugin.errors import BenchError
-
-FAMILIES = (("identity", "identity [1,16] fp32"), ("llama", "tiny LLaMA"))
 
 
 def require_matplotlib() -> None:
@@ -31,59 +33,117 @@ def plot(result: Result, path: Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib import ticker
 
-    families = [(f, title) for f, title in FAMILIES if any(m.family == f for m in result.models)]
-    fig, axes = plt.subplots(
-        1, max(1, len(families)), figsize=(6.2 * max(1, len(families)), 4.6), squeeze=False
-    )
-    for ax, (family, title) in zip(axes[0], families):
-        names = [m.name for m in result.models if m.family == family]
-        colors = {}
-        for name in names:
-            points = sorted((m.row for m in result.triton if m.model == name), key=lambda r: r.concurrency)
-            if not points:
-                continue
-            xs = [r.throughput for r in points]
-            ys = [r.p50_us / 1e3 for r in points]
-            (line,) = ax.plot(xs, ys, marker="o", label=f"{name} (Triton)")
-            colors[name] = line.get_color()
-            for r, x, y in zip(points, xs, ys):
-                ax.annotate(
-                    f"c={r.concurrency}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7
-                )
-            p99 = [r.p99_us / 1e3 for r in points]
-            ax.vlines(xs, ys, p99, colors=line.get_color(), alpha=0.25, linewidth=3)
-        for name in names:
-            direct = [d for d in result.direct if d.model == name]
-            if not direct:
-                continue
-            xs = [d.throughput for d in direct]
-            ys = [d.p50_ms for d in direct]
-            ax.scatter(
-                xs,
-                ys,
-                marker="*",
-                s=140,
-                zorder=3,
-                color=colors.get(name),
-                label=f"{name} direct (no Triton)",
-            )
-            for d, x, y in zip(direct, xs, ys):
-                ax.annotate(f"b={d.batch}", (x, y), textcoords="offset points", xytext=(4, -10), fontsize=7)
-        ax.set_title(title, fontsize=10)
-        ax.set_xlabel("throughput (inferences/s)")
-        ax.set_ylabel("p50 latency (ms); bar up to p99")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        for axis in (ax.xaxis, ax.yaxis):
-            axis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
-            axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-            axis.set_minor_formatter(ticker.NullFormatter())
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7, loc="upper left")
-    fig.suptitle(f"ge-plugin bench: latency vs throughput. {result.label}: not NPU time", fontsize=11)
+    fig, axes = plt.subplots(2, 2, figsize=(12.4, 8.4))
+    _added(axes[0][0], result)
+    _most(axes[0][1], result)
+    _identity(axes[1][0], result)
+    _llama(axes[1][1], result)
+    fig.suptitle(f"ge-plugin bench. {result.label}: not NPU time", fontsize=11)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
     return path
+
+
+def _bars(ax, groups: list[str], series: list[tuple[str, list[float | None]]]) -> None:
+    width = 0.8 / max(1, len(series))
+    for k, (label, values) in enumerate(series):
+        xs = [g + (k - (len(series) - 1) / 2) * width for g in range(len(groups))]
+        heights = [v if v is not None else 0.0 for v in values]
+        bars = ax.bar(xs, heights, width, label=label)
+        for bar, v in zip(bars, values):
+            text = "n/a" if v is None else f"{v:.1f}"
+            ax.annotate(
+                text,
+                (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                ha="center",
+                va="bottom",
+                fontsize=7,
+            )
+    ax.set_xticks(range(len(groups)), groups)
+    ax.legend(fontsize=7)
+    ax.grid(True, axis="y", alpha=0.3)
+
+
+def _added(ax, result: Result) -> None:
+    floors = [at(result.triton, FLOOR, 1, b) for b in seed.BATCHES]
+    _bars(
+        ax,
+        [f"batch {b}" for b in seed.BATCHES],
+        [
+            ("seed: Triton + GE backend", [seed.TRITON_MS[b] - seed.DIRECT_MS[b] for b in seed.BATCHES]),
+            ("ours: Triton + ge", [added_ms(result.triton, result.direct, b) for b in seed.BATCHES]),
+            ("ours: same-size floor p50", [f.row.p50_us / 1e3 if f else None for f in floors]),
+        ],
+    )
+    ax.set_title("replica: p50 added by Triton over direct (ms), c=1", fontsize=10)
+    ax.set_ylabel("ms")
+
+
+def _most(ax, result: Result) -> None:
+    ours = replica_rows(result)
+    layouts = []
+    for name, layout in LAYOUTS:
+        points = [m for m in result.triton if m.model == name]
+        layouts.append((f"ours: Triton {layout}", max((m.row.throughput for m in points), default=None)))
+    naive = at(result.triton, REPLICA_NAIVE, 16)
+    bars = [
+        ("seed: direct", seed.DIRECT_MAX_RPS),
+        ("seed: Triton", seed.TRITON_MAX_RPS),
+        ("ours: direct", ours["direct_max_rows_per_s"]),
+        *layouts,
+        ("ours: naive, c=16", naive.row.throughput if naive else None),
+    ]
+    xs = range(len(bars))
+    heights = [v or 0.0 for _, v in bars]
+    colors = ["tab:gray", "tab:gray"] + ["tab:blue"] * (len(bars) - 3) + ["tab:red"]
+    drawn = ax.bar(xs, heights, color=colors)
+    for bar, (_, v) in zip(drawn, bars):
+        ax.annotate(
+            "n/a" if v is None else f"{v:.1f}",
+            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            ha="center",
+            va="bottom",
+            fontsize=7,
+        )
+    ax.set_xticks(list(xs), [label for label, _ in bars], rotation=25, ha="right", fontsize=7)
+    ax.set_title(f"replica: the most rows/s ({REPLICA_GE}: best concurrency)", fontsize=10)
+    ax.set_ylabel("rows/s")
+    ax.grid(True, axis="y", alpha=0.3)
+
+
+def _identity(ax, result: Result) -> None:
+    for name in ("ge_identity", "py_identity"):
+        points = sorted(
+            (m.row for m in result.triton if m.model == name and m.batch == 1), key=lambda r: r.concurrency
+        )
+        if not points:
+            continue
+        xs = [r.throughput for r in points]
+        ys = [r.p50_us / 1e3 for r in points]
+        ax.plot(xs, ys, marker="o", label=name)
+        for r, x, y in zip(points, xs, ys):
+            ax.annotate(f"c={r.concurrency}", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    ax.set_title("host phase (no device time): identity [1,16] fp32", fontsize=10)
+    ax.set_xlabel("throughput (inferences/s)")
+    ax.set_ylabel("p50 latency (ms)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+
+
+def _llama(ax, result: Result) -> None:
+    def p50(name: str, batch: int) -> float | None:
+        m = at(result.triton, name, 1, batch)
+        return m.row.p50_us / 1e3 if m else None
+
+    _bars(
+        ax,
+        [f"batch {b}" for b in seed.BATCHES],
+        [
+            ("ge_llama", [p50("ge_llama", b) for b in seed.BATCHES]),
+            (f"{FLOOR} (same-size floor)", [p50(FLOOR, b) for b in seed.BATCHES]),
+        ],
+    )
+    ax.set_title("host phase (no device time): tiny LLaMA p50 (ms), c=1", fontsize=10)
+    ax.set_ylabel("ms")

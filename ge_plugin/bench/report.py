@@ -2,7 +2,7 @@
 
 The JSON holds every row, the machine, the options and each target with its threshold, value and verdict,
 so runs can be compared by a script; ``from_json`` reads it back and names the first missing key. Every
-section heading and the JSON's ``label`` say "CPU simulator, N cores".
+section heading and the JSON's ``label`` say "CPU simulator (timing-only), N cores".
 """
 
 from __future__ import annotations
@@ -14,21 +14,24 @@ from typing import Any
 
 import attrs
 
+from ge_plugin.bench import seed
 from ge_plugin.bench.direct import Allocations, DirectRow
 from ge_plugin.bench.perf import NO_STABILITY_CHECK, Measurement, PerfRow
-from ge_plugin.bench.ratios import Target
+from ge_plugin.bench.ratios import FLOOR, REPLICA_GE, REPLICA_NAIVE, Target, added_ms, at, direct_at
 from ge_plugin.bench.repository import BenchModel
 from ge_plugin.errors import BenchError
 
-SCHEMA = "ge-plugin-bench/1"
+SCHEMA = "ge-plugin-bench/2"
 MARKDOWN = "report.md"
 JSON = "report.json"
 PLOT = "latency_throughput.png"
+#: instances × streams of the replica's LLaMA models (§5)
+LAYOUTS = (("replica_ge_llama_1x1", "1 × 1"), ("replica_ge_llama_1x2", "1 × 2"), (REPLICA_GE, "2 × 1"))
 
 
 @attrs.frozen
 class Result:
-    label: str  #: "CPU simulator, 2 cores"
+    label: str  #: "CPU simulator (timing-only), 2 cores"
     created: str  #: ISO 8601, UTC
     machine: dict[str, Any]
     options: dict[str, Any]
@@ -52,9 +55,10 @@ def to_json(result: Result) -> dict[str, Any]:
         "options": result.options,
         "models": [attrs.asdict(m) for m in result.models],
         "triton": [_measurement_json(m) for m in result.triton],
-        "direct": [attrs.asdict(r) for r in result.direct],
+        "direct": [{**attrs.asdict(r), "host_us": r.host_us} for r in result.direct],
         "allocations": [{**attrs.asdict(a), "per_request": a.per_request} for a in result.allocations],
         "targets": [{**attrs.asdict(t), "passed": t.passed, "verdict": t.verdict()} for t in result.targets],
+        "seed": seed_json(result),
         "notes": list(result.notes),
         "files": {"markdown": MARKDOWN, "plot": PLOT},
     }
@@ -63,10 +67,54 @@ def to_json(result: Result) -> dict[str, Any]:
 def _measurement_json(m: Measurement) -> dict[str, Any]:
     return {
         "model": m.model,
+        "batch": m.batch,
         "stable": m.stable,
         "requests_per_execute": m.requests_per_execute,
         "engine_ms_per_execute": m.engine_ms_per_execute,
         **attrs.asdict(m.row),
+    }
+
+
+def seed_json(result: Result) -> dict[str, Any]:
+    """The seed's rows and ours, side by side: p50 ms per batch and the most rows per second."""
+    ours = replica_rows(result)
+    return {
+        "source": seed.SOURCE,
+        "seed": {
+            "direct_ms": {str(b): ms for b, ms in seed.DIRECT_MS.items()},
+            "triton_ms": {str(b): ms for b, ms in seed.TRITON_MS.items()},
+            "direct_max_rows_per_s": seed.DIRECT_MAX_RPS,
+            "triton_max_rows_per_s": seed.TRITON_MAX_RPS,
+        },
+        "ours": ours,
+    }
+
+
+def replica_rows(result: Result) -> dict[str, Any]:
+    """Our replica's figures, None where not measured."""
+    direct_ms, triton_ms, floor_ms = {}, {}, {}
+    for b in seed.BATCHES:
+        d = direct_at(result.direct, REPLICA_GE, b)
+        t = at(result.triton, REPLICA_GE, 1, b)
+        f = at(result.triton, FLOOR, 1, b)
+        direct_ms[str(b)] = d.p50_ms if d else None
+        triton_ms[str(b)] = t.row.p50_us / 1e3 if t else None
+        floor_ms[str(b)] = f.row.p50_us / 1e3 if f else None
+    served = [m for m in result.triton if m.model == REPLICA_GE]
+    alone = [r for r in result.direct if r.model == REPLICA_GE]
+    best = max(served, key=lambda m: m.row.throughput, default=None)
+    best_direct = max(alone, key=lambda r: r.throughput, default=None)
+    naive = at(result.triton, REPLICA_NAIVE, 16) or at(result.triton, REPLICA_NAIVE, 1)
+    return {
+        "direct_ms": direct_ms,
+        "triton_ms": triton_ms,
+        "floor_ms": floor_ms,
+        "direct_max_rows_per_s": best_direct.throughput if best_direct else None,
+        "direct_max_at_batch": best_direct.batch if best_direct else None,
+        "triton_max_rows_per_s": best.row.throughput if best else None,
+        "triton_max_at_concurrency": best.row.concurrency if best else None,
+        "naive_rows_per_s": naive.row.throughput if naive else None,
+        "naive_at_concurrency": naive.row.concurrency if naive else None,
     }
 
 
@@ -99,6 +147,7 @@ def from_json(data: Mapping[str, Any], *, source: str = "report.json") -> Result
                 model=m["model"],
                 row=PerfRow(**fields(PerfRow, m)),
                 stable=m["stable"],
+                batch=m["batch"],
                 requests_per_execute=m["requests_per_execute"],
                 engine_ms_per_execute=m["engine_ms_per_execute"],
             ),
@@ -114,50 +163,247 @@ def _ms(us: float) -> str:
     return f"{us / 1e3:.2f}"
 
 
-def _opt(value: float | None, spec: str) -> str:
-    return "–" if value is None else format(value, spec)
+def _opt(value: float | None, spec: str, prefix: str = "") -> str:
+    return "–" if value is None else prefix + format(value, spec)
 
 
 def markdown(result: Result, *, plot: str | None = PLOT) -> str:
+    lines = _head(result)
+    lines += _seed_section(result)
+    lines += _targets_section(result)
+    lines += _host_section(result)
+    lines += _layouts_section(result)
+    lines += _triton_section(result)
+    lines += _direct_section(result)
+    lines += _allocations_section(result)
+    if result.notes:
+        lines += ["", "Notes:", ""] + [f"- {note}" for note in result.notes]
+    if plot:
+        lines += ["", f"![the seed's table replicated, and the host phase: {result.label}]({plot})"]
+    return "\n".join(lines) + "\n"
+
+
+def _head(result: Result) -> list[str]:
     m, o = result.machine, result.options
-    latency = o.get("device_latency_ms") or 0
-    lines = [
+    load = m.get("load_average")
+    return [
         f"# ge-plugin bench: {result.label}",
         "",
-        f"**{result.label}: not NPU time.** Every figure is the ge-plugin simulator running sim OMs with "
-        "onnxruntime on this host's CPU; compare rows with each other, not with Ascend hardware.",
+        f"**{result.label}: not NPU time.** The simulator runs sim OMs in timing-only mode: it checks, copies "
+        "and zero-fills outputs on this host's CPU but computes nothing, and an execute takes the device time its "
+        "profile gives, waiting off the CPU as a host waits for an NPU. The host phase has no device time; the "
+        f"replica takes {seed.SOURCE}'s direct times per batch gear ({seed.DIRECT_MS[1]:g} / "
+        f"{seed.DIRECT_MS[4]:g} / {seed.DIRECT_MS[8]:g} ms at batch 1 / 4 / 8).",
         "",
         f"- Machine: {m['cpu']}, {m['cores']} cores"
         + (f", {m['memory_gib']} GiB" if m.get("memory_gib") else "")
-        + f"; {m['os']}; Python {m['python']}, numpy {m['numpy']}, onnxruntime {m['onnxruntime']}, "
-        f"ge-plugin {m['ge_plugin']} (fast path: {m['fastpath']})",
-        f"- Triton: tritonserver {m['tritonserver']}; perf_analyzer {m['perf_analyzer']} over gRPC, batch 1 per "
-        f"request, concurrency {', '.join(map(str, o['concurrencies']))}, {o['measurement_ms']} ms windows"
+        + f"; {m['os']}; load average at start {', '.join(map(str, load)) if load else 'unknown'}",
+        f"- Software: Python {m['python']}, numpy {m['numpy']}, ge-plugin {m['ge_plugin']} (fast path: "
+        f"{m['fastpath']}); tritonserver {m['tritonserver']}; perf_analyzer {m['perf_analyzer']} over gRPC",
+        f"- perf_analyzer windows: {o['measurement_ms']} ms (host), {o['replica_measurement_ms']} ms (replica)"
         + (
             f", stability {o['stability_percentage']} %"
             if o.get("stability_percentage", 0) < NO_STABILITY_CHECK
             else ", stability check off"
         ),
-        f"- Tiny LLaMA requests: {o['seq']} tokens (input_ids [1,{o['seq']}] -> logits [1,{o['seq']},32000] fp32, "
-        f"{o['seq'] * 32000 * 4 / 2**20:.1f} MiB per response)",
-        f"- Simulated device time per execute: {f'{latency:g} ms' if latency else 'none'}; "
-        f"direct engine: {o['direct_seconds']:g} s per batch size",
+        f"- Tiny LLaMA requests: {o['seq']} tokens per row (input_ids [B,{o['seq']}] -> logits [B,{o['seq']},32000] "
+        f"fp32, {o['seq'] * 32000 * 4 / 2**20:.0f} MiB per row); direct engine: {o['direct_seconds']:g} s per "
+        "batch size",
         f"- Run {result.created}",
+    ]
+
+
+def _seed_section(result: Result) -> list[str]:
+    ours = replica_rows(result)
+    head = "| row | batch 1 p50 ms | batch 4 p50 ms | batch 8 p50 ms | most rows/s |"
+    lines = [
+        "",
+        f"## The seed's table, replicated: {result.label}",
+        "",
+        f"The first three rows are {seed.SOURCE}. Ours: the tiny LLaMA on the simulated device with those "
+        "direct times, Triton at client batches of 1 / 4 / 8 rows, concurrency 1; the most rows/s over the "
+        "concurrency sweep. The floor is a Python-backend model returning precomputed logits of the same size "
+        "with no device: what Triton, the Python backend and gRPC cost for that response alone.",
+        "",
+        head,
+        "|---|--:|--:|--:|--:|",
+        "| seed: direct AscendCL | "
+        + " | ".join(f"{seed.DIRECT_MS[b]:g}" for b in seed.BATCHES)
+        + f" | {seed.DIRECT_MAX_RPS:g} |",
+        "| seed: Triton + CANN GE backend | "
+        + " | ".join(f"{seed.TRITON_MS[b]:g}" for b in seed.BATCHES)
+        + f" | {seed.TRITON_MAX_RPS:g} |",
+        "| seed: added by Triton | "
+        + " | ".join(f"+{seed.TRITON_MS[b] - seed.DIRECT_MS[b]:g}" for b in seed.BATCHES)
+        + f" | {seed.TRITON_MAX_RPS / seed.DIRECT_MAX_RPS:.2f}× |",
+    ]
+    d, t, f = ours["direct_ms"], ours["triton_ms"], ours["floor_ms"]
+    best_d, best_t = ours["direct_max_rows_per_s"], ours["triton_max_rows_per_s"]
+    added = [added_ms(result.triton, result.direct, b) for b in seed.BATCHES]
+    lines += [
+        "| ours: direct engine | "
+        + " | ".join(_opt(d[str(b)], ".2f") for b in seed.BATCHES)
+        + f" | {_opt(best_d, '.1f')}"
+        + (f" (batch {ours['direct_max_at_batch']})" if best_d else "")
+        + " |",
+        "| ours: Triton + ge backend (2 instances × 1 stream) | "
+        + " | ".join(_opt(t[str(b)], ".2f") for b in seed.BATCHES)
+        + f" | {_opt(best_t, '.1f')}"
+        + (f" (c={ours['triton_max_at_concurrency']})" if best_t else "")
+        + " |",
+        "| ours: added by Triton | "
+        + " | ".join(_opt(a, ".2f", "+" if a is not None and a >= 0 else "") for a in added)
+        + f" | {_opt(best_t / best_d if best_t and best_d else None, '.2f')}"
+        + ("×" if best_t and best_d else "")
+        + " |",
+        "| ours: the same-size floor, no device (2 / 8 / 16 MiB) | "
+        + " | ".join(_opt(f[str(b)], ".2f") for b in seed.BATCHES)
+        + " | – |",
+        "| ours: added minus the floor | "
+        + " | ".join(
+            _opt(a - f[str(b)] if a is not None and f[str(b)] is not None else None, "+.2f")
+            for a, b in zip(added, seed.BATCHES)
+        )
+        + " | – |",
+    ]
+    naive_1 = at(result.triton, REPLICA_NAIVE, 1)
+    if naive_1 or ours["naive_rows_per_s"]:
+        lines.append(
+            f"| ours: naive per-request pyACL through Triton | {_opt(naive_1.row.p50_us / 1e3 if naive_1 else None, '.2f')} "
+            f"| – | – | {_opt(ours['naive_rows_per_s'], '.1f')}"
+            + (f" (c={ours['naive_at_concurrency']})" if ours["naive_rows_per_s"] else "")
+            + " |"
+        )
+    return lines
+
+
+def _targets_section(result: Result) -> list[str]:
+    lines = [
+        "",
+        f"## Targets: {result.label}",
+        "",
+        "| id | what | target | measured | from | verdict |",
+        "|---|---|---|--:|---|---|",
+    ]
+    for t in result.targets:
+        lines.append(
+            f"| {t.id} | {t.what} | {t.show_target()} | {t.show_value()} | {t.detail} | {t.verdict()} |"
+        )
+    return lines
+
+
+def host_rows(result: Result) -> list[dict[str, Any]]:
+    """ge's host time per execute, at concurrency 1 (one request per execute): directly and served.
+
+    Served: Triton's compute infer (the stub's whole ``execute``) minus the engine's stream time per execute
+    (``ge_execute_duration_us``: the simulator's H2D, execute and D2H, device time included) is what the
+    backend and the engine spend on the host. Direct: the call's p50 minus its stream time. The floor's
+    compute infer is what the Python backend spends on the same response with nothing to run."""
+    rows = []
+    pairs = [("ge_identity", "py_identity", 1)] + [("ge_llama", FLOOR, b) for b in seed.BATCHES]
+    pairs += [(REPLICA_GE, None, b) for b in seed.BATCHES]
+    for ge, floor, batch in pairs:
+        served = at(result.triton, ge, 1, batch)
+        alone = direct_at(result.direct, ge, batch)
+        base = at(result.triton, floor, 1, batch) if floor else None
+        if served is None and alone is None:
+            continue
+        infer = served.row.server_compute_infer_us if served else None
+        stream = served.engine_ms_per_execute * 1e3 if served and served.engine_ms_per_execute else None
+        rows.append(
+            {
+                "model": ge,
+                "batch": batch,
+                "direct_us": alone.p50_ms * 1e3 if alone else None,
+                "direct_stream_us": alone.stream_ms * 1e3 if alone and alone.stream_ms is not None else None,
+                "direct_host_us": alone.host_us if alone else None,
+                "compute_infer_us": infer,
+                "stream_us": stream,
+                "host_us": infer - stream if infer is not None and stream is not None else None,
+                "floor_compute_infer_us": base.row.server_compute_infer_us if base else None,
+                "floor": floor,
+            }
+        )
+    return rows
+
+
+def _host_section(result: Result) -> list[str]:
+    rows = host_rows(result)
+    if not rows:
+        return []
+    lines = [
+        "",
+        f"## Host time per execute: {result.label}",
+        "",
+        "Concurrency 1, one request per execute, µs. *Stream* is the engine's time from queueing the copies and "
+        "the execute until the stream is synchronized: the simulator's H2D, execute (its device time, and its "
+        "own Python and memsets) and D2H. *Host* is the rest: what ge-plugin's backend and engine spend. The "
+        "floor's compute infer is the Python backend's `execute` for the same response with nothing to run.",
+        "",
+        "| model | batch | direct µs | direct: stream | direct: host | served: compute infer | served: stream "
+        "| served: host | floor | floor's compute infer |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|---|--:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['model']} | {r['batch']} | {_opt(r['direct_us'], '.0f')} | {_opt(r['direct_stream_us'], '.0f')} "
+            f"| {_opt(r['direct_host_us'], '.0f')} | {_opt(r['compute_infer_us'], '.0f')} "
+            f"| {_opt(r['stream_us'], '.0f')} | {_opt(r['host_us'], '.0f')} | {r['floor'] or '–'} "
+            f"| {_opt(r['floor_compute_infer_us'], '.0f')} |"
+        )
+    return lines
+
+
+def _layouts_section(result: Result) -> list[str]:
+    cs = sorted({m.row.concurrency for m in result.triton if m.model in dict(LAYOUTS) and m.batch == 1})
+    if not any(m.model in dict(LAYOUTS) and m.model != REPLICA_GE for m in result.triton):
+        return []
+    lines = [
+        "",
+        f"## Instances × streams in the replica: {result.label}",
+        "",
+        "The replica's LLaMA with 1 instance × 1 stream, 1 × 2 (`streams_per_instance: 2`) and 2 × 1 (as served), "
+        "client batch 1. All three share the one simulated device, which computes one execute at a time.",
+        "",
+        "| instances × streams | "
+        + " | ".join(f"c={c}: rows/s, p50 ms, requests/execute" for c in cs)
+        + " |",
+        "|---|" + "--:|" * len(cs),
+    ]
+    for name, layout in LAYOUTS:
+        cells = []
+        for c in cs:
+            m = at(result.triton, name, c)
+            cells.append(
+                "–"
+                if m is None
+                else f"{m.row.throughput:.1f}, {m.row.p50_us / 1e3:.1f}, {_opt(m.requests_per_execute, '.2f')}"
+            )
+        lines.append(f"| {layout} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _triton_section(result: Result) -> list[str]:
+    lines = [
         "",
         f"## Through Triton (perf_analyzer): {result.label}",
         "",
-        "| model | what | c | infer/s | p50 ms | p99 ms | client send+recv ms | network + server send/recv ms "
-        "| queue ms | compute input ms | compute infer ms | compute output ms | requests per execute "
-        "| ge device ms per execute |",
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+        'Averages per request except p50/p99; rows/s counts rows (a client batch of 4 is 4). "ge stream ms" is one '
+        "engine execute on the simulated stream.",
+        "",
+        "| model | what | phase | batch | c | rows/s | p50 ms | p99 ms | client send+recv ms "
+        "| network + server send/recv ms | queue ms | compute input ms | compute infer ms | compute output ms "
+        "| requests per execute | ge stream ms per execute |",
+        "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     order = {model.name: k for k, model in enumerate(result.models)}
-    rows = sorted(result.triton, key=lambda x: (order.get(x.model, 99), x.row.concurrency))
+    rows = sorted(result.triton, key=lambda x: (order.get(x.model, 99), x.batch, x.row.concurrency))
     for meas in rows:
         r = meas.row
         star = "" if meas.stable else " (unstable)"
+        model = result.model(meas.model)
         lines.append(
-            f"| {meas.model} | {result.model(meas.model).what} | {r.concurrency} | {r.throughput:.1f}{star} "
+            f"| {meas.model} | {model.what} | {model.phase} | {meas.batch} | {r.concurrency} | {r.throughput:.1f}{star} "
             f"| {_ms(r.p50_us)} | {_ms(r.p99_us)} | {_ms(r.client_send_us + r.client_recv_us)} | {_ms(r.network_us)} "
             f"| {_ms(r.server_queue_us)} | {_ms(r.server_compute_input_us)} | {_ms(r.server_compute_infer_us)} "
             f"| {_ms(r.server_compute_output_us)} | {_opt(meas.requests_per_execute, '.2f')} "
@@ -169,31 +415,31 @@ def markdown(result: Result, *, plot: str | None = PLOT) -> str:
             "(unstable): perf_analyzer found no three windows in a row within the stability percentage; "
             "the point was measured again over 3 windows without that check.",
         ]
-    lines += [
+    return lines
+
+
+def _direct_section(result: Result) -> list[str]:
+    lines = [
         "",
         f"## Direct engine, no Triton: {result.label}",
         "",
-        "The engine in-process on the same sim OM and config, sequential `execute` calls of one batch each.",
+        "The engine in-process on the same sim OM and config (and so the same simulated device), sequential "
+        "`execute` calls of one batch each, outputs read where they land (views of the engine's staging).",
         "",
-        "| model | batch | calls | rows/s | p50 ms | p99 ms |",
-        "|---|--:|--:|--:|--:|--:|",
+        "| model | phase | batch | calls | rows/s | p50 ms | p99 ms | stream ms per call | host µs per call |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|",
     ]
+    phases = {m.name: m.phase for m in result.models}
     for d in result.direct:
         lines.append(
-            f"| {d.model} | {d.batch} | {d.iterations} | {d.throughput:.1f} | {d.p50_ms:.2f} | {d.p99_ms:.2f} |"
+            f"| {d.model} | {phases.get(d.model, '–')} | {d.batch} | {d.iterations} | {d.throughput:.1f} "
+            f"| {d.p50_ms:.3f} | {d.p99_ms:.3f} | {_opt(d.stream_ms, '.3f')} | {_opt(d.host_us, '.0f')} |"
         )
-    lines += [
-        "",
-        f"## Targets: {result.label}",
-        "",
-        "| id | what | target | measured | from | verdict |",
-        "|---|---|---|--:|---|---|",
-    ]
-    for t in result.targets:
-        lines.append(
-            f"| {t.id} | {t.what} | {t.show_target()} | {t.show_value()} | {t.detail} | {t.verdict()} |"
-        )
-    lines += [
+    return lines
+
+
+def _allocations_section(result: Result) -> list[str]:
+    lines = [
         "",
         "## Allocations after warm-up (simulator counters: device + pinned host mallocs)",
         "",
@@ -205,11 +451,7 @@ def markdown(result: Result, *, plot: str | None = PLOT) -> str:
         lines.append(
             f"| {a.model} | {a.where} | {a.instances} | {a.requests} | {a.mallocs_at_start} | {a.mallocs_total} | {per} |"
         )
-    if result.notes:
-        lines += ["", "Notes:", ""] + [f"- {note}" for note in result.notes]
-    if plot:
-        lines += ["", f"![latency vs throughput, {result.label}]({plot})"]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def write(result: Result, directory: Path) -> dict[str, Path]:

@@ -1,11 +1,21 @@
-"""The bench's own model repository: two ``ge`` models and their Python-backend twins, built from scratch.
+"""The bench's own model repository: what it serves, built from scratch in the bench's work folder.
+
+Two groups of models, told apart by the simulated device each one's acl.json asks for (every model is
+timing-only: the simulator checks and copies as always but computes nothing, so its "device" costs the host
+no onnxruntime time, as an NPU would not):
+
+- **host**: no device time. ``ge_identity`` and ``ge_llama`` against Python-backend floors that do the least
+  Triton allows for the same tensors: ``py_identity`` hands its input back, ``py_logits`` returns precomputed
+  logits of the size ``ge_llama`` returns. What ge costs on top of a floor is the plugin's host cost.
+- **replica**: the seed's direct AscendCL times as the device time of each batch gear (``seed.py``). The
+  served LLaMA (2 instances × 1 stream, as ``specs/llama.yaml``), the same with 1 × 1 and 1 × 2, and the naive
+  per-request pyACL model (the GE backend's published path) under the same device.
 
 The ``ge`` models come from the specs in ``ge_plugin/bench/specs/`` (``llama.yaml`` is ``specs/llama.yaml`` as
-served), rendered and compiled to sim OMs exactly as users do it. Each Python-backend twin is rendered from
-its ``ge`` twin's spec with only the backend swapped (and a ``model.py`` from ``ge_plugin/bench/models/``), so
-batching, instances, queue policy and, for the naive LLaMA, the OM file are the same: the pairs differ only
-in what runs inside ``execute``. The repository lives in the bench's work folder, never in
-``model_repository/``, which must stay the rendered form of ``specs/``.
+served), rendered and compiled to sim OMs as users do it. Each Python-backend model is rendered from a ``ge``
+model's spec with only the backend swapped (and a ``model.py`` from ``ge_plugin/bench/models/``), so batching,
+instances and queue policy are the same: the pairs differ only in what runs inside ``execute``. The
+repository lives in the bench's work folder, never in ``model_repository/``.
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ from google.protobuf import text_format
 from ge_plugin.atc.command import atc_args
 from ge_plugin.atc.flags import parse_args
 from ge_plugin.atc.simbuild import build
+from ge_plugin.bench import seed
 from ge_plugin.errors import BenchError
 from ge_plugin.models import LLAMA_VOCAB, identity, tiny_llama, write_model
 from ge_plugin.render import render_config, write_repository
@@ -31,6 +42,8 @@ from ge_plugin.spec.model import ModelSpec
 SEQ_GEARS = (16, 32, 64, 128)
 #: where the stubs' simulators write their counters (GE_PLUGIN_SIM_REPORT_DIR)
 REPORTS = "sim-reports"
+HOST = "host"
+REPLICA = "replica"
 
 
 @attrs.frozen
@@ -40,6 +53,8 @@ class BenchModel:
     name: str
     backend: str  #: "ge" or "python"
     family: str  #: "identity" or "llama": models of a family are compared with each other
+    #: "host" (timing-only, no device time) or "replica" (timing-only, the seed's device time per gear)
+    phase: str
     what: str  #: one line for tables: what this row stands for
     input_name: str
     #: perf_analyzer ``--shape`` value (dims without the batch dim), or "" when the config fixes every dim
@@ -47,33 +62,57 @@ class BenchModel:
 
 
 def models(seq: int) -> tuple[BenchModel, ...]:
-    """The four served models, in the order tables list them."""
+    """The served models, in the order tables list them."""
+    llama = dict(family="llama", input_name="input_ids", shape=f"input_ids:{seq}")
     return (
-        BenchModel("ge_identity", "ge", "identity", "ge backend, identity OM [1,16] fp32", "INPUT0"),
-        BenchModel("py_identity", "python", "identity", "Python backend identity (the floor)", "INPUT0"),
+        BenchModel("ge_identity", "ge", "identity", HOST, "ge backend, identity OM [B,16] fp32", "INPUT0"),
         BenchModel(
-            "ge_llama",
-            "ge",
-            "llama",
-            f"ge backend, tiny LLaMA, gears, seq {seq}",
-            "input_ids",
-            f"input_ids:{seq}",
+            "py_identity", "python", "identity", HOST, "Python backend hands the input back (floor)", "INPUT0"
+        ),
+        BenchModel("ge_llama", "ge", phase=HOST, what=f"ge backend, tiny LLaMA, seq {seq}", **llama),
+        BenchModel(
+            "py_logits",
+            "python",
+            phase=HOST,
+            what="Python backend returns precomputed logits (same-size floor)",
+            **llama,
         ),
         BenchModel(
-            "naive_llama",
+            "replica_ge_llama",
+            "ge",
+            phase=REPLICA,
+            what="ge backend, 2 instances × 1 stream (as served)",
+            **llama,
+        ),
+        BenchModel(
+            "replica_ge_llama_1x1", "ge", phase=REPLICA, what="ge backend, 1 instance × 1 stream", **llama
+        ),
+        BenchModel(
+            "replica_ge_llama_1x2", "ge", phase=REPLICA, what="ge backend, 1 instance × 2 streams", **llama
+        ),
+        BenchModel(
+            "replica_naive_llama",
             "python",
-            "llama",
-            f"naive pyACL per request (GE backend's path), seq {seq}",
-            "input_ids",
-            f"input_ids:{seq}",
+            phase=REPLICA,
+            what="naive pyACL per request (the GE backend's path)",
+            **llama,
         ),
     )
 
 
-#: Python-backend twin -> (its ge twin, the model.py under ge_plugin/bench/models/, keep the parameters)
+#: ge model -> (bench spec file, phase, instances per device, streams per instance)
+GE_MODELS = {
+    "ge_identity": ("identity.yaml", HOST, None, None),
+    "ge_llama": ("llama.yaml", HOST, None, None),
+    "replica_ge_llama": ("llama.yaml", REPLICA, None, None),
+    "replica_ge_llama_1x1": ("llama.yaml", REPLICA, 1, 1),
+    "replica_ge_llama_1x2": ("llama.yaml", REPLICA, 1, 2),
+}
+#: Python-backend model -> (the ge model it is rendered from, its model.py, keep the ge parameters)
 TWINS = {
     "py_identity": ("ge_identity", "py_identity.py", False),
-    "naive_llama": ("ge_llama", "naive_llama.py", True),
+    "py_logits": ("ge_llama", "py_logits.py", False),
+    "replica_naive_llama": ("replica_ge_llama", "naive_llama.py", True),
 }
 
 
@@ -81,7 +120,7 @@ TWINS = {
 class Repository:
     root: Path  #: the model repository
     work: Path  #: everything else: ONNX files, input data, reports
-    specs: tuple[ModelSpec, ...]
+    specs: tuple[ModelSpec, ...]  #: the ge models' specs, as rendered
     inputs: dict[str, Path]  #: model name -> perf_analyzer --input-data JSON
 
     def config(self, name: str) -> Path:
@@ -105,8 +144,22 @@ def bench_specs(models_dir: Path) -> list[ModelSpec]:
     return specs
 
 
+def acl_json(phase: str) -> dict:
+    """What a model of ``phase`` asks the simulator for, in its acl.json (the spec's ``acl_json``)."""
+    return seed.sim_section(latency=seed.latency_table(SEQ_GEARS) if phase == REPLICA else None)
+
+
+def ge_spec(base: ModelSpec, name: str) -> ModelSpec:
+    """``base`` (a bench spec) as the ge model ``name`` serves it: its device profile and placement."""
+    _, phase, instances, streams = GE_MODELS[name]
+    placement = base.placement
+    if instances is not None:
+        placement = attrs.evolve(placement, instances_per_device=instances, streams_per_instance=streams)
+    return attrs.evolve(base, name=name, acl_json=acl_json(phase), placement=placement)
+
+
 def build_repository(work: str | Path, *, seq: int = 16) -> Repository:
-    """ONNX models, sim OMs, the four configs and model files, input data; safe to run again over old output."""
+    """ONNX models, sim OMs, every config and model file, input data; starts the repository afresh."""
     if seq not in SEQ_GEARS:
         raise BenchError(
             f"--seq {seq} is not a sequence gear of the served LLaMA; use one of {', '.join(map(str, SEQ_GEARS))} "
@@ -116,13 +169,22 @@ def build_repository(work: str | Path, *, seq: int = 16) -> Repository:
     models_dir = work / "models"
     root = work / "repository"
     models_dir.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(root, ignore_errors=True)  # a model left from an older bench would be served too
     write_model(models_dir / "identity.onnx", identity())
     write_model(models_dir / "tiny_llama.onnx", tiny_llama())
-    specs = bench_specs(models_dir)
+    by_file = {Path(spec.path).name: spec for spec in bench_specs(models_dir)}
+    specs = [ge_spec(by_file[GE_MODELS[name][0]], name) for name in GE_MODELS]
     write_repository(specs, root)
-    by_name = {spec.name: spec for spec in specs}
+    built: dict[str, Path] = {}
     for spec in specs:
-        build(parse_args(atc_args(spec, output=root / spec.name / "1" / Path(spec.om_filename).stem)))
+        om = root / spec.name / "1" / spec.om_filename
+        source = str(spec.model.source)
+        if source in built:  # the same ONNX and gears: one ATC build, copied
+            shutil.copyfile(built[source], om)
+            continue
+        build(parse_args(atc_args(spec, output=om.with_suffix(""))))
+        built[source] = om
+    by_name = {spec.name: spec for spec in specs}
     for twin, (source, model_file, keep_parameters) in TWINS.items():
         _write_twin(root, by_name[source], twin, model_file, keep_parameters)
     inputs = _write_inputs(work / "inputs", seq)

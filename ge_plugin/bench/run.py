@@ -1,57 +1,96 @@
-"""``ge-plugin bench`` from start to end: build, time the engine alone, serve, sweep, count, report.
+"""``ge-plugin bench`` from start to end: build, time the engine alone, serve, measure, count, report.
+
+Two phases, each on a simulated device that runs beside the CPU (timing-only: no onnxruntime on the host's
+cores, as an NPU computes off them):
+
+1. **host**: no device time at all, so what is measured is the serving stack: ge's identity and tiny LLaMA
+   against Python-backend floors for the same tensors (targets P3, P7, and ge's host time per execute).
+2. **replica**: the seed's direct AscendCL times (78 / 145 / 220 ms at batch 1 / 4 / 8) as the device time,
+   the seed's table measured again: the direct engine, Triton at client batches 1 / 4 / 8 and at the
+   concurrency that serves the most, the naive per-request model, and 1 × 1 / 1 × 2 / 2 × 1 instances ×
+   streams (targets P4, P5).
 
 Order matters for fairness. The direct engine runs before the server starts, so nothing else competes for
-the cores. Through Triton, every model is measured at one concurrency before any model moves to the next,
-so the rows a ratio compares are measured back to back and drift on a shared VM hits both sides alike. The server is stopped before the simulator reports are read, because the stubs write them
-when the server unloads their models.
+the cores. Through Triton, the points a ratio compares are measured back to back, so drift on a shared VM
+hits both sides alike. The server is stopped before the simulator reports are read, because the stubs write
+them when the server unloads their models.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
+import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import attrs
 
 from ge_plugin.bench import allocations as alloc
-from ge_plugin.bench import direct, machine, peer, perf, plot, ratios, report, serverstats
+from ge_plugin.bench import direct, machine, perf, plot, ratios, report, seed, serverstats
 from ge_plugin.bench.progress import Progress
-from ge_plugin.bench.repository import SEQ_GEARS, BenchModel, build_repository, models
+from ge_plugin.bench.repository import (
+    GE_MODELS,
+    REPLICA,
+    SEQ_GEARS,
+    BenchModel,
+    Repository,
+    build_repository,
+    models,
+)
 from ge_plugin.errors import BenchError, ServeError
 from ge_plugin.serve import ServerOptions, TritonServer, free_port
 
+#: the identity pair's concurrencies (host phase): P3a reads c=1, P3b c=8
 CONCURRENCIES = (1, 2, 4, 8, 16)
-PEERS = ("", "pytriton")
+#: the replica's batch-1 concurrencies, for the most throughput (P4b) and P5 (c=16)
+REPLICA_CONCURRENCIES = (8, 16, 24, 32)
+#: 1 × 1 and 1 × 2 are measured at these (2 × 1 is the replica's own sweep)
+STREAMS_CONCURRENCIES = (1, 16, 32)
 #: models whose allocations are counted when served: the ge models and the naive baseline
-_COUNTED = ("ge_identity", "ge_llama", "naive_llama")
+_COUNTED = (*GE_MODELS, "replica_naive_llama")
+
+
+@attrs.frozen
+class Point:
+    """One perf_analyzer run: a model, rows per request, requests in flight."""
+
+    model: str
+    batch: int
+    concurrency: int
 
 
 @attrs.frozen
 class BenchOptions:
     output: Path = Path("bench-results")
     concurrencies: tuple[int, ...] = CONCURRENCIES
+    replica_concurrencies: tuple[int, ...] = REPLICA_CONCURRENCIES
+    #: perf_analyzer windows in the host phase, and in the replica (whose requests take 78-220 ms)
     measurement_ms: int = 2000
+    replica_measurement_ms: int = 4000
     stability_percentage: int = 20
     max_trials: int = 8
     seq: int = 16
-    device_latency_ms: float = 0.0
     direct_seconds: float = 2.0
-    #: a subset of the served models by name; empty: all four
+    direct_min_iterations: int = direct.MIN_ITERATIONS
+    #: a subset of the served models by name; empty: all
     models: tuple[str, ...] = ()
-    #: "pytriton": also serve the LLaMA ONNX with PyTriton + onnxruntime and measure it in the same sweep
-    peer: str = ""
+    #: --quick: every model once, at client batch 1 and concurrency 1
+    smoke: bool = False
 
     @classmethod
     def quick(cls, **changes) -> BenchOptions:
-        """One concurrency, short windows, no stability check: proves the pipeline, measures little."""
+        """Every model once, short windows, no stability check: proves the pipeline, measures little."""
         base = cls(
             concurrencies=(1,),
+            replica_concurrencies=(),
             measurement_ms=300,
+            replica_measurement_ms=300,
             stability_percentage=perf.NO_STABILITY_CHECK,
             max_trials=3,
             direct_seconds=0.3,
+            direct_min_iterations=3,
+            smoke=True,
         )
         return attrs.evolve(base, **changes)
 
@@ -60,8 +99,14 @@ class BenchOptions:
         problems = []
         if not self.concurrencies or any(c < 1 for c in self.concurrencies):
             problems.append(f"--concurrency needs values >= 1, got {list(self.concurrencies)}")
-        if self.measurement_ms < 100:
-            problems.append(f"--measurement-ms must be >= 100, got {self.measurement_ms}")
+        if any(c < 1 for c in self.replica_concurrencies):
+            problems.append(
+                f"--replica-concurrency needs values >= 1, got {list(self.replica_concurrencies)}"
+            )
+        if self.measurement_ms < 100 or self.replica_measurement_ms < 100:
+            problems.append(
+                f"--measurement-ms must be >= 100, got {min(self.measurement_ms, self.replica_measurement_ms)}"
+            )
         if self.stability_percentage < 1:
             problems.append(f"--stability must be >= 1 percent, got {self.stability_percentage}")
         if self.max_trials < 3:
@@ -72,14 +117,8 @@ class BenchOptions:
             problems.append(
                 f"--seq must be a sequence gear of the LLaMA ({', '.join(map(str, SEQ_GEARS))}), got {self.seq}"
             )
-        if self.device_latency_ms < 0:
-            problems.append(f"--device-latency-ms must be >= 0, got {self.device_latency_ms:g}")
         if self.direct_seconds <= 0:
             problems.append(f"--direct-seconds must be > 0, got {self.direct_seconds:g}")
-        if self.peer not in PEERS:
-            problems.append(
-                f"--peer {self.peer}: unknown; the bench knows {', '.join(p for p in PEERS if p)}"
-            )
         known = [m.name for m in models(self.seq)]
         unknown = [name for name in self.models if name not in known]
         if unknown:
@@ -95,8 +134,30 @@ class BenchOptions:
         data = attrs.asdict(self)
         data["output"] = str(self.output)
         data["concurrencies"] = list(self.concurrencies)
+        data["replica_concurrencies"] = list(self.replica_concurrencies)
         data["models"] = [m.name for m in self.selected()]
         return data
+
+
+def plan(options: BenchOptions) -> list[Point]:
+    """Every perf_analyzer run, in order; the points one ratio compares are next to each other."""
+    if options.smoke:
+        return [Point(m.name, 1, 1) for m in options.selected()]
+    points = []
+    for c in options.concurrencies:
+        points += [Point("ge_identity", 1, c), Point("py_identity", 1, c)]
+    for b in seed.BATCHES:
+        points += [Point("ge_llama", b, 1), Point("py_logits", b, 1)]
+    points += [Point("replica_ge_llama", b, 1) for b in seed.BATCHES]
+    points.append(Point("replica_naive_llama", 1, 1))
+    for c in options.replica_concurrencies:
+        points.append(Point("replica_ge_llama", 1, c))
+        if c == 16:
+            points.append(Point("replica_naive_llama", 1, c))
+    for c in STREAMS_CONCURRENCIES:
+        points += [Point("replica_ge_llama_1x1", 1, c), Point("replica_ge_llama_1x2", 1, c)]
+    names = {m.name for m in options.selected()}
+    return [p for p in points if p.model in names]
 
 
 def run_bench(
@@ -105,35 +166,38 @@ def run_bench(
     """Everything ``ge-plugin bench`` does; returns the result and the files written."""
     options.check()
     plot.require_matplotlib()
+    load = os.getloadavg()
     selected = options.selected()
-    swept = selected + ((peer.model(options.seq),) if options.peer else ())
+    by_name = {m.name: m for m in selected}
+    points = plan(options)
     perf_version = perf.version()  # fails early, with the fix, when perf_analyzer cannot run
     out = Path(options.output)
-    ge_selected = [m for m in selected if m.backend == "ge"]
+    direct_groups = _direct_groups(selected)
     counted = [m for m in selected if m.name in _COUNTED]
-    steps = 2 + bool(ge_selected) + len(options.concurrencies) * len(swept) + bool(counted)
+    steps = 2 + len(direct_groups) + len(points) + bool(counted)
     bar = progress or Progress(steps)
 
     bar.show("building models, sim OMs and the repository")
     repo = build_repository(out / "work", seq=options.seq)
     bar.advance()
-    sim_env = (
-        {"GE_PLUGIN_SIM_EXECUTE_LATENCY_MS": f"{options.device_latency_ms:g}"}
-        if options.device_latency_ms
-        else {}
-    )
+    # The simulated device's queue is this run's own: other users' simulators on the host never hold it.
+    sim_env = {"GE_PLUGIN_SIM_DEVICE_LOCK_DIR": str(repo.work / "device-locks")}
 
     direct_rows: list[direct.DirectRow] = []
     allocations: list[direct.Allocations] = []
-    if ge_selected:
-        bar.show("direct engine, no Triton")
-        direct_rows, allocations = direct.run_child(
+    for phase, names in direct_groups.items():
+        bar.show(f"direct engine, no Triton ({phase}: {', '.join(names)})")
+        rows, counts = direct.run_child(
             repo.root,
-            {m.name: repo.inputs[m.name] for m in ge_selected},
+            {name: repo.inputs[name] for name in names},
             seconds=options.direct_seconds,
-            output=repo.work / "direct.json",
+            min_iterations=options.direct_min_iterations,
+            output=repo.work / f"direct-{phase}.json",
             environment=sim_env,
+            budget=300,
         )
+        direct_rows += rows
+        allocations += counts
         bar.advance()
 
     notes: list[str] = []
@@ -151,55 +215,39 @@ def run_bench(
         log = stack.enter_context(open(log_path, "wb"))
         server = stack.enter_context(TritonServer(server_options, stdout=log, stderr=log))
         try:
-            server.wait_ready(timeout=180)
+            server.wait_ready(timeout=300)
         except ServeError as exc:
             raise BenchError(f"{exc}; see {log_path}") from None
         server_version = serverstats.get_json(f"http://{server.http_url}/v2").get("version", "unknown")
         stubs = alloc.stub_models(server.process.pid)
-        endpoints = {m.name: server for m in selected}
-        inputs = dict(repo.inputs)
-        if options.peer:
-            bar.show("starting the PyTriton peer")
-            (llama,) = [spec for spec in repo.specs if spec.name == "ge_llama"]
-            ports = (free_port(), free_port(), free_port())
-            pytriton = peer.Peer.start(
-                repo.work / "models" / "tiny_llama.onnx", work=repo.work, ports=ports, like=llama
-            )
-            stack.callback(pytriton.stop)
-            endpoints[peer.MODEL] = pytriton
-            inputs[peer.MODEL] = repo.inputs["ge_llama"]
         bar.advance()
-        measurements = _sweep(options, swept, endpoints, inputs, repo.work / "perf", bar)
+        measurements = _measure(options, points, by_name, server, repo, bar)
         requests = {
             m.name: serverstats.read(server.http_url, server.metrics_url, m.name).inferences for m in counted
         }
-        bar.show("stopping the servers; reading the stubs' simulator reports")
+        bar.show("stopping the server; reading the stubs' simulator reports")
     if counted:
-        at_start = {a.model: a.mallocs_at_start for a in allocations}
-        # The naive model allocates nothing before its first request (loading is not a malloc).
-        at_start.update({m.name: 0 for m in counted if m.name == "naive_llama"})
         try:
             allocations += alloc.served(
-                alloc.read_reports(repo.reports), stubs, requests=requests, at_start=at_start
+                alloc.read_reports(repo.reports),
+                stubs,
+                requests=requests,
+                at_start=_mallocs_at_start(allocations, repo, [m.name for m in counted]),
             )
         except BenchError as exc:
             notes.append(f"served allocations not counted: {exc}")
         bar.advance()
 
     result = report.Result(
-        label=machine.label(machine.cores(), options.device_latency_ms),
+        label=machine.label(machine.cores()),
         created=datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat(),
-        machine=machine.describe(tritonserver=server_version, perf_analyzer=perf_version),
+        machine=machine.describe(tritonserver=server_version, perf_analyzer=perf_version, load_average=load),
         options=options.as_json(),
-        models=swept,
+        models=selected,
         triton=tuple(measurements),
         direct=tuple(direct_rows),
         allocations=tuple(allocations),
-        targets=tuple(
-            ratios.evaluate(
-                measurements, direct_rows, allocations, device_latency_ms=options.device_latency_ms
-            )
-        ),
+        targets=tuple(ratios.evaluate(measurements, direct_rows, allocations)),
         notes=tuple(notes),
     )
     paths = report.write(result, out)
@@ -209,33 +257,65 @@ def run_bench(
     return result, paths
 
 
-def _sweep(
+def _direct_groups(selected: Sequence[BenchModel]) -> dict[str, list[str]]:
+    """The ge models timed in-process, one child process per phase (one acl.json per process): the served
+    LLaMA of each phase and the identity; the replica's 1 × 1 and 1 × 2 run the same executes."""
+    timed = ("ge_identity", "ge_llama", "replica_ge_llama")
+    groups: dict[str, list[str]] = {}
+    for m in selected:
+        if m.name in timed:
+            groups.setdefault(m.phase, []).append(m.name)
+    return groups
+
+
+def _mallocs_at_start(
+    allocations: Sequence[direct.Allocations], repo: Repository, names: Sequence[str]
+) -> dict[str, int]:
+    """Mallocs one instance of each counted model makes before its first request: its lanes' buffers, as
+    the direct run counted them for one lane of the same OM (the naive model allocates nothing at load)."""
+    per_lane = {a.model: a.mallocs_at_start for a in allocations if a.where == "direct"}
+    start = {}
+    for name in names:
+        if name not in GE_MODELS:
+            start[name] = 0
+            continue
+        (spec,) = [s for s in repo.specs if s.name == name]
+        source = {"identity.yaml": "ge_identity"}.get(GE_MODELS[name][0], "ge_llama")
+        if name in per_lane:
+            start[name] = per_lane[name]
+        elif source in per_lane:
+            start[name] = per_lane[source] * spec.placement.streams_per_instance
+    return start
+
+
+def _measure(
     options: BenchOptions,
-    swept: Sequence[BenchModel],
-    endpoints: Mapping[str, TritonServer | peer.Peer],
-    inputs: Mapping[str, Path],
-    work: Path,
+    points: Sequence[Point],
+    models_by_name: Mapping[str, BenchModel],
+    server: TritonServer,
+    repo: Repository,
     bar: Progress,
 ) -> list[perf.Measurement]:
-    """Every model at one concurrency, then every model at the next, with the server's counters around each."""
-    settings = perf.PerfSettings(options.measurement_ms, options.stability_percentage, options.max_trials)
+    """Every point in order, with the server's counters read around each."""
+    host = perf.PerfSettings(options.measurement_ms, options.stability_percentage, options.max_trials)
+    replica = attrs.evolve(host, measurement_ms=options.replica_measurement_ms)
     measurements = []
-    for concurrency in options.concurrencies:
-        for model in swept:
-            bar.show(f"{model.name} at concurrency {concurrency}")
-            server = endpoints[model.name]
-            before = serverstats.read(server.http_url, server.metrics_url, model.name)
-            measured = perf.measure(
-                model,
-                url=server.grpc_url,
-                concurrency=concurrency,
-                settings=settings,
-                input_data=inputs[model.name],
-                work=work,
-            )
-            after = serverstats.read(server.http_url, server.metrics_url, model.name)
-            measurements.append(attrs.evolve(measured, **attrs.asdict(serverstats.window(before, after))))
-            bar.advance()
+    for point in points:
+        model = models_by_name[point.model]
+        bar.show(f"{model.name} at batch {point.batch}, concurrency {point.concurrency}")
+        before = serverstats.read(server.http_url, server.metrics_url, model.name)
+        measured = perf.measure(
+            model,
+            url=server.grpc_url,
+            concurrency=point.concurrency,
+            settings=replica if model.phase == REPLICA else host,
+            input_data=repo.inputs[model.name],
+            work=repo.work / "perf",
+            batch=point.batch,
+        )
+        after = serverstats.read(server.http_url, server.metrics_url, model.name)
+        measurements.append(attrs.evolve(measured, **attrs.asdict(serverstats.window(before, after))))
+        bar.advance()
     return measurements
 
 

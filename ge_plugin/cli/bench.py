@@ -9,10 +9,9 @@ from ge_plugin.cli._common import add_command
 
 EXAMPLES = """
   ge-plugin bench                          # as `make bench` runs it: bench-results/report.{md,json}, PNG
-  ge-plugin bench --quick -o /tmp/bench    # one concurrency, short windows: checks the pipeline only
-  ge-plugin bench --device-latency-ms 5    # every simulated execute also takes 5 ms, like an NPU would
-  ge-plugin bench --concurrency 1,8 --model ge_llama --model naive_llama --seq 64
-  ge-plugin bench --peer pytriton          # adds the same ONNX served by PyTriton with onnxruntime
+  ge-plugin bench --quick -o /tmp/bench    # every model once, short windows: checks the pipeline only
+  ge-plugin bench --model ge_identity --model py_identity --concurrency 1,8
+  ge-plugin bench --model replica_ge_llama --replica-concurrency 16,24,32
 """
 
 
@@ -29,13 +28,15 @@ def register(subparsers) -> None:
     parser = add_command(
         subparsers,
         "bench",
-        help="end-to-end throughput and latency with perf_analyzer, next to direct and naive baselines",
+        help="the seed's table replicated on a simulated device, and ge's host cost against its floors",
         description=(
-            "One tritonserver serves the ge identity model, a Python-backend identity (the floor), the ge tiny "
-            "LLaMA and a naive per-request pyACL LLaMA (the GE backend's published path); perf_analyzer sweeps "
-            "each over gRPC, and the engine is also timed in-process without Triton. Writes a markdown table, "
-            "a JSON file and a latency-vs-throughput PNG, and prints the targets P3-P6. Every figure is the "
-            "CPU simulator's, labelled so: none is NPU time."
+            "One tritonserver serves ge's identity and tiny LLaMA next to Python-backend floors for the same "
+            "tensors (host phase: the simulator computes nothing and takes no device time), and the tiny LLaMA "
+            "on a simulated device that takes the seed's direct AscendCL times per batch (replica: 78 / 145 / "
+            "220 ms at batch 1 / 4 / 8), as served, with 1 x 1 and 1 x 2 instances x streams, and as the naive "
+            "per-request pyACL model. perf_analyzer measures each over gRPC; the engine is also timed in-process "
+            "without Triton. Writes a markdown report, a JSON file and a PNG, and prints the targets. Every "
+            "figure is the CPU simulator's, labelled so: none is NPU time."
         ),
         examples=EXAMPLES,
     )
@@ -47,16 +48,30 @@ def register(subparsers) -> None:
         help="report folder (default: %(default)s)",
     )
     parser.add_argument(
-        "--quick", action="store_true", help="concurrency 1, 300 ms windows, no stability check"
+        "--quick",
+        action="store_true",
+        help="every model once at batch 1 and concurrency 1, 300 ms windows, no stability check",
     )
     parser.add_argument(
         "--concurrency",
         type=_concurrencies,
         metavar="C,C,...",
-        help="perf_analyzer concurrencies (default: 1,2,4,8,16; with --quick: 1)",
+        help="the identity pair's concurrencies (default: 1,2,4,8,16)",
     )
     parser.add_argument(
-        "--measurement-ms", type=int, metavar="MS", help="perf_analyzer window (default: 2000)"
+        "--replica-concurrency",
+        type=_concurrencies,
+        metavar="C,C,...",
+        help="the replica LLaMA's batch-1 concurrencies for the most throughput (default: 8,16,24,32)",
+    )
+    parser.add_argument(
+        "--measurement-ms", type=int, metavar="MS", help="perf_analyzer window, host phase (default: 2000)"
+    )
+    parser.add_argument(
+        "--replica-measurement-ms",
+        type=int,
+        metavar="MS",
+        help="perf_analyzer window, replica (default: 4000: its requests take 78-220 ms)",
     )
     parser.add_argument(
         "--stability", type=int, metavar="PERCENT", help="perf_analyzer --stability-percentage (default: 20)"
@@ -68,14 +83,7 @@ def register(subparsers) -> None:
         "--seq",
         type=int,
         default=16,
-        help="tokens per LLaMA request, a sequence gear: 16, 32, 64 or 128 (default: 16)",
-    )
-    parser.add_argument(
-        "--device-latency-ms",
-        type=float,
-        default=0.0,
-        metavar="X",
-        help="the simulator adds X ms to every execute, so overhead reads against NPU-like compute time",
+        help="tokens per LLaMA row, a sequence gear: 16, 32, 64 or 128 (default: 16)",
     )
     parser.add_argument(
         "--direct-seconds", type=float, metavar="S", help="direct engine time per batch size (default: 2)"
@@ -85,13 +93,7 @@ def register(subparsers) -> None:
         action="append",
         default=[],
         metavar="NAME",
-        help="measure only these of ge_identity, py_identity, ge_llama, naive_llama (repeatable)",
-    )
-    parser.add_argument(
-        "--peer",
-        choices=("pytriton",),
-        default="",
-        help="also serve the LLaMA ONNX with PyTriton + onnxruntime and measure it in the same sweep",
+        help="measure only these models (repeatable); the report names them all",
     )
     parser.set_defaults(func=run)
 
@@ -102,16 +104,12 @@ def run(args: argparse.Namespace) -> int:
     from ge_plugin.bench.run import BenchOptions, run_bench
 
     base = BenchOptions.quick() if args.quick else BenchOptions()
-    changes = {
-        "output": args.output,
-        "seq": args.seq,
-        "device_latency_ms": args.device_latency_ms,
-        "models": tuple(dict.fromkeys(args.model)),
-        "peer": args.peer,
-    }
+    changes = {"output": args.output, "seq": args.seq, "models": tuple(dict.fromkeys(args.model))}
     for field, value in (
         ("concurrencies", args.concurrency),
+        ("replica_concurrencies", args.replica_concurrency),
         ("measurement_ms", args.measurement_ms),
+        ("replica_measurement_ms", args.replica_measurement_ms),
         ("stability_percentage", args.stability),
         ("max_trials", args.max_trials),
         ("direct_seconds", args.direct_seconds),

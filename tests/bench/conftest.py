@@ -37,33 +37,59 @@ def _perf_row(concurrency: int, throughput: float, p50_us: float, **changes) -> 
 
 
 def _make_result(**changes) -> Result:
-    """A plausible full run: four models at c=1, 8 and 16, direct rows and allocation counts."""
+    """A plausible full run: both phases' points, direct rows and allocation counts."""
     triton = []
-    speeds = {
+    speeds = {  # (rows/s at c=1, p50 µs at c=1)
         "ge_identity": (2000, 500),
         "py_identity": (2500, 400),
-        "ge_llama": (180, 5500),
-        "naive_llama": (120, 7000),
+        "ge_llama": (600, 1600),
+        "py_logits": (700, 1400),
+        "replica_ge_llama": (12.5, 79_600),
+        "replica_ge_llama_1x1": (12.4, 79_700),
+        "replica_ge_llama_1x2": (12.6, 79_500),
+        "replica_naive_llama": (12.3, 80_000),
     }
     for name, (throughput, p50) in speeds.items():
         for c in (1, 8, 16):
             triton.append(
                 Measurement(
                     model=name,
-                    row=_perf_row(c, throughput * (1 + c / 8), p50 * (1 + c / 4)),
+                    row=_perf_row(c, throughput * (1 + c / 8), p50 * (1 + (c - 1) / 4)),
                     stable=c != 16,
                     requests_per_execute=1.0 + c / 4,
-                    engine_ms_per_execute=0.2 if name.startswith("ge_") else None,
+                    engine_ms_per_execute=p50 / 2e3 if name.startswith(("ge_", "replica_ge")) else None,
                 )
             )
-    direct = [DirectRow("ge_llama", 1, 300, 650.0, 1.3, 4.0), DirectRow("ge_llama", 8, 40, 700.0, 11.0, 20.0)]
+    for name, by_batch in (
+        ("ge_llama", {4: 4000, 8: 6400}),
+        ("py_logits", {4: 3500, 8: 5600}),
+        ("replica_ge_llama", {4: 149_500, 8: 227_000}),
+    ):
+        for batch, p50 in by_batch.items():
+            triton.append(
+                Measurement(
+                    model=name,
+                    row=_perf_row(1, 1e6 / p50 * batch, p50),
+                    stable=True,
+                    batch=batch,
+                    requests_per_execute=1.0,
+                    engine_ms_per_execute=p50 / 2e3 if name != "py_logits" else None,
+                )
+            )
+    direct = [
+        DirectRow("ge_identity", 1, 300, 5000.0, 0.2, 0.4, 0.15),
+        DirectRow("ge_llama", 1, 300, 3000.0, 0.33, 0.6, 0.3),
+        DirectRow("replica_ge_llama", 1, 20, 12.6, 79.3, 79.9, 79.2),
+        DirectRow("replica_ge_llama", 4, 20, 27.5, 145.5, 146.0, 145.4),
+        DirectRow("replica_ge_llama", 8, 20, 36.2, 221.0, 222.0, 220.9),
+    ]
     allocations = [
-        Allocations("ge_llama", "direct", 1, 2000, 5, 5),
-        Allocations("ge_llama", "served", 2, 900, 5, 10),
-        Allocations("naive_llama", "served", 2, 800, 0, 3200),
+        Allocations("replica_ge_llama", "direct", 1, 2000, 5, 5),
+        Allocations("replica_ge_llama", "served", 2, 900, 5, 10),
+        Allocations("replica_naive_llama", "served", 2, 800, 0, 3200),
     ]
     base = dict(
-        label="CPU simulator, 2 cores",
+        label="CPU simulator (timing-only), 2 cores",
         created="2026-01-01T00:00:00+00:00",
         machine={
             "cpu": "Test CPU",
@@ -77,17 +103,21 @@ def _make_result(**changes) -> Result:
             "fastpath": "c",
             "tritonserver": "2.51.0",
             "perf_analyzer": "2.51.0",
+            "load_average": [0.5, 0.6, 0.7],
         },
         options={
             "output": "bench-results",
             "concurrencies": [1, 8, 16],
+            "replica_concurrencies": [16],
             "measurement_ms": 2000,
+            "replica_measurement_ms": 4000,
             "stability_percentage": 20,
             "max_trials": 8,
             "seq": 16,
-            "device_latency_ms": 0.0,
             "direct_seconds": 2.0,
+            "direct_min_iterations": 20,
             "models": [m.name for m in models(16)],
+            "smoke": False,
         },
         models=models(16),
         triton=tuple(triton),

@@ -8,7 +8,7 @@ import sys
 import attrs
 import pytest
 
-from ge_plugin.bench.run import BenchOptions, parse_concurrencies
+from ge_plugin.bench.run import BenchOptions, Point, parse_concurrencies, plan
 from ge_plugin.errors import BenchError
 
 
@@ -21,19 +21,55 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 def test_options_default_to_the_issues_sweep():
     options = BenchOptions()
     assert options.concurrencies == (1, 2, 4, 8, 16) and options.seq == 16
-    assert [m.name for m in options.selected()] == ["ge_identity", "py_identity", "ge_llama", "naive_llama"]
+    assert 16 in options.replica_concurrencies
+    assert [m.name for m in options.selected()] == [
+        "ge_identity",
+        "py_identity",
+        "ge_llama",
+        "py_logits",
+        "replica_ge_llama",
+        "replica_ge_llama_1x1",
+        "replica_ge_llama_1x2",
+        "replica_naive_llama",
+    ]
     options.check()
 
 
-def test_quick_options_measure_one_concurrency_briefly():
+def test_plan_measures_every_target_and_puts_compared_points_side_by_side():
+    points = plan(BenchOptions())
+    assert len(points) == len(set(points))
+    for needed in (
+        Point("ge_identity", 1, 1),
+        Point("py_identity", 1, 8),
+        *(Point(m, b, 1) for m in ("ge_llama", "py_logits", "replica_ge_llama") for b in (1, 4, 8)),
+        Point("replica_ge_llama", 1, 16),
+        Point("replica_naive_llama", 1, 16),
+        Point("replica_ge_llama_1x1", 1, 16),
+        Point("replica_ge_llama_1x2", 1, 16),
+    ):
+        assert needed in points, needed
+    # a ratio's two sides are measured one right after the other
+    k = points.index(Point("ge_identity", 1, 8))
+    assert points[k + 1] == Point("py_identity", 1, 8)
+    k = points.index(Point("ge_llama", 4, 1))
+    assert points[k + 1] == Point("py_logits", 4, 1)
+    k = points.index(Point("replica_ge_llama", 1, 16))
+    assert points[k + 1] == Point("replica_naive_llama", 1, 16)
+    # the host phase first, then the replica
+    phases = ["replica" if p.model.startswith("replica_") else "host" for p in points]
+    assert phases == sorted(phases)
+
+
+def test_quick_options_measure_every_model_once_briefly():
     quick = BenchOptions.quick()
-    assert quick.concurrencies == (1,) and quick.measurement_ms < 1000 and quick.direct_seconds < 1
+    assert quick.measurement_ms < 1000 and quick.replica_measurement_ms < 1000 and quick.direct_seconds < 1
+    assert plan(quick) == [Point(m.name, 1, 1) for m in quick.selected()]
     assert BenchOptions.quick(seq=64).seq == 64
 
 
 def test_options_check_names_every_bad_option():
     options = attrs.evolve(
-        BenchOptions(), measurement_ms=50, seq=20, max_trials=2, models=("ge_llama", "gpt"), peer="vllm"
+        BenchOptions(), measurement_ms=50, seq=20, max_trials=2, models=("ge_llama", "gpt")
     )
     with pytest.raises(BenchError) as caught:
         options.check()
@@ -43,15 +79,15 @@ def test_options_check_names_every_bad_option():
         "--seq must be a sequence gear",
         "--max-trials",
         "--model gpt",
-        "--peer vllm: unknown; the bench knows pytriton",
     ):
         assert part in message
 
 
 def test_options_select_a_subset_in_table_order():
-    options = attrs.evolve(BenchOptions(), models=("naive_llama", "ge_llama"))
-    assert [m.name for m in options.selected()] == ["ge_llama", "naive_llama"]
-    assert options.as_json()["models"] == ["ge_llama", "naive_llama"]
+    options = attrs.evolve(BenchOptions(), models=("replica_naive_llama", "ge_llama"))
+    assert [m.name for m in options.selected()] == ["ge_llama", "replica_naive_llama"]
+    assert options.as_json()["models"] == ["ge_llama", "replica_naive_llama"]
+    assert {p.model for p in plan(options)} == {"ge_llama", "replica_naive_llama"}
 
 
 def test_parse_concurrencies_names_the_bad_item():
@@ -77,7 +113,7 @@ def test_cli_help_ends_with_examples():
     result = _run("--help")
     assert result.returncode == 0
     assert "examples:\n  ge-plugin bench " in result.stdout
-    assert "--device-latency-ms" in result.stdout
+    assert "--replica-concurrency" in result.stdout
 
 
 def test_bench_without_matplotlib_stops_before_measuring(tmp_path, monkeypatch):

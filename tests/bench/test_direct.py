@@ -18,6 +18,11 @@ def test_summarize_gives_percentiles_and_rows_per_second():
     assert row.throughput == pytest.approx(8 * 100 / sum(latencies))
 
 
+def test_host_us_is_the_call_less_its_stream_time():
+    assert direct.DirectRow("m", 1, 10, 1.0, 0.25, 0.3, 0.2).host_us == pytest.approx(50.0)
+    assert direct.DirectRow("m", 1, 10, 1.0, 0.25, 0.3).host_us is None
+
+
 def test_time_calls_makes_at_least_the_minimum_number_of_calls():
     calls = []
     latencies = direct.time_calls(lambda: calls.append(1), seconds=0.0, min_iterations=7)
@@ -53,12 +58,27 @@ def test_run_times_every_batch_gear_and_counts_allocations(fresh_sim, bench_repo
     assert data["device"] == "sim"
     assert [row["batch"] for row in data["rows"]] == [1, 2, 4, 8, 16]
     assert all(row["iterations"] >= direct.MIN_ITERATIONS and row["throughput"] > 0 for row in data["rows"])
+    # the engine's stream time is inside the call's time
+    assert all(0 < row["stream_ms"] < row["p99_ms"] for row in data["rows"])
     (counted,) = [direct.Allocations(**a) for a in data["allocations"]]
     assert counted.mallocs_at_start > 0  # the engine's buffers, made once
     assert counted.requests == sum(
         (direct.WARMUP_CALLS + row["iterations"]) * row["batch"] for row in data["rows"]
     )
     assert counted.per_request == 0
+
+
+def test_run_on_the_replica_device_takes_the_seeds_time_per_batch(fresh_sim, bench_repo):
+    data = direct.run(
+        bench_repo.root,
+        {"replica_ge_llama": bench_repo.inputs["replica_ge_llama"]},
+        seconds=0.01,
+        min_iterations=1,
+    )
+    assert [row["batch"] for row in data["rows"]] == [1, 4, 8]
+    for row, floor_ms in zip(data["rows"], (78, 145, 220)):
+        assert row["iterations"] == 1 and row["p50_ms"] >= floor_ms  # the profile is a floor
+        assert row["stream_ms"] >= floor_ms
 
 
 def test_run_child_reports_a_failing_child(bench_repo, tmp_path):

@@ -66,6 +66,7 @@ def test_command_measures_one_concurrency_over_grpc_with_the_input_data():
         settings=perf.PerfSettings(1500, 15, 6),
         input_data=Path("in.json"),
         csv_path=Path("out.csv"),
+        batch=4,
     )
     assert cmd[0].endswith("perf_analyzer")
     joined = " ".join(cmd[1:])
@@ -73,7 +74,7 @@ def test_command_measures_one_concurrency_over_grpc_with_the_input_data():
         "-i grpc",
         "-u 127.0.0.1:9001",
         "-m ge_llama",
-        "-b 1",
+        "-b 4",
         "--concurrency-range=4:4",
         "--input-data=in.json",
         "--measurement-interval=1500",
@@ -97,6 +98,7 @@ def test_command_without_stability_check_accepts_any_three_windows():
         check_stability=False,
     )
     assert "--stability-percentage=999" in cmd and "--max-trials=3" in cmd
+    assert cmd[cmd.index("-b") + 1] == "1"  # one row per request unless told
     assert not any(part.startswith("--shape") for part in cmd)  # INPUT0's dims are fixed by the config
 
 

@@ -1,4 +1,4 @@
-"""The report: JSON that reads back as the same run, markdown labelled "CPU simulator", a real PNG."""
+"""The report: JSON that reads back as the same run, markdown labelled "CPU simulator", the seed side by side."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from ge_plugin.bench import report
 from ge_plugin.errors import BenchError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+LABEL = "CPU simulator (timing-only), 2 cores"
 
 
 def test_json_round_trips_every_row_and_target(result):
@@ -30,16 +31,30 @@ def test_json_keys_are_stable(result):
         "direct",
         "allocations",
         "targets",
+        "seed",
         "notes",
         "files",
     ]
-    assert data["schema"] == "ge-plugin-bench/1" and data["label"] == "CPU simulator, 2 cores"
+    assert data["schema"] == "ge-plugin-bench/2" and data["label"] == LABEL
     target = data["targets"][0]
     assert set(target) >= {"id", "what", "op", "threshold", "unit", "value", "passed", "verdict", "detail"}
-    assert {"requests_per_execute", "engine_ms_per_execute", "p50_us", "p99_us", "stable"} <= set(
+    assert [t["id"] for t in data["targets"]] == ["P3a", "P3b", "P4a", "P4b", "P4c", "P5", "P6", "P7"]
+    assert {"batch", "requests_per_execute", "engine_ms_per_execute", "p50_us", "p99_us", "stable"} <= set(
         data["triton"][0]
     )
+    assert {"stream_ms", "host_us"} <= set(data["direct"][0])
     assert data["allocations"][2]["per_request"] == 4
+
+
+def test_json_puts_the_seeds_rows_and_ours_side_by_side(result):
+    side = report.to_json(result)["seed"]
+    assert side["seed"]["direct_ms"] == {"1": 78.0, "4": 145.0, "8": 220.0}
+    assert side["seed"]["triton_ms"] == {"1": 82.0, "4": 152.0, "8": 228.0}
+    assert (side["seed"]["direct_max_rows_per_s"], side["seed"]["triton_max_rows_per_s"]) == (36.0, 35.0)
+    ours = side["ours"]
+    assert ours["direct_ms"] == {"1": 79.3, "4": 145.5, "8": 221.0}
+    assert ours["triton_ms"]["1"] == pytest.approx(79.6) and ours["floor_ms"]["8"] == pytest.approx(5.6)
+    assert ours["direct_max_at_batch"] == 8 and ours["naive_at_concurrency"] == 16
 
 
 def test_from_json_names_what_is_missing(result):
@@ -54,24 +69,46 @@ def test_from_json_names_what_is_missing(result):
 def test_markdown_labels_every_section_and_lists_every_row(result):
     text = report.markdown(result)
     headings = [line for line in text.splitlines() if line.startswith("#")]
-    assert len(headings) == 5
-    for heading in headings[:4]:
-        assert "CPU simulator, 2 cores" in heading
-    assert "simulator counters" in headings[4]
+    assert len(headings) == 8
+    for heading in headings[:7]:
+        assert LABEL in heading
+    assert "simulator counters" in headings[7]
     rows = [line for line in text.splitlines() if line.startswith("| ge_llama | ge backend")]
-    assert [row.split(" | ")[2] for row in rows] == ["1", "8", "16"]
+    assert [row.split(" | ")[3:5] for row in rows] == [
+        ["1", "1"],
+        ["1", "8"],
+        ["1", "16"],
+        ["4", "1"],
+        ["8", "1"],
+    ]
     assert "(unstable)" in rows[2] and "(unstable)" not in rows[0]
-    assert "| P5 | ge tiny LLaMA throughput / naive pyACL model throughput, c=16 | >= 2× |" in text
-    assert "![latency vs throughput, CPU simulator, 2 cores](latency_throughput.png)" in text
+    assert "| P5 | replica: ge LLaMA throughput / naive pyACL model throughput, c=16 | >= 2.5× |" in text
+    assert f"![the seed's table replicated, and the host phase: {LABEL}](latency_throughput.png)" in text
 
 
-def test_markdown_says_which_simulated_device_time_was_added(make_result):
-    text = report.markdown(
-        make_result(label="CPU simulator + 5 ms simulated device time per execute, 2 cores")
-    )
-    assert text.startswith(
-        "# ge-plugin bench: CPU simulator + 5 ms simulated device time per execute, 2 cores"
-    )
+def test_markdown_prints_the_seeds_rows_next_to_ours(result):
+    lines = report.markdown(result).splitlines()
+    table = lines[lines.index("| row | batch 1 p50 ms | batch 4 p50 ms | batch 8 p50 ms | most rows/s |") :]
+    assert table[2] == "| seed: direct AscendCL | 78 | 145 | 220 | 36 |"
+    assert table[3] == "| seed: Triton + CANN GE backend | 82 | 152 | 228 | 35 |"
+    assert table[4] == "| seed: added by Triton | +4 | +7 | +8 | 0.97× |"
+    assert table[5].startswith("| ours: direct engine | 79.30 | 145.50 | 221.00 | 36.2 (batch 8) |")
+    assert table[7].startswith("| ours: added by Triton | +0.30 | +4.00 | +6.00 |")
+    assert table[8] == "| ours: the same-size floor, no device (2 / 8 / 16 MiB) | 1.40 | 3.50 | 5.60 | – |"
+    assert table[9] == "| ours: added minus the floor | -1.10 | +0.50 | +0.40 | – |"
+
+
+def test_markdown_compares_instances_and_streams(result):
+    text = report.markdown(result)
+    assert "| instances × streams | c=1: rows/s, p50 ms, requests/execute |" in text
+    for layout in ("1 × 1", "1 × 2", "2 × 1"):
+        assert f"| {layout} | " in text
+
+
+def test_markdown_gives_host_time_per_execute(result):
+    lines = [line for line in report.markdown(result).splitlines() if line.startswith("| ge_identity | 1 | ")]
+    # direct: 200 µs call, 150 µs stream, 50 µs host; served: 200 µs compute infer, 250 µs stream (p50 / 2)
+    assert lines[0].startswith("| ge_identity | 1 | 200 | 150 | 50 | 200 | 250 | -50 | py_identity | 200 |")
 
 
 def test_markdown_lists_notes(make_result):

@@ -10,7 +10,7 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from ge_plugin.bench.repository import bench_specs, build_repository
+from ge_plugin.bench.repository import bench_specs, build_repository, models
 from ge_plugin.errors import BenchError
 from ge_plugin.models import LLAMA_VOCAB
 from ge_plugin.spec import load_spec
@@ -31,22 +31,58 @@ def test_bench_llama_spec_is_the_served_llama(tmp_path):
     assert attrs.evolve(same, path=None) == attrs.evolve(served, path=None)
 
 
-def test_build_repository_writes_four_models_with_oms(bench_repo):
-    assert sorted(p.name for p in bench_repo.root.iterdir()) == [
-        "ge_identity",
-        "ge_llama",
-        "naive_llama",
-        "py_identity",
-    ]
+def test_build_repository_writes_every_model_with_its_om(bench_repo):
+    assert sorted(p.name for p in bench_repo.root.iterdir()) == sorted(m.name for m in models(16))
     assert (bench_repo.version_dir("ge_identity") / "identity.om").is_file()
-    assert (bench_repo.version_dir("ge_llama") / "llama.om").is_file()
-    assert (bench_repo.version_dir("naive_llama") / "llama.om").read_bytes() == (
-        bench_repo.version_dir("ge_llama") / "llama.om"
-    ).read_bytes()
+    llama = (bench_repo.version_dir("ge_llama") / "llama.om").read_bytes()
+    for name in ("replica_ge_llama", "replica_ge_llama_1x1", "replica_ge_llama_1x2", "replica_naive_llama"):
+        assert (bench_repo.version_dir(name) / "llama.om").read_bytes() == llama
+    assert not (bench_repo.version_dir("py_logits") / "llama.om").exists()
     assert bench_repo.reports.is_dir() and not any(bench_repo.reports.iterdir())
 
 
-@pytest.mark.parametrize(("twin", "source"), [("py_identity", "ge_identity"), ("naive_llama", "ge_llama")])
+def test_build_repository_drops_models_an_older_bench_left(tmp_path):
+    stale = tmp_path / "work" / "repository" / "naive_llama"
+    stale.mkdir(parents=True)
+    (stale / "config.pbtxt").write_text('name: "naive_llama"\nbackend: "python"\n')
+    repo = build_repository(tmp_path / "work")
+    assert not stale.exists() and repo.config("replica_naive_llama").is_file()
+
+
+def _sim_section(config: mc.ModelConfig) -> dict:
+    return json.loads(config.parameters["acl_json"].string_value)["ge_plugin_sim"]
+
+
+def test_host_models_are_timing_only_without_device_time(bench_repo):
+    for name in ("ge_identity", "ge_llama"):
+        assert _sim_section(_config(bench_repo.config(name))) == {"timing_only": True}
+
+
+def test_replica_models_take_the_seeds_direct_times_on_every_gear(bench_repo):
+    for name in ("replica_ge_llama", "replica_ge_llama_1x1", "replica_ge_llama_1x2", "replica_naive_llama"):
+        sim = _sim_section(_config(bench_repo.config(name)))
+        assert sim["timing_only"] is True
+        latency = sim["execute_latency_ms"]
+        assert len(latency) == 12  # 3 batch gears x 4 sequence gears
+        assert (latency["1,16"], latency["4,64"], latency["8,128"]) == (78.0, 145.0, 220.0)
+
+
+@pytest.mark.parametrize(
+    ("name", "instances", "streams"),
+    [("replica_ge_llama", 2, 1), ("replica_ge_llama_1x1", 1, 1), ("replica_ge_llama_1x2", 1, 2)],
+)
+def test_replica_layouts_differ_only_in_instances_and_streams(bench_repo, name, instances, streams):
+    config, served = _config(bench_repo.config(name)), _config(bench_repo.config("replica_ge_llama"))
+    assert sum(group.count for group in config.instance_group) == instances
+    assert config.parameters["streams_per_instance"].string_value == str(streams)
+    for field in ("max_batch_size", "input", "output", "dynamic_batching"):
+        assert getattr(config, field) == getattr(served, field), field
+
+
+@pytest.mark.parametrize(
+    ("twin", "source"),
+    [("py_identity", "ge_identity"), ("py_logits", "ge_llama"), ("replica_naive_llama", "replica_ge_llama")],
+)
 def test_python_twin_differs_from_its_ge_model_only_in_backend(bench_repo, twin, source):
     python, ge = _config(bench_repo.config(twin)), _config(bench_repo.config(source))
     assert (python.backend, ge.backend) == ("python", "ge")
@@ -57,10 +93,12 @@ def test_python_twin_differs_from_its_ge_model_only_in_backend(bench_repo, twin,
 
 
 def test_naive_model_keeps_the_om_parameters_and_does_the_published_per_request_work(bench_repo):
-    config = _config(bench_repo.config("naive_llama"))
+    config = _config(bench_repo.config("replica_naive_llama"))
     assert config.parameters["om_model_path"].string_value == "llama.om"
-    model_py = (bench_repo.version_dir("naive_llama") / "model.py").read_text()
+    assert "execute_latency_ms" in config.parameters["acl_json"].string_value  # the same simulated device
+    model_py = (bench_repo.version_dir("replica_naive_llama") / "model.py").read_text()
     for call in (
+        "acl.init(path)",
         "acl.rt.malloc(",
         "acl.rt.malloc_host(",
         "acl.mdl.create_dataset()",
@@ -81,7 +119,7 @@ def test_input_data_holds_valid_token_ids_of_the_requested_length(tmp_path):
     ids = entry["input_ids"]["content"]
     assert entry["input_ids"]["shape"] == [32] and len(ids) == 32
     assert all(0 <= i < LLAMA_VOCAB for i in ids)
-    assert repo.inputs["naive_llama"] == repo.inputs["ge_llama"]
+    assert repo.inputs["replica_naive_llama"] == repo.inputs["py_logits"] == repo.inputs["ge_llama"]
     identity = json.loads(repo.inputs["py_identity"].read_text())["data"][0]["INPUT0"]
     assert identity["shape"] == [16] and len(identity["content"]) == 16
 

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from ge_plugin.bench import report
+from ge_plugin.bench.repository import models
 
 pytestmark = pytest.mark.e2e
 
@@ -24,21 +25,36 @@ def test_bench_quick_produces_a_report_that_parses(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert (out / report.PLOT).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     run = report.from_json(json.loads((out / report.JSON).read_text()))
-    assert run.label.startswith("CPU simulator, ") and run.label.endswith(" cores")
-    assert {m.model for m in run.triton} == {"ge_identity", "py_identity", "ge_llama", "naive_llama"}
-    assert all(m.row.concurrency == 1 and m.row.throughput > 0 for m in run.triton)
-    assert {(d.model, d.batch) for d in run.direct} >= {("ge_llama", 1), ("ge_llama", 8), ("ge_identity", 16)}
-    assert [t.id for t in run.targets] == ["P3a", "P3b", "P4a", "P4b", "P5", "P6"]
+    assert run.label == "CPU simulator (timing-only), " + run.label.split(", ")[-1]
+    assert {m.model for m in run.triton} == {m.name for m in models(16)}
+    assert all(m.row.concurrency == 1 and m.batch == 1 and m.row.throughput > 0 for m in run.triton)
+    assert {(d.model, d.batch) for d in run.direct} >= {
+        ("ge_llama", 1),
+        ("ge_llama", 8),
+        ("ge_identity", 16),
+        ("replica_ge_llama", 8),
+    }
+    # the replica's device takes the seed's time, directly and through Triton (the profile is a floor)
+    replica = [d for d in run.direct if d.model == "replica_ge_llama"]
+    assert [d.p50_ms >= ms for d, ms in zip(replica, (78, 145, 220))] == [True] * 3
+    (served,) = [m for m in run.triton if m.model == "replica_ge_llama"]
+    assert served.row.p50_us >= 78_000
+    assert [t.id for t in run.targets] == ["P3a", "P3b", "P4a", "P4b", "P4c", "P5", "P6", "P7"]
     # the served allocation evidence is real: the naive model's per-request mallocs show up in its stubs'
     # reports, and every ge model's count is there to be read
     counted = {(a.model, a.where): a for a in run.allocations}
-    assert counted["naive_llama", "served"].per_request >= 3
-    for key in (("ge_llama", "served"), ("ge_identity", "served"), ("ge_llama", "direct")):
+    assert counted["replica_naive_llama", "served"].per_request >= 3
+    for key in (("ge_llama", "served"), ("ge_identity", "served"), ("replica_ge_llama_1x2", "served")):
         assert counted[key].requests > 0 and counted[key].per_request is not None
+    assert (
+        counted["replica_ge_llama_1x2", "served"].mallocs_at_start
+        == 2 * counted["ge_llama", "direct"].mallocs_at_start
+    )
     markdown = (out / report.MARKDOWN).read_text()
     assert markdown == report.markdown(run)
     table = [line for line in markdown.splitlines() if line.startswith("| ge_llama | ge backend")]
     assert len(table) == 1
-    # the targets are printed too
+    # the targets and the seed's rows are printed too
     assert "| P6 | device + pinned host allocations per request" in result.stdout
+    assert "| seed: direct AscendCL | 78 | 145 | 220 | 36 |" in result.stdout
     assert "[########################] " in result.stderr  # the progress bar reached the end

@@ -7,7 +7,9 @@ synchronous D2H memcpy, copy from the pinned buffer into the response's own arra
 everything. Requests of one ``execute`` call run one after another, as the GE backend runs requests it does
 not combine. What it does *not* do is reload the model per request: it is loaded once, as anyone would.
 
-It is a fair baseline, not a strawman: the same sim OM, config, batching and instances as ``ge_llama``. The
+It is a fair baseline, not a strawman: the same sim OM, config, batching and instances as the ge model it is
+rendered from, and the same acl.json (its ``acl_json`` parameter, passed to ``acl.init`` as a user passes
+theirs), so it runs on the same simulated device. The
 request must already have a gear's shape (the bench sends sequences of a dims gear), so nothing is padded;
 any other shape gets INVALID_ARG naming the gears, as the GE backend has no padding either.
 
@@ -18,6 +20,7 @@ script runs under ``python -m ge_plugin.sim run``.
 import ctypes
 import json
 import os
+import tempfile
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -52,6 +55,19 @@ def check(ret: int, call: str) -> None:
         raise AclCallFailed(call, ret)
 
 
+def _init(config_json: str) -> int:
+    """``acl.init`` with the model's acl.json, written to a file as pyACL wants it."""
+    if not config_json:
+        return acl.init()
+    fd, path = tempfile.mkstemp(prefix="naive-acl-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(config_json)
+        return acl.init(path)
+    finally:
+        os.unlink(path)
+
+
 class TritonPythonModel:
     def initialize(self, args: dict) -> None:
         config = json.loads(args["model_config"])
@@ -61,7 +77,7 @@ class TritonPythonModel:
         )
         self.device = int((params.get("device_ids") or "0").split(",")[0])
         self.output_names = [o["name"] for o in config["output"]]
-        ret = acl.init()
+        ret = _init(params.get("acl_json", ""))
         if ret != ACL_ERROR_REPEAT_INITIALIZE:
             check(ret, "acl.init")
         check(acl.rt.set_device(self.device), "acl.rt.set_device")
