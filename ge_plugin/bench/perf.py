@@ -80,8 +80,10 @@ class Measurement:
     #: rows per request (perf_analyzer ``-b``); throughput counts rows, as the seed's req/s does
     batch: int = 1
     #: from the server's counters over the run (ge_plugin.bench.serverstats); None when not known
-    requests_per_execute: float | None = None
+    rows_per_execute: float | None = None
     engine_ms_per_execute: float | None = None
+    #: executions per batch size (rows in one execute) during the run
+    batch_sizes: dict[str, int] | None = None
 
 
 def parse_csv(text: str, *, source: str = "perf_analyzer CSV") -> list[PerfRow]:

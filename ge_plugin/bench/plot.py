@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ge_plugin.bench import seed
-from ge_plugin.bench.ratios import FLOOR, REPLICA_GE, REPLICA_NAIVE, added_ms, at
+from ge_plugin.bench.ratios import FLOOR, REPLICA_GE, REPLICA_NAIVE, added_ms, at, paced_added_ms
 from ge_plugin.bench.report import LAYOUTS, Result, replica_rows
 from ge_plugin.errors import BenchError
 
@@ -75,6 +75,10 @@ def _added(ax, result: Result) -> None:
             ("seed: Triton + GE backend", [seed.TRITON_MS[b] - seed.DIRECT_MS[b] for b in seed.BATCHES]),
             ("ours: Triton + ge", [added_ms(result.triton, result.direct, b) for b in seed.BATCHES]),
             ("ours: same-size floor p50", [f.row.p50_us / 1e3 if f else None for f in floors]),
+            (
+                "ours: paced floor, added to its wait",
+                [paced_added_ms(result.triton, b) for b in seed.BATCHES],
+            ),
         ],
     )
     ax.set_title("replica: p50 added by Triton over direct (ms), c=1", fontsize=10)

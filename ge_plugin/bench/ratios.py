@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import attrs
 
+from ge_plugin.bench import seed
 from ge_plugin.bench.direct import Allocations, DirectRow
 from ge_plugin.bench.perf import Measurement
 from ge_plugin.bench.repository import GE_MODELS
@@ -22,6 +23,8 @@ _OPS = {"<=": operator.le, ">=": operator.ge, "==": operator.eq}
 REPLICA_GE = "replica_ge_llama"
 REPLICA_NAIVE = "replica_naive_llama"
 FLOOR = "py_logits"
+#: the same-size floor at the device's pace: waits the seed's device time, then returns the logits
+PACED_FLOOR = "replica_py_logits"
 
 
 @attrs.frozen
@@ -93,6 +96,14 @@ def added_ms(triton: Sequence[Measurement], direct: Sequence[DirectRow], batch: 
     if served is None or alone is None:
         return None
     return served.row.p50_us / 1e3 - alone.p50_ms
+
+
+def paced_added_ms(triton: Sequence[Measurement], batch: int) -> float | None:
+    """What the paced floor adds to its wait at client batch ``batch`` (c=1): p50 minus the device time."""
+    paced = at(triton, PACED_FLOOR, 1, batch)
+    if paced is None:
+        return None
+    return paced.row.p50_us / 1e3 - seed.DIRECT_MS[batch]
 
 
 def _identity_p50(triton: Sequence[Measurement]) -> Target:

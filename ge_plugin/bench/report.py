@@ -17,7 +17,17 @@ import attrs
 from ge_plugin.bench import seed
 from ge_plugin.bench.direct import Allocations, DirectRow
 from ge_plugin.bench.perf import NO_STABILITY_CHECK, Measurement, PerfRow
-from ge_plugin.bench.ratios import FLOOR, REPLICA_GE, REPLICA_NAIVE, Target, added_ms, at, direct_at
+from ge_plugin.bench.ratios import (
+    FLOOR,
+    PACED_FLOOR,
+    REPLICA_GE,
+    REPLICA_NAIVE,
+    Target,
+    added_ms,
+    at,
+    direct_at,
+    paced_added_ms,
+)
 from ge_plugin.bench.repository import BenchModel
 from ge_plugin.errors import BenchError
 
@@ -69,8 +79,9 @@ def _measurement_json(m: Measurement) -> dict[str, Any]:
         "model": m.model,
         "batch": m.batch,
         "stable": m.stable,
-        "requests_per_execute": m.requests_per_execute,
+        "rows_per_execute": m.rows_per_execute,
         "engine_ms_per_execute": m.engine_ms_per_execute,
+        "batch_sizes": m.batch_sizes,
         **attrs.asdict(m.row),
     }
 
@@ -92,14 +103,16 @@ def seed_json(result: Result) -> dict[str, Any]:
 
 def replica_rows(result: Result) -> dict[str, Any]:
     """Our replica's figures, None where not measured."""
-    direct_ms, triton_ms, floor_ms = {}, {}, {}
+    direct_ms, triton_ms, floor_ms, paced_ms = {}, {}, {}, {}
     for b in seed.BATCHES:
         d = direct_at(result.direct, REPLICA_GE, b)
         t = at(result.triton, REPLICA_GE, 1, b)
         f = at(result.triton, FLOOR, 1, b)
+        p = at(result.triton, PACED_FLOOR, 1, b)
         direct_ms[str(b)] = d.p50_ms if d else None
         triton_ms[str(b)] = t.row.p50_us / 1e3 if t else None
         floor_ms[str(b)] = f.row.p50_us / 1e3 if f else None
+        paced_ms[str(b)] = p.row.p50_us / 1e3 if p else None
     served = [m for m in result.triton if m.model == REPLICA_GE]
     alone = [r for r in result.direct if r.model == REPLICA_GE]
     best = max(served, key=lambda m: m.row.throughput, default=None)
@@ -109,6 +122,7 @@ def replica_rows(result: Result) -> dict[str, Any]:
         "direct_ms": direct_ms,
         "triton_ms": triton_ms,
         "floor_ms": floor_ms,
+        "paced_floor_ms": paced_ms,
         "direct_max_rows_per_s": best_direct.throughput if best_direct else None,
         "direct_max_at_batch": best_direct.batch if best_direct else None,
         "triton_max_rows_per_s": best.row.throughput if best else None,
@@ -148,8 +162,9 @@ def from_json(data: Mapping[str, Any], *, source: str = "report.json") -> Result
                 row=PerfRow(**fields(PerfRow, m)),
                 stable=m["stable"],
                 batch=m["batch"],
-                requests_per_execute=m["requests_per_execute"],
+                rows_per_execute=m["rows_per_execute"],
                 engine_ms_per_execute=m["engine_ms_per_execute"],
+                batch_sizes=m["batch_sizes"],
             ),
         ),
         direct=each("direct", lambda r: DirectRow(**fields(DirectRow, r))),
@@ -223,7 +238,9 @@ def _seed_section(result: Result) -> list[str]:
         f"The first three rows are {seed.SOURCE}. Ours: the tiny LLaMA on the simulated device with those "
         "direct times, Triton at client batches of 1 / 4 / 8 rows, concurrency 1; the most rows/s over the "
         "concurrency sweep. The floor is a Python-backend model returning precomputed logits of the same size "
-        "with no device: what Triton, the Python backend and gRPC cost for that response alone.",
+        "with no device: what Triton, the Python backend and gRPC cost for that response alone. The paced floor "
+        "does the same after waiting the device time of the batch, so its transport runs after the same idle "
+        "gap as the replica's; what it adds beyond the device time is what any model at that pace pays.",
         "",
         head,
         "|---|--:|--:|--:|--:|",
@@ -263,6 +280,15 @@ def _seed_section(result: Result) -> list[str]:
         + " | ".join(
             _opt(a - f[str(b)] if a is not None and f[str(b)] is not None else None, "+.2f")
             for a, b in zip(added, seed.BATCHES)
+        )
+        + " | – |",
+        "| ours: the paced floor (waits the device time, then returns the logits) | "
+        + " | ".join(_opt(ours["paced_floor_ms"][str(b)], ".2f") for b in seed.BATCHES)
+        + " | – |",
+        "| ours: added minus what the paced floor adds to its wait | "
+        + " | ".join(
+            _opt(a - p if a is not None and p is not None else None, "+.2f")
+            for a, p in zip(added, (paced_added_ms(result.triton, b) for b in seed.BATCHES))
         )
         + " | – |",
     ]
@@ -354,6 +380,31 @@ def _host_section(result: Result) -> list[str]:
     return lines
 
 
+def device_bound(batch_sizes: Mapping[str, int] | None) -> float | None:
+    """Rows per second the replica's device allows for this mix of executes: their rows over the seed's
+    device time of the gears they ran on (a batch of 6 runs on gear 8). What the device could do with the
+    batches it was given; the measured rows/s can only approach it."""
+    if not batch_sizes:
+        return None
+    rows = ms = 0.0
+    for size, count in batch_sizes.items():
+        gear = next((b for b in seed.BATCHES if b >= int(size)), None)
+        if gear is None:
+            return None
+        rows += int(size) * count
+        ms += seed.DIRECT_MS[gear] * count
+    return rows / ms * 1e3 if ms else None
+
+
+def _sizes(batch_sizes: Mapping[str, int] | None) -> str:
+    """``8×20, 7×2``: executes per batch size, largest first."""
+    if not batch_sizes:
+        return "–"
+    return ", ".join(
+        f"{size}×{count}" for size, count in sorted(batch_sizes.items(), key=lambda x: -int(x[0]))
+    )
+
+
 def _layouts_section(result: Result) -> list[str]:
     cs = sorted({m.row.concurrency for m in result.triton if m.model in dict(LAYOUTS) and m.batch == 1})
     if not any(m.model in dict(LAYOUTS) and m.model != REPLICA_GE for m in result.triton):
@@ -363,11 +414,11 @@ def _layouts_section(result: Result) -> list[str]:
         f"## Instances × streams in the replica: {result.label}",
         "",
         "The replica's LLaMA with 1 instance × 1 stream, 1 × 2 (`streams_per_instance: 2`) and 2 × 1 (as served), "
-        "client batch 1. All three share the one simulated device, which computes one execute at a time.",
+        "client batch 1. All three share the one simulated device, which computes one execute at a time. Each "
+        "cell: rows/s measured / rows/s the device allows for the batches it was given (their rows over the "
+        "seed's time of their gears); p50 ms; rows per execute.",
         "",
-        "| instances × streams | "
-        + " | ".join(f"c={c}: rows/s, p50 ms, requests/execute" for c in cs)
-        + " |",
+        "| instances × streams | " + " | ".join(f"c={c}" for c in cs) + " |",
         "|---|" + "--:|" * len(cs),
     ]
     for name, layout in LAYOUTS:
@@ -377,7 +428,8 @@ def _layouts_section(result: Result) -> list[str]:
             cells.append(
                 "–"
                 if m is None
-                else f"{m.row.throughput:.1f}, {m.row.p50_us / 1e3:.1f}, {_opt(m.requests_per_execute, '.2f')}"
+                else f"{m.row.throughput:.1f} / {_opt(device_bound(m.batch_sizes), '.1f')}; "
+                f"{m.row.p50_us / 1e3:.1f} ms; {_opt(m.rows_per_execute, '.2f')}"
             )
         lines.append(f"| {layout} | " + " | ".join(cells) + " |")
     return lines
@@ -393,8 +445,8 @@ def _triton_section(result: Result) -> list[str]:
         "",
         "| model | what | phase | batch | c | rows/s | p50 ms | p99 ms | client send+recv ms "
         "| network + server send/recv ms | queue ms | compute input ms | compute infer ms | compute output ms "
-        "| requests per execute | ge stream ms per execute |",
-        "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+        "| rows per execute | executes by rows | ge stream ms per execute |",
+        "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|",
     ]
     order = {model.name: k for k, model in enumerate(result.models)}
     rows = sorted(result.triton, key=lambda x: (order.get(x.model, 99), x.batch, x.row.concurrency))
@@ -406,8 +458,8 @@ def _triton_section(result: Result) -> list[str]:
             f"| {meas.model} | {model.what} | {model.phase} | {meas.batch} | {r.concurrency} | {r.throughput:.1f}{star} "
             f"| {_ms(r.p50_us)} | {_ms(r.p99_us)} | {_ms(r.client_send_us + r.client_recv_us)} | {_ms(r.network_us)} "
             f"| {_ms(r.server_queue_us)} | {_ms(r.server_compute_input_us)} | {_ms(r.server_compute_infer_us)} "
-            f"| {_ms(r.server_compute_output_us)} | {_opt(meas.requests_per_execute, '.2f')} "
-            f"| {_opt(meas.engine_ms_per_execute, '.2f')} |"
+            f"| {_ms(r.server_compute_output_us)} | {_opt(meas.rows_per_execute, '.2f')} "
+            f"| {_sizes(meas.batch_sizes)} | {_opt(meas.engine_ms_per_execute, '.2f')} |"
         )
     if any(not x.stable for x in result.triton):
         lines += [

@@ -8,8 +8,9 @@ no onnxruntime time, as an NPU would not):
   Triton allows for the same tensors: ``py_identity`` hands its input back, ``py_logits`` returns precomputed
   logits of the size ``ge_llama`` returns. What ge costs on top of a floor is the plugin's host cost.
 - **replica**: the seed's direct AscendCL times as the device time of each batch gear (``seed.py``). The
-  served LLaMA (2 instances × 1 stream, as ``specs/llama.yaml``), the same with 1 × 1 and 1 × 2, and the naive
-  per-request pyACL model (the GE backend's published path) under the same device.
+  served LLaMA (2 instances × 1 stream, as ``specs/llama.yaml``), the same with 1 × 1 and 1 × 2, the naive
+  per-request pyACL model (the GE backend's published path) under the same device, and ``replica_py_logits``,
+  the same-size floor at the device's pace (it waits the device time, then returns precomputed logits).
 
 The ``ge`` models come from the specs in ``ge_plugin/bench/specs/`` (``llama.yaml`` is ``specs/llama.yaml`` as
 served), rendered and compiled to sim OMs as users do it. Each Python-backend model is rendered from a ``ge``
@@ -85,6 +86,13 @@ def models(seq: int) -> tuple[BenchModel, ...]:
             **llama,
         ),
         BenchModel(
+            "replica_py_logits",
+            "python",
+            phase=REPLICA,
+            what="Python backend waits the device time, returns precomputed logits (paced floor)",
+            **llama,
+        ),
+        BenchModel(
             "replica_ge_llama_1x1", "ge", phase=REPLICA, what="ge backend, 1 instance × 1 stream", **llama
         ),
         BenchModel(
@@ -108,11 +116,12 @@ GE_MODELS = {
     "replica_ge_llama_1x1": ("llama.yaml", REPLICA, 1, 1),
     "replica_ge_llama_1x2": ("llama.yaml", REPLICA, 1, 2),
 }
-#: Python-backend model -> (the ge model it is rendered from, its model.py, keep the ge parameters)
+#: Python-backend model -> (the ge model it is rendered from, its model.py, keep the ge parameters, the OM)
 TWINS = {
-    "py_identity": ("ge_identity", "py_identity.py", False),
-    "py_logits": ("ge_llama", "py_logits.py", False),
-    "replica_naive_llama": ("replica_ge_llama", "naive_llama.py", True),
+    "py_identity": ("ge_identity", "py_identity.py", False, False),
+    "py_logits": ("ge_llama", "py_logits.py", False, False),
+    "replica_py_logits": ("replica_ge_llama", "py_logits_paced.py", True, False),
+    "replica_naive_llama": ("replica_ge_llama", "naive_llama.py", True, True),
 }
 
 
@@ -185,8 +194,8 @@ def build_repository(work: str | Path, *, seq: int = 16) -> Repository:
         build(parse_args(atc_args(spec, output=om.with_suffix(""))))
         built[source] = om
     by_name = {spec.name: spec for spec in specs}
-    for twin, (source, model_file, keep_parameters) in TWINS.items():
-        _write_twin(root, by_name[source], twin, model_file, keep_parameters)
+    for twin, (source, model_file, keep_parameters, om) in TWINS.items():
+        _write_twin(root, by_name[source], twin, model_file, keep_parameters, om)
     inputs = _write_inputs(work / "inputs", seq)
     reports = work / REPORTS
     shutil.rmtree(reports, ignore_errors=True)
@@ -194,7 +203,9 @@ def build_repository(work: str | Path, *, seq: int = 16) -> Repository:
     return Repository(root=root, work=work, specs=tuple(specs), inputs=inputs)
 
 
-def _write_twin(root: Path, spec: ModelSpec, name: str, model_file: str, keep_parameters: bool) -> None:
+def _write_twin(
+    root: Path, spec: ModelSpec, name: str, model_file: str, keep_parameters: bool, om: bool
+) -> None:
     config = render_config(spec)
     config.name = name
     config.backend = "python"
@@ -209,9 +220,8 @@ def _write_twin(root: Path, spec: ModelSpec, name: str, model_file: str, keep_pa
     (root / name / "config.pbtxt").write_text(text)
     with resources.as_file(resources.files("ge_plugin.bench.models") / model_file) as path:
         shutil.copyfile(path, version / "model.py")
-    if keep_parameters:
-        om = root / spec.name / "1" / spec.om_filename
-        shutil.copyfile(om, version / spec.om_filename)
+    if om:
+        shutil.copyfile(root / spec.name / "1" / spec.om_filename, version / spec.om_filename)
 
 
 def _write_inputs(directory: Path, seq: int) -> dict[str, Path]:

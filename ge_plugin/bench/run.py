@@ -42,9 +42,9 @@ from ge_plugin.errors import BenchError, ServeError
 from ge_plugin.serve import ServerOptions, TritonServer, free_port
 
 #: the identity pair's concurrencies (host phase): P3a reads c=1, P3b c=8
-CONCURRENCIES = (1, 2, 4, 8, 16)
+CONCURRENCIES = (1, 4, 8, 16)
 #: the replica's batch-1 concurrencies, for the most throughput (P4b) and P5 (c=16)
-REPLICA_CONCURRENCIES = (8, 16, 24, 32)
+REPLICA_CONCURRENCIES = (16, 32, 48)
 #: 1 × 1 and 1 × 2 are measured at these (2 × 1 is the replica's own sweep)
 STREAMS_CONCURRENCIES = (1, 16, 32)
 #: models whose allocations are counted when served: the ge models and the naive baseline
@@ -148,7 +148,8 @@ def plan(options: BenchOptions) -> list[Point]:
         points += [Point("ge_identity", 1, c), Point("py_identity", 1, c)]
     for b in seed.BATCHES:
         points += [Point("ge_llama", b, 1), Point("py_logits", b, 1)]
-    points += [Point("replica_ge_llama", b, 1) for b in seed.BATCHES]
+    for b in seed.BATCHES:
+        points += [Point("replica_ge_llama", b, 1), Point("replica_py_logits", b, 1)]
     points.append(Point("replica_naive_llama", 1, 1))
     for c in options.replica_concurrencies:
         points.append(Point("replica_ge_llama", 1, c))

@@ -1,8 +1,8 @@
-"""What the server saw during one perf_analyzer run: requests per ``execute`` call and ge's device time.
+"""What the server saw during one perf_analyzer run: rows per ``execute`` call, their sizes, ge's stream time.
 
 perf_analyzer's breakdown stops at "compute infer", the whole ``execute`` of the Python stub. Two counters
-split it further, read before and after each run: Triton's statistics extension (requests and executions
-per model, exact), and the ``ge`` backend's metrics (``ge_execute_duration_us_sum/_count``: H2D, execute and
+split it further, read before and after each run: Triton's statistics extension (rows and executions per
+model, and executions per batch size, exact), and the ``ge`` backend's metrics (``ge_execute_duration_us_sum/_count``: H2D, execute and
 D2H on the simulated stream, per engine execute). The backend flushes its metrics once a second, so the
 device time is a mean over roughly the run's span, which is all it is used for.
 """
@@ -28,14 +28,18 @@ class Counters:
     executions: int = 0
     engine_executes: float = 0.0
     engine_us: float = 0.0
+    #: executions per batch size (rows in one execute), as Triton's batch_stats count them
+    batches: dict[int, int] = attrs.field(factory=dict)
 
 
 @attrs.frozen
 class Window:
     """Per-execute figures over one run; None when the run had no execute to divide by."""
 
-    requests_per_execute: float | None
+    rows_per_execute: float | None
     engine_ms_per_execute: float | None
+    #: executions per batch size during the run ("8": 12 means twelve executes of 8 rows)
+    batch_sizes: dict[str, int] | None = None
 
 
 def get_json(url: str) -> dict:
@@ -72,18 +76,30 @@ def read(http_url: str, metrics_url: str, model: str) -> Counters:
     sums = metric_sums(
         get_text(metrics_url), model, ("ge_execute_duration_us_count", "ge_execute_duration_us_sum")
     )
+    batches: dict[int, int] = {}
+    for s in stats:
+        for entry in s.get("batch_stats", []):
+            size = int(entry.get("batch_size", 0))
+            batches[size] = batches.get(size, 0) + int(entry.get("compute_infer", {}).get("count", 0))
     return Counters(
         inferences=sum(int(s.get("inference_count", 0)) for s in stats),
         executions=sum(int(s.get("execution_count", 0)) for s in stats),
         engine_executes=sums["ge_execute_duration_us_count"],
         engine_us=sums["ge_execute_duration_us_sum"],
+        batches=batches,
     )
 
 
 def window(before: Counters, after: Counters) -> Window:
     executions = after.executions - before.executions
     engine = after.engine_executes - before.engine_executes
+    sizes = {
+        str(size): count - before.batches.get(size, 0)
+        for size, count in sorted(after.batches.items())
+        if count > before.batches.get(size, 0)
+    }
     return Window(
-        requests_per_execute=(after.inferences - before.inferences) / executions if executions > 0 else None,
+        rows_per_execute=(after.inferences - before.inferences) / executions if executions > 0 else None,
         engine_ms_per_execute=(after.engine_us - before.engine_us) / engine / 1e3 if engine > 0 else None,
+        batch_sizes=sizes or None,
     )

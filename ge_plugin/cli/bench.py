@@ -56,13 +56,13 @@ def register(subparsers) -> None:
         "--concurrency",
         type=_concurrencies,
         metavar="C,C,...",
-        help="the identity pair's concurrencies (default: 1,2,4,8,16)",
+        help="the identity pair's concurrencies (default: 1,4,8,16)",
     )
     parser.add_argument(
         "--replica-concurrency",
         type=_concurrencies,
         metavar="C,C,...",
-        help="the replica LLaMA's batch-1 concurrencies for the most throughput (default: 8,16,24,32)",
+        help="the replica LLaMA's batch-1 concurrencies for the most throughput (default: 16,32,48)",
     )
     parser.add_argument(
         "--measurement-ms", type=int, metavar="MS", help="perf_analyzer window, host phase (default: 2000)"

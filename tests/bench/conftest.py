@@ -45,6 +45,7 @@ def _make_result(**changes) -> Result:
         "ge_llama": (600, 1600),
         "py_logits": (700, 1400),
         "replica_ge_llama": (12.5, 79_600),
+        "replica_py_logits": (12.7, 79_000),
         "replica_ge_llama_1x1": (12.4, 79_700),
         "replica_ge_llama_1x2": (12.6, 79_500),
         "replica_naive_llama": (12.3, 80_000),
@@ -56,7 +57,7 @@ def _make_result(**changes) -> Result:
                     model=name,
                     row=_perf_row(c, throughput * (1 + c / 8), p50 * (1 + (c - 1) / 4)),
                     stable=c != 16,
-                    requests_per_execute=1.0 + c / 4,
+                    rows_per_execute=1.0 + c / 4,
                     engine_ms_per_execute=p50 / 2e3 if name.startswith(("ge_", "replica_ge")) else None,
                 )
             )
@@ -64,6 +65,7 @@ def _make_result(**changes) -> Result:
         ("ge_llama", {4: 4000, 8: 6400}),
         ("py_logits", {4: 3500, 8: 5600}),
         ("replica_ge_llama", {4: 149_500, 8: 227_000}),
+        ("replica_py_logits", {4: 148_000, 8: 226_000}),
     ):
         for batch, p50 in by_batch.items():
             triton.append(
@@ -72,7 +74,7 @@ def _make_result(**changes) -> Result:
                     row=_perf_row(1, 1e6 / p50 * batch, p50),
                     stable=True,
                     batch=batch,
-                    requests_per_execute=1.0,
+                    rows_per_execute=1.0,
                     engine_ms_per_execute=p50 / 2e3 if name != "py_logits" else None,
                 )
             )

@@ -20,7 +20,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 
 def test_options_default_to_the_issues_sweep():
     options = BenchOptions()
-    assert options.concurrencies == (1, 2, 4, 8, 16) and options.seq == 16
+    assert options.concurrencies == (1, 4, 8, 16) and options.seq == 16
     assert 16 in options.replica_concurrencies
     assert [m.name for m in options.selected()] == [
         "ge_identity",
@@ -28,6 +28,7 @@ def test_options_default_to_the_issues_sweep():
         "ge_llama",
         "py_logits",
         "replica_ge_llama",
+        "replica_py_logits",
         "replica_ge_llama_1x1",
         "replica_ge_llama_1x2",
         "replica_naive_llama",
@@ -55,6 +56,9 @@ def test_plan_measures_every_target_and_puts_compared_points_side_by_side():
     assert points[k + 1] == Point("py_logits", 4, 1)
     k = points.index(Point("replica_ge_llama", 1, 16))
     assert points[k + 1] == Point("replica_naive_llama", 1, 16)
+    for b in (1, 4, 8):
+        k = points.index(Point("replica_ge_llama", b, 1))
+        assert points[k + 1] == Point("replica_py_logits", b, 1)
     # the host phase first, then the replica
     phases = ["replica" if p.model.startswith("replica_") else "host" for p in points]
     assert phases == sorted(phases)

@@ -39,7 +39,7 @@ def test_json_keys_are_stable(result):
     target = data["targets"][0]
     assert set(target) >= {"id", "what", "op", "threshold", "unit", "value", "passed", "verdict", "detail"}
     assert [t["id"] for t in data["targets"]] == ["P3a", "P3b", "P4a", "P4b", "P4c", "P5", "P6", "P7"]
-    assert {"batch", "requests_per_execute", "engine_ms_per_execute", "p50_us", "p99_us", "stable"} <= set(
+    assert {"batch", "rows_per_execute", "engine_ms_per_execute", "p50_us", "p99_us", "stable"} <= set(
         data["triton"][0]
     )
     assert {"stream_ms", "host_us"} <= set(data["direct"][0])
@@ -96,13 +96,25 @@ def test_markdown_prints_the_seeds_rows_next_to_ours(result):
     assert table[7].startswith("| ours: added by Triton | +0.30 | +4.00 | +6.00 |")
     assert table[8] == "| ours: the same-size floor, no device (2 / 8 / 16 MiB) | 1.40 | 3.50 | 5.60 | – |"
     assert table[9] == "| ours: added minus the floor | -1.10 | +0.50 | +0.40 | – |"
+    # the paced floor waits 78 / 145 / 220 ms and adds 1.0 / 3.0 / 6.0 ms; ge adds 0.3 / 4.0 / 6.0
+    assert table[10].endswith("| 79.00 | 148.00 | 226.00 | – |")
+    assert (
+        table[11] == "| ours: added minus what the paced floor adds to its wait | -0.70 | +1.00 | +0.00 | – |"
+    )
 
 
 def test_markdown_compares_instances_and_streams(result):
     text = report.markdown(result)
-    assert "| instances × streams | c=1: rows/s, p50 ms, requests/execute |" in text
+    assert "| instances × streams | c=1 | c=8 | c=16 |" in text
     for layout in ("1 × 1", "1 × 2", "2 × 1"):
         assert f"| {layout} | " in text
+
+
+def test_device_bound_is_rows_over_the_seeds_time_of_the_gears_they_ran_on():
+    # 2 executes of 8 rows (gear 8, 220 ms) and 1 of 6 rows (gear 8 too): 22 rows in 660 ms
+    assert report.device_bound({"8": 2, "6": 1}) == pytest.approx(22 / 0.660)
+    assert report.device_bound({"1": 4}) == pytest.approx(4 / (4 * 0.078))
+    assert report.device_bound(None) is None and report.device_bound({"9": 1}) is None
 
 
 def test_markdown_gives_host_time_per_execute(result):

@@ -37,7 +37,8 @@ def test_build_repository_writes_every_model_with_its_om(bench_repo):
     llama = (bench_repo.version_dir("ge_llama") / "llama.om").read_bytes()
     for name in ("replica_ge_llama", "replica_ge_llama_1x1", "replica_ge_llama_1x2", "replica_naive_llama"):
         assert (bench_repo.version_dir(name) / "llama.om").read_bytes() == llama
-    assert not (bench_repo.version_dir("py_logits") / "llama.om").exists()
+    for floor in ("py_logits", "replica_py_logits"):
+        assert not (bench_repo.version_dir(floor) / "llama.om").exists()
     assert bench_repo.reports.is_dir() and not any(bench_repo.reports.iterdir())
 
 
@@ -59,7 +60,13 @@ def test_host_models_are_timing_only_without_device_time(bench_repo):
 
 
 def test_replica_models_take_the_seeds_direct_times_on_every_gear(bench_repo):
-    for name in ("replica_ge_llama", "replica_ge_llama_1x1", "replica_ge_llama_1x2", "replica_naive_llama"):
+    for name in (
+        "replica_ge_llama",
+        "replica_ge_llama_1x1",
+        "replica_ge_llama_1x2",
+        "replica_naive_llama",
+        "replica_py_logits",  # reads the same table to wait as long
+    ):
         sim = _sim_section(_config(bench_repo.config(name)))
         assert sim["timing_only"] is True
         latency = sim["execute_latency_ms"]
@@ -81,7 +88,12 @@ def test_replica_layouts_differ_only_in_instances_and_streams(bench_repo, name, 
 
 @pytest.mark.parametrize(
     ("twin", "source"),
-    [("py_identity", "ge_identity"), ("py_logits", "ge_llama"), ("replica_naive_llama", "replica_ge_llama")],
+    [
+        ("py_identity", "ge_identity"),
+        ("py_logits", "ge_llama"),
+        ("replica_py_logits", "replica_ge_llama"),
+        ("replica_naive_llama", "replica_ge_llama"),
+    ],
 )
 def test_python_twin_differs_from_its_ge_model_only_in_backend(bench_repo, twin, source):
     python, ge = _config(bench_repo.config(twin)), _config(bench_repo.config(source))

@@ -34,10 +34,16 @@ def test_window_divides_the_differences():
     before = serverstats.Counters(inferences=100, executions=50, engine_executes=40, engine_us=8000)
     after = serverstats.Counters(inferences=500, executions=150, engine_executes=140, engine_us=38000)
     window = serverstats.window(before, after)
-    assert window.requests_per_execute == pytest.approx(4.0)
+    assert window.rows_per_execute == pytest.approx(4.0)
     assert window.engine_ms_per_execute == pytest.approx(0.3)
 
 
 def test_window_has_no_mean_without_executes():
     counters = serverstats.Counters(inferences=3, executions=3)
-    assert serverstats.window(counters, counters) == serverstats.Window(None, None)
+    assert serverstats.window(counters, counters) == serverstats.Window(None, None, None)
+
+
+def test_window_counts_the_executions_of_each_batch_size_during_the_run():
+    before = serverstats.Counters(inferences=10, executions=5, batches={1: 3, 8: 2})
+    after = serverstats.Counters(inferences=60, executions=12, batches={1: 4, 4: 2, 8: 6})
+    assert serverstats.window(before, after).batch_sizes == {"1": 1, "4": 2, "8": 4}

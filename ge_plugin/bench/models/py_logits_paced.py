@@ -1,0 +1,48 @@
+"""The same-size floor at the device's pace: wait what the simulated device would take, then return logits.
+
+``py_logits`` answers at once; the replica's LLaMA answers after its device time (78 / 145 / 220 ms at batch
+1 / 4 / 8). Transport measured right after an idle gap of that length is slower than back to back (the
+bench measured gRPC's and the stub's share of a 16 MiB response at about twice their unpaced time), so a
+floor that answers at once understates what any model at that pace pays. This one sleeps the device time
+of the gear the batch would run on (the ``execute_latency_ms`` table of its acl.json, the replica's own),
+off the GIL as a host waits for an NPU, and then returns precomputed logits like ``py_logits``. What the
+replica's ge LLaMA adds beyond this is ge's.
+"""
+
+import json
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+VOCAB = 32000
+
+
+class TritonPythonModel:
+    def initialize(self, args: dict) -> None:
+        config = json.loads(args["model_config"])
+        acl_json = json.loads(config["parameters"]["acl_json"]["string_value"])
+        self.latency_ms = {
+            tuple(int(v) for v in label.split(",")): ms
+            for label, ms in acl_json["ge_plugin_sim"]["execute_latency_ms"].items()
+        }
+        self.batches = sorted({batch for batch, _ in self.latency_ms})
+        self.logits: dict[tuple[int, int], np.ndarray] = {}
+
+    def _logits(self, rows: int, seq: int) -> np.ndarray:
+        logits = self.logits.get((rows, seq))
+        if logits is None:
+            rng = np.random.default_rng(rows * 1000 + seq)
+            logits = rng.standard_normal((rows, seq, VOCAB), dtype=np.float32)
+            self.logits[rows, seq] = logits
+        return logits
+
+    def execute(self, requests: list) -> list:
+        shapes = [tuple(request.inputs()[0].shape()) for request in requests]
+        rows = sum(shape[0] for shape in shapes)
+        seq = max(shape[1] for shape in shapes)
+        gear = next((b for b in self.batches if b >= rows), self.batches[-1])
+        time.sleep(self.latency_ms.get((gear, seq), 0.0) / 1000)
+        return [
+            pb_utils.InferenceResponse([pb_utils.Tensor("logits", self._logits(*shape))]) for shape in shapes
+        ]
