@@ -85,7 +85,7 @@ class BenchOptions:
             concurrencies=(1,),
             replica_concurrencies=(),
             measurement_ms=300,
-            replica_measurement_ms=300,
+            replica_measurement_ms=1000,  # a 78 ms request needs room: 300 ms can end with none
             stability_percentage=perf.NO_STABILITY_CHECK,
             max_trials=3,
             direct_seconds=0.3,
@@ -272,20 +272,20 @@ def _direct_groups(selected: Sequence[BenchModel]) -> dict[str, list[str]]:
 def _mallocs_at_start(
     allocations: Sequence[direct.Allocations], repo: Repository, names: Sequence[str]
 ) -> dict[str, int]:
-    """Mallocs one instance of each counted model makes before its first request: its lanes' buffers, as
-    the direct run counted them for one lane of the same OM (the naive model allocates nothing at load)."""
-    per_lane = {a.model: a.mallocs_at_start for a in allocations if a.where == "direct"}
+    """Mallocs one instance of each counted model makes before its first request: one lane's buffers (as
+    the direct run counted them for a lane of the same OM) times its lanes. The naive model allocates
+    nothing at load."""
+    streams = {spec.name: spec.placement.streams_per_instance for spec in repo.specs}
+    per_lane: dict[str, int] = {}  # bench spec file -> mallocs of one lane
+    for a in allocations:
+        if a.where == "direct" and a.model in GE_MODELS:
+            per_lane.setdefault(GE_MODELS[a.model][0], a.mallocs_at_start // streams[a.model])
     start = {}
     for name in names:
         if name not in GE_MODELS:
             start[name] = 0
-            continue
-        (spec,) = [s for s in repo.specs if s.name == name]
-        source = {"identity.yaml": "ge_identity"}.get(GE_MODELS[name][0], "ge_llama")
-        if name in per_lane:
-            start[name] = per_lane[name]
-        elif source in per_lane:
-            start[name] = per_lane[source] * spec.placement.streams_per_instance
+        elif GE_MODELS[name][0] in per_lane:
+            start[name] = per_lane[GE_MODELS[name][0]] * streams[name]
     return start
 
 

@@ -66,7 +66,7 @@ def test_plan_measures_every_target_and_puts_compared_points_side_by_side():
 
 def test_quick_options_measure_every_model_once_briefly():
     quick = BenchOptions.quick()
-    assert quick.measurement_ms < 1000 and quick.replica_measurement_ms < 1000 and quick.direct_seconds < 1
+    assert quick.measurement_ms < 1000 and quick.replica_measurement_ms <= 1000 and quick.direct_seconds < 1
     assert plan(quick) == [Point(m.name, 1, 1) for m in quick.selected()]
     assert BenchOptions.quick(seq=64).seq == 64
 
