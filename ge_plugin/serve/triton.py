@@ -20,8 +20,6 @@ import sys
 import sysconfig
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -209,23 +207,30 @@ class TritonServer:
     def metrics_url(self) -> str:
         return f"http://{self.options.host}:{self.options.metrics_port}/metrics"
 
-    def wait_ready(self, timeout: float = 120.0) -> None:
-        """Until /v2/health/ready says 200; ServeError if the server exits or the time runs out."""
+    def wait_ready(self, timeout: float = 120.0, models: Sequence[str] = ()) -> None:
+        """Until the server, and each of ``models``, says it is ready (tritonclient's ``is_server_ready`` /
+        ``is_model_ready``); ServeError if the server exits or the time runs out."""
+        import tritonclient.http as httpclient
+        from tritonclient.utils import InferenceServerException
+
         deadline = time.monotonic() + timeout
-        url = f"http://{self.http_url}/v2/health/ready"
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise ServeError(
-                    f"tritonserver exited with status {self.process.returncode} before it was ready"
-                )
-            try:
-                with urllib.request.urlopen(url, timeout=2) as response:
-                    if response.status == 200:
+        client = httpclient.InferenceServerClient(self.http_url, connection_timeout=2.0, network_timeout=2.0)
+        try:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    raise ServeError(
+                        f"tritonserver exited with status {self.process.returncode} before it was ready"
+                    )
+                try:
+                    if client.is_server_ready() and all(client.is_model_ready(m) for m in models):
                         return
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-                pass
-            time.sleep(0.2)
-        raise ServeError(f"tritonserver was not ready after {timeout:.0f} s ({url})")
+                except (InferenceServerException, OSError):
+                    pass  # not listening yet
+                time.sleep(0.2)
+        finally:
+            client.close()
+        waiting = f"{self.http_url}" + (f", models {', '.join(models)}" if models else "")
+        raise ServeError(f"tritonserver was not ready after {timeout:.0f} s ({waiting})")
 
     def begin_stop(self, signum: int = signal.SIGTERM) -> None:
         """Stop the way a fleet wants it: no new connection, every request in flight served, models unloaded,
