@@ -2,8 +2,9 @@
 
 ``GE_PLUGIN_DEVICE`` chooses: ``ascend`` (real ``acl``, an error if it is missing), ``sim`` (the simulator)
 or ``auto`` (default: real ``acl`` if it imports, else the simulator). The choice is logged once. This
-module is the only place in ge-plugin that imports ``acl``; everything above the device layer talks to
-the objects in ``ge_plugin.device``.
+module is the only place in ge-plugin's serving path that imports ``acl``; everything above the device layer
+talks to the objects in ``ge_plugin.device``. (The bench's naive baseline imports it itself, as the
+hand-written Python-backend code it stands for does.)
 """
 
 from __future__ import annotations
