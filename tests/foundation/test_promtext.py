@@ -26,7 +26,7 @@ def test_promtext_reads_samples_labels_and_types():
     assert metrics.total("ge_rows_total", model="nothing") == 0
     assert metrics.select("nv_up") == [({}, 1.0)]
     ((labels, value),) = metrics.select("odd")
-    assert labels == {"model": r'a \"quoted\" name'} and value == 1500.0  # escapes kept as written
+    assert labels == {"model": r"a \"quoted\" name"} and value == 1500.0  # escapes kept as written
     assert metrics.names() == {"ge_rows_total", "nv_up", "odd"}
 
 
