@@ -30,7 +30,7 @@ from cattrs.gen import make_dict_structure_fn, mapping_structure_factory, overri
 from ge_plugin import dtypes
 from ge_plugin.errors import SpecError
 from ge_plugin.spec import validators as v
-from ge_plugin.spec.marks import Location, MarkedDocument, load_marked
+from ge_plugin.spec.marks import AliasExpansionError, Location, MarkedDocument, load_marked
 from ge_plugin.spec.model import NOT_IN_YAML, AtcValue, DimRef, DimsGearsInput, ModelSpec
 
 SPEC_SUFFIXES = (".yaml", ".yml")
@@ -138,6 +138,8 @@ def _check_file(path: Path) -> Checked:
         return Checked(path, None, (f"{path}: cannot read: {exc}",))
     try:
         document = load_marked(text)
+    except AliasExpansionError as exc:
+        return Checked(path, None, (f"{path}:{exc.line}: {show_path(exc.location)}: {exc.message}",))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
