@@ -77,9 +77,9 @@ class QueuePolicy:
     """Triton's ``default_queue_policy``: what happens to requests that wait too long."""
 
     #: requests waiting beyond this are rejected (0 = no limit)
-    max_size: int = attrs.field(default=0, validator=v.at_least(0))
+    max_size: int = attrs.field(default=0, validator=v.uint_field(32, "max_queue_size"))
     #: a request still queued after this long gets timeout_action (0 = no timeout)
-    timeout_us: int = attrs.field(default=0, validator=v.at_least(0))
+    timeout_us: int = attrs.field(default=0, validator=v.uint_field(64, "default_timeout_microseconds"))
     timeout_action: str = attrs.field(default="reject", validator=v.one_of(("reject", "delay")))
 
 
@@ -89,7 +89,9 @@ class Batching:
 
     #: batch sizes the OM is compiled for, strictly ascending; the largest is max_batch_size
     gears: tuple[int, ...] = attrs.field(validator=v.batch_gears)
-    max_queue_delay_us: int = attrs.field(default=0, validator=v.at_least(0))
+    max_queue_delay_us: int = attrs.field(
+        default=0, validator=v.uint_field(64, "max_queue_delay_microseconds")
+    )
     queue: QueuePolicy = attrs.field(factory=QueuePolicy)
     #: Triton's preferred_batch_size; None: the largest gear only. Triton sends a pending batch of a preferred
     #: size at once, so a small gear listed here (1, say) means a lone request never waits for batch-mates.
@@ -105,8 +107,24 @@ class Placement:
     """Where instances run: ``instances_per_device`` Triton instances on each NPU."""
 
     devices: tuple[int, ...] = attrs.field(default=(0,), validator=v.device_ids)
-    instances_per_device: int = attrs.field(default=1, validator=v.at_least(1))
-    streams_per_instance: int = attrs.field(default=1, validator=v.at_least(1))
+    instances_per_device: int = attrs.field(
+        default=1,
+        validator=v.between(
+            1,
+            v.MAX_INSTANCES_PER_DEVICE,
+            f"each instance takes at least two of a device's {v.DEVICE_STREAMS} streams (its context's default "
+            "stream and one to run requests on)",
+        ),
+    )
+    streams_per_instance: int = attrs.field(
+        default=1,
+        validator=v.between(
+            1,
+            v.MAX_STREAMS_PER_INSTANCE,
+            f"a device has {v.DEVICE_STREAMS} streams ({v.DEVICE_STREAMS_WHY}) and the instance's context takes "
+            "one as its default stream",
+        ),
+    )
 
 
 @attrs.frozen
@@ -129,10 +147,25 @@ class ModelSpec:
     #: runtime options for acl.init, as the acl.json file would hold them
     acl_json: dict[str, Any] = attrs.field(factory=dict, validator=v.json_object)
     #: executes per gear at start-up (0 = off)
-    warmup: int = attrs.field(default=1, validator=v.at_least(0))
+    warmup: int = attrs.field(
+        default=1,
+        validator=v.between(
+            0,
+            v.MAX_WARMUP,
+            "warm-up runs every gear this many times on every stream before Triton marks the model ready, and "
+            "first-run costs are paid by the first run",
+        ),
+    )
     #: the value padding fills inputs with, up to a gear
     pad_value: float = attrs.field(default=0.0, validator=v.finite)
-    metrics_interval_ms: int = attrs.field(default=1000, validator=v.at_least(1))
+    metrics_interval_ms: int = attrs.field(
+        default=1000,
+        validator=v.between(
+            1,
+            v.MAX_METRICS_INTERVAL_MS,
+            "the backend publishes its counters this often, so a longer interval only hides them",
+        ),
+    )
     #: the spec file, as given; relative paths in the spec are relative to its folder
     path: Optional[Path] = attrs.field(default=None, eq=False, metadata={NOT_IN_YAML: True})
 

@@ -33,6 +33,18 @@ MIN_GEARS = 2
 MAX_GEARS = 100
 MAX_BATCH = 2048
 
+#: streams one device has (CANN documents 1024 for the Ascend 310 and 2048 for the 910; a spec keeps within
+#: the smaller so that it loads on either). Every instance takes ``streams_per_instance`` of them plus the
+#: default stream of its context.
+DEVICE_STREAMS = 1024
+DEVICE_STREAMS_WHY = "the Ascend 310's number; the 910 has 2048"
+MAX_INSTANCES_PER_DEVICE = DEVICE_STREAMS // 2
+MAX_STREAMS_PER_INSTANCE = DEVICE_STREAMS - 1
+MAX_WARMUP = 100
+MAX_METRICS_INTERVAL_MS = 3_600_000
+UINT32_MAX = 2**32 - 1
+UINT64_MAX = 2**64 - 1
+
 #: the extra input ATC adds to every gear model
 MBATCH_INPUT = "ascend_mbatch_shape_data"
 
@@ -73,6 +85,23 @@ def at_least(minimum: int) -> Validator:
             _fail(attribute, value, f"must be >= {minimum}, got {value}")
 
     return check
+
+
+def between(minimum: int, maximum: int, why: str) -> Validator:
+    """``minimum`` <= value <= ``maximum``; ``why`` says where the upper bound comes from."""
+
+    def check(_instance: Any, attribute: attrs.Attribute[Any], value: int) -> None:
+        if value < minimum:
+            _fail(attribute, value, f"must be >= {minimum}, got {value}")
+        if value > maximum:
+            _fail(attribute, value, f"at most {maximum}: {why}, got {value}")
+
+    return check
+
+
+def uint_field(bits: int, triton_field: str) -> Validator:
+    """>= 0 and within the unsigned protobuf field of Triton's model config that the value is rendered to."""
+    return between(0, 2**bits - 1, f"Triton's {triton_field} is a {bits}-bit unsigned field")
 
 
 def one_of(choices: Sequence[str]) -> Validator:
@@ -243,6 +272,27 @@ def cross_checks(spec: ModelSpec) -> list[Problem]:
         *_ties(spec),
         *_input_format(spec),
         *_preferred_batch_sizes(spec),
+        *_device_streams(spec),
+    ]
+
+
+def _device_streams(spec: ModelSpec) -> list[Problem]:
+    placement = spec.placement
+    if not (
+        1 <= placement.instances_per_device <= MAX_INSTANCES_PER_DEVICE
+        and 1 <= placement.streams_per_instance <= MAX_STREAMS_PER_INSTANCE
+    ):
+        return []  # the field's own check says what is wrong
+    needed = placement.instances_per_device * (placement.streams_per_instance + 1)
+    if needed <= DEVICE_STREAMS:
+        return []
+    return [
+        (
+            ("placement",),
+            f"{placement.instances_per_device} instances x ({placement.streams_per_instance} streams + 1 default "
+            f"stream of each instance's context) need {needed} streams on each device; a device has "
+            f"{DEVICE_STREAMS} ({DEVICE_STREAMS_WHY})",
+        )
     ]
 
 

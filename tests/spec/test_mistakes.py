@@ -96,6 +96,54 @@ MISTAKES = [
         [(21, "$.placement.instances_per_device", "must be >= 1, got 0")],
     ),
     (
+        "instances-past-the-device-streams",
+        dict(replace={"  instances_per_device: 1": "  instances_per_device: 1000000000"}),
+        [(21, "$.placement.instances_per_device", "at most 512: each instance takes at least two of")],
+    ),
+    (
+        "streams-past-the-device-streams",
+        dict(append="  streams_per_instance: 1000000000\n"),
+        [(22, "$.placement.streams_per_instance", "at most 1023: a device has 1024 streams")],
+    ),
+    (
+        "instances-times-streams-past-the-device-streams",
+        dict(
+            replace={"  instances_per_device: 1": "  instances_per_device: 8"},
+            append="  streams_per_instance: 200\n",
+        ),
+        [
+            (
+                19,
+                "$.placement",
+                "8 instances x (200 streams + 1 default stream of each instance's context) need 1608",
+            )
+        ],
+    ),
+    (
+        "warmup-too-long",
+        dict(append="warmup: 1000000000\n"),
+        [(22, "$.warmup", "at most 100: warm-up runs every gear this many times on every stream")],
+    ),
+    (
+        "queue-numbers-past-their-triton-fields",
+        dict(
+            replace={
+                "  max_queue_delay_us: 100": "  max_queue_delay_us: 100000000000000000000\n"
+                "  queue: {max_size: 10000000000, timeout_us: 100000000000000000000}"
+            }
+        ),
+        [
+            (17, "$.batching.max_queue_delay_us", "at most 18446744073709551615: Triton's"),
+            (18, "$.batching.queue.max_size", "at most 4294967295: Triton's max_queue_size is a 32-bit"),
+            (18, "$.batching.queue.timeout_us", "at most 18446744073709551615: Triton's"),
+        ],
+    ),
+    (
+        "metrics-interval-past-an-hour",
+        dict(append="metrics_interval_ms: 100000000000000000000\n"),
+        [(22, "$.metrics_interval_ms", "at most 3600000")],
+    ),
+    (
         "grid-too-large",
         dict(replace={"dims_gears: [16, 32]": f"dims_gears: {list(range(1, 41))}"}),
         [(18, "$.dims_gears", "3 batch gears x 40 dims gears make 120 ATC gears")],
