@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ge_plugin.errors import SpecError
@@ -367,3 +369,14 @@ def test_load_spec_shows_the_path_as_given(write_spec, variant, monkeypatch):
         load_spec("given.yaml")
 
     assert info.value.problems[0].startswith("given.yaml:8: $.inputs[0].dtype: ")
+
+
+def test_load_spec_unknown_dtype_lists_only_types_a_spec_accepts(write_spec, variant):
+    with pytest.raises(SpecError) as info:
+        load_spec(write_spec(variant({"    dtype: int64": "    dtype: fp33"})))
+
+    (problem,) = info.value.problems
+    choices = problem.split("use one of ", 1)[1]
+    named = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", choices))
+    assert {"fp32", "int64", "TYPE_FP32", "TYPE_INT64"} <= named
+    assert named.isdisjoint({"bf16", "string", "TYPE_BF16", "TYPE_STRING"}), problem
