@@ -26,6 +26,7 @@ STREAMS_PER_INSTANCE = "streams_per_instance"
 ACL_JSON = "acl_json"
 WARMUP = "warmup"
 METRICS_INTERVAL_MS = "metrics_interval_ms"
+VERSION_OM_MODEL_PATHS = "version_om_model_paths"
 
 KEYS = (
     OM_MODEL_PATH,
@@ -39,6 +40,7 @@ KEYS = (
     ACL_JSON,
     WARMUP,
     METRICS_INTERVAL_MS,
+    VERSION_OM_MODEL_PATHS,
 )
 
 PRECISIONS = ("origin", "fp16", "bf16")
@@ -82,6 +84,15 @@ class ModelParams:
     warmup: int = 1
     #: how often the backend flushes its custom metrics to Triton
     metrics_interval_ms: int = 1000
+    #: (version, OM path) for the versions whose OM is not ``om_model_path``; relative to their own folder
+    version_om_model_paths: tuple[tuple[int, str], ...] = ()
+
+    def om_model_path_for(self, version: str) -> str:
+        """The OM of Triton version ``version`` (a version folder's name): its own path or ``om_model_path``."""
+        for number, path in self.version_om_model_paths:
+            if str(number) == version:
+                return path
+        return self.om_model_path
 
     def to_parameters(self) -> dict[str, str]:
         """The config.pbtxt ``parameters``, as strings, defaults included, in a stable order."""
@@ -102,6 +113,10 @@ class ModelParams:
             out[OUTPUT_DIM_TIES] = ";".join(t.encode() for t in self.output_dim_ties)
         if self.acl_json:
             out[ACL_JSON] = self.acl_json
+        if self.version_om_model_paths:
+            out[VERSION_OM_MODEL_PATHS] = json.dumps(
+                {str(v): path for v, path in self.version_om_model_paths}, separators=(",", ":")
+            )
         return dict(sorted(out.items()))
 
     @classmethod
@@ -161,6 +176,8 @@ class ModelParams:
                     f"parameters.{ACL_JSON}: expected a JSON object, got {raw[ACL_JSON]!r} ({exc})"
                 ) from None
             kwargs[ACL_JSON] = raw[ACL_JSON]
+        if raw.get(VERSION_OM_MODEL_PATHS, "").strip():
+            kwargs[VERSION_OM_MODEL_PATHS] = _version_paths(raw[VERSION_OM_MODEL_PATHS])
         return cls(**kwargs)
 
 
@@ -206,6 +223,26 @@ def _dim_tie(text: str) -> DimTie:
             f"parameters.{OUTPUT_DIM_TIES}: names must be non-empty and dims >= 0, got {text!r}"
         )
     return tie
+
+
+def _version_paths(text: str) -> tuple[tuple[int, str], ...]:
+    """``{"2":"llama_v2.om"}`` -> ((2, "llama_v2.om"),)."""
+    expected = (
+        f"parameters.{VERSION_OM_MODEL_PATHS}: expected a JSON object of version -> OM path, e.g. "
+        f'{{"2":"llama_v2.om"}}, got {text!r}'
+    )
+    try:
+        mapping = json.loads(text)
+    except ValueError:
+        raise ConfigError(expected) from None
+    if not isinstance(mapping, dict):
+        raise ConfigError(expected)
+    out = []
+    for key, path in mapping.items():
+        if not (key.isdigit() and not key.startswith("0")) or not isinstance(path, str) or not path.strip():
+            raise ConfigError(f"{expected} ({key!r}: {path!r} is not a version >= 1 and a path)")
+        out.append((int(key), path.strip()))
+    return tuple(sorted(out))
 
 
 def _format_number(value: float) -> str:

@@ -44,6 +44,8 @@ MAX_WARMUP = 100
 MAX_METRICS_INTERVAL_MS = 3_600_000
 UINT32_MAX = 2**32 - 1
 UINT64_MAX = 2**64 - 1
+#: Triton's version numbers are int64; a version folder is named by its number
+MAX_VERSION = 2**63 - 1
 
 #: the extra input ATC adds to every gear model
 MBATCH_INPUT = "ascend_mbatch_shape_data"
@@ -253,6 +255,41 @@ def atc_options(_instance: Any, attribute: attrs.Attribute[Any], value: dict[str
             )
 
 
+def _version_problem(version: int) -> Union[str, None]:
+    if not 1 <= version <= MAX_VERSION:
+        return (
+            f"a version is 1 to {MAX_VERSION}, named by its folder <repo>/<name>/<version>/ (Triton ignores "
+            f"folders named 0 or starting with 0), got {version}"
+        )
+    return None
+
+
+def version_numbers(_instance: Any, attribute: attrs.Attribute[Any], value: dict[int, Any]) -> None:
+    """The keys of ``versions``."""
+    for version in value:
+        problem = _version_problem(version)
+        if problem:
+            _fail(attribute, value, problem, version)
+
+
+def version_list(_instance: Any, attribute: attrs.Attribute[Any], value: tuple[int, ...]) -> None:
+    """``version_policy.specific``."""
+    if not value:
+        _fail(attribute, value, "list at least one version (or use latest: N or all)")
+    for index, version in enumerate(value):
+        problem = _version_problem(version)
+        if problem:
+            _fail(attribute, value, problem, index)
+        if version in value[:index]:
+            _fail(attribute, value, f"version {version} is listed twice", index)
+
+
+def latest_versions(_instance: Any, attribute: attrs.Attribute[Any], value: int) -> None:
+    """``version_policy.latest``: Triton's ``latest.num_versions``."""
+    if not 1 <= value <= UINT32_MAX:
+        _fail(attribute, value, f"serve the latest 1 to {UINT32_MAX} versions (a 32-bit field), got {value}")
+
+
 def json_object(_instance: Any, attribute: attrs.Attribute[Any], value: dict[str, Any]) -> None:
     try:
         json.dumps(value, allow_nan=False)
@@ -273,6 +310,26 @@ def cross_checks(spec: ModelSpec) -> list[Problem]:
         *_input_format(spec),
         *_preferred_batch_sizes(spec),
         *_device_streams(spec),
+        *_version_policy(spec),
+    ]
+
+
+def _version_policy(spec: ModelSpec) -> list[Problem]:
+    policy = spec.version_policy
+    if policy is None or policy.all_versions:
+        return []
+    where = ("version_policy",)
+    if (policy.latest is None) == (policy.specific is None):
+        return [(where, "give one of latest: N or specific: [versions], or write version_policy: all")]
+    known = spec.version_numbers
+    return [
+        (
+            (*where, "specific", index),
+            f"version {version} is not among the spec's versions ({', '.join(map(str, known))}): it would have "
+            f"no folder for Triton to load",
+        )
+        for index, version in enumerate(policy.specific or ())
+        if version not in known and version not in (policy.specific or ())[:index]
     ]
 
 
