@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from ge_plugin.atc import flags as atc_flags
 from ge_plugin.cli._common import add_command
 from ge_plugin.errors import AtcError
+from ge_plugin.spec.validators import MULTI_DEVICE_ATC_FLAGS
 
 if TYPE_CHECKING:
     from ge_plugin.spec.model import ModelSpec
@@ -81,7 +82,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     group = parser.add_argument_group("ATC flags, as ATC takes them (--flag=value or --flag value)")
     for flag, text in atc_flags.SUPPORTED.items():
         group.add_argument(f"--{flag}", dest=f"atc_{flag}", metavar="VALUE", help=text)
-    for flag in (*atc_flags.IGNORED, *atc_flags.UNSUPPORTED):
+    for flag in (*atc_flags.IGNORED, *atc_flags.UNSUPPORTED, *MULTI_DEVICE_ATC_FLAGS):
         group.add_argument(f"--{flag}", dest=f"atc_{flag}", help=argparse.SUPPRESS)
     parser.set_defaults(func=run, _parser=parser)
 
@@ -123,6 +124,10 @@ def _versions(spec: ModelSpec, wanted: list[int] | None) -> list[int]:
 
 def run(args: argparse.Namespace) -> int:
     given = _given_flags(args)
+    for flag in MULTI_DEVICE_ATC_FLAGS:  # before any other check: the answer to "split over 8 NPUs"
+        value = getattr(args, f"atc_{flag}", None)
+        if value is not None:
+            return _fail(atc_flags.multi_device_error(flag, value))
     if args.model_versions and not args.specs:
         args._parser.error("--model-version applies to SPECs (with --print or --sim)")
     if args.specs and given:

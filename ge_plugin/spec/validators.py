@@ -66,6 +66,40 @@ CONTROLLED_ATC_FLAGS = {
     "precision_mode_v2": "precision (origin, fp16 or bf16)",
 }
 
+#: names people try for tensor parallelism; ATC has neither
+NOT_ATC_FLAGS = ("tp_size", "tensor_parallel_size")
+#: ATC's distributed-build flags: their OMs are not loadable with aclmdlLoadFromFile
+DISTRIBUTED_ATC_FLAGS = (
+    "distributed_cluster_build",
+    "enable_graph_parallel",
+    "graph_parallel_option_path",
+    "shard_model_dir",
+    "model_relation_config",
+)
+_DISTRIBUTED_OM = (
+    "CANN loads such an OM only through GE's Session::LoadGraph and RunGraph, not with aclmdlLoadFromFile "
+    "(pyACL acl.mdl.load_from_file), the only way the ge backend loads an OM"
+)
+_DATA_PARALLEL = (
+    "to use several NPUs, list them in placement.devices: one instance group per NPU, each serving whole "
+    "requests (data parallel); docs/serving.md explains"
+)
+#: flag -> why a model that the ge backend serves cannot use it (the flag's name is not part of the text)
+MULTI_DEVICE_ATC_FLAGS = {
+    **dict.fromkeys(
+        NOT_ATC_FLAGS,
+        "ATC has no such flag, and no ATC flag makes an OM split requests across NPUs: an OM loaded with "
+        "aclmdlLoadFromFile runs on the one device it is loaded on. ATC's tensor parallelism is a distributed "
+        "build (--distributed_cluster_build=1 --enable_graph_parallel=1, with tensor_parallel_size in the "
+        f"--graph_parallel_option_path file), and {_DISTRIBUTED_OM}; {_DATA_PARALLEL}",
+    ),
+    **dict.fromkeys(
+        DISTRIBUTED_ATC_FLAGS,
+        f"this flag builds an OM for distributed deployment over several NPUs, and {_DISTRIBUTED_OM}; "
+        f"{_DATA_PARALLEL}",
+    ),
+}
+
 _MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 _SOC_VERSION = re.compile(r"Ascend[0-9A-Za-z_]+")
 _ATC_FLAG = re.compile(r"[a-z][a-z0-9_]*")
@@ -246,6 +280,8 @@ def atc_options(_instance: Any, attribute: attrs.Attribute[Any], value: dict[str
             _fail(attribute, value, f"write ATC flags without the leading dashes: {flag.lstrip('-')!r}", flag)
         if flag in CONTROLLED_ATC_FLAGS:
             _fail(attribute, value, f"--{flag} is set by the spec; use {CONTROLLED_ATC_FLAGS[flag]}", flag)
+        if flag in MULTI_DEVICE_ATC_FLAGS:
+            _fail(attribute, value, f"--{flag}: {MULTI_DEVICE_ATC_FLAGS[flag]}", flag)
         if not _ATC_FLAG.fullmatch(flag):
             _fail(
                 attribute,
