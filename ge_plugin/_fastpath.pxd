@@ -2,6 +2,7 @@
 # move goes through, and the fields TensorSpec keeps in C so that validate() reads no Python objects.
 
 cimport numpy as cnp
+from libc.stdint cimport int64_t, uint64_t
 
 
 cdef enum:
@@ -70,6 +71,12 @@ cdef class TensorSpec:
     cdef readonly tuple dims  # -1 for a dynamic dim
     cdef readonly tuple limits  # the largest accepted length per dim
     cdef readonly bint batched  # dim 0 is the batch dim (only changes the wording of errors)
+    cdef readonly object value_range  # (low, high) inclusive, or None: values outside are refused
+    cdef readonly object same_shape_as  # another input's name whose shape this one's must equal, or None
+    cdef bint has_range  # value_range is set; the bounds below are what validate() compares with
+    cdef int64_t i_low, i_high  # for integer types except uint64 (an empty range when low > high)
+    cdef uint64_t u_low, u_high  # for uint64
+    cdef double f_low, f_high  # for float types
     cdef int ndim  # len(dims)
     cdef int code  # TypeCode of type
     cdef Py_ssize_t c_dims[MAX_DIMS]  # dims, for the checks in validate()

@@ -12,9 +12,19 @@ class TensorSpec:
     dims: tuple[int, ...]
     limits: tuple[int, ...]
     batched: bool
+    value_range: tuple[float, float] | None
+    same_shape_as: str | None
 
     def __init__(
-        self, name: str, type: str, dims: Sequence[int], limits: Sequence[int], *, batched: bool = True
+        self,
+        name: str,
+        type: str,
+        dims: Sequence[int],
+        limits: Sequence[int],
+        *,
+        batched: bool = True,
+        value_range: Sequence[float] | None = None,
+        same_shape_as: str | None = None,
     ) -> None: ...
     def __eq__(self, other: object) -> bool: ...
     def __hash__(self) -> int: ...

@@ -15,7 +15,7 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyOb
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.math cimport floor, isfinite
-from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset
 
 cimport numpy as cnp
@@ -416,11 +416,21 @@ cdef class TensorSpec:
     ``dims`` is the full shape the model takes, batch dim first when ``batched``, -1 for a dynamic dim;
     ``limits`` gives per dim the largest accepted length (the dim itself when fixed, the largest batch gear
     for the batch dim, the largest dims-gear value for a dynamic sequence dim). ``batched`` only changes
-    how messages name dim 0 ("batch 9 exceeds the largest gear 8").
+    how messages name dim 0 ("batch 9 exceeds the largest gear 8"). ``value_range`` (low, high), inclusive,
+    refuses a request holding any value outside it (NaN included); ``same_shape_as`` names another input
+    whose shape this one's must equal.
     """
 
     def __init__(
-        self, name: str, type: str, dims: Sequence[int], limits: Sequence[int], *, batched: bool = True
+        self,
+        name: str,
+        type: str,
+        dims: Sequence[int],
+        limits: Sequence[int],
+        *,
+        batched: bool = True,
+        value_range: Sequence[float] | None = None,
+        same_shape_as: str | None = None,
     ) -> None:
         """Checks the spec once, here, so that validate() can trust it on every request."""
         cdef int k
@@ -447,20 +457,34 @@ cdef class TensorSpec:
                 raise ValueError(f"TensorSpec {name!r}: dim {k} is fixed at {dim} but its limit is {limit}")
             self.c_dims[k] = dim
             self.c_limits[k] = limit
+        bounds = None if value_range is None else _value_range(name, type, value_range)
+        if same_shape_as is not None and (not isinstance(same_shape_as, str) or not same_shape_as):
+            raise ValueError(f"TensorSpec {name!r}: same_shape_as must be an input name, got {same_shape_as!r}")
+        if same_shape_as == name:
+            raise ValueError(f"TensorSpec {name!r}: same_shape_as names the input itself")
         self.name = name
         self.type = type
         self.dims = dims_t
         self.limits = limits_t
         self.batched = bool(batched)
+        self.value_range = bounds
+        self.same_shape_as = same_shape_as
         self.ndim = len(dims_t)
         self.code = _TYPE_CODES[type]
+        self.has_range = bounds is not None
+        if bounds is not None:
+            _set_bounds(self, bounds[0], bounds[1])
 
     def __repr__(self) -> str:
-        fields = f"{self.name!r}, {self.type!r}, {self.dims!r}, {self.limits!r}"
-        return f"TensorSpec({fields}, batched={self.batched!r})"
+        fields = f"{self.name!r}, {self.type!r}, {self.dims!r}, {self.limits!r}, batched={self.batched!r}"
+        if self.value_range is not None:
+            fields += f", value_range={self.value_range!r}"
+        if self.same_shape_as is not None:
+            fields += f", same_shape_as={self.same_shape_as!r}"
+        return f"TensorSpec({fields})"
 
     def _key(self):
-        return (self.name, self.type, self.dims, self.limits, self.batched)
+        return (self.name, self.type, self.dims, self.limits, self.batched, self.value_range, self.same_shape_as)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, TensorSpec):
@@ -469,6 +493,163 @@ cdef class TensorSpec:
 
     def __hash__(self) -> int:
         return hash(self._key())
+
+
+cdef int _set_bounds(TensorSpec spec, object low, object high) except -1:
+    """The C bounds validate() compares with; a range no value of the type can meet is kept empty."""
+    cdef int code = spec.code
+    if code == T_FP16 or code == T_FP32 or code == T_FP64 or code == T_BF16:
+        spec.f_low = low
+        spec.f_high = high
+    elif code == T_UINT64:
+        if high < 0 or low > 18446744073709551615:
+            spec.u_low, spec.u_high = 1, 0
+        else:
+            spec.u_low = max(low, 0)
+            spec.u_high = min(high, 18446744073709551615)
+    elif high < -9223372036854775808 or low > 9223372036854775807:
+        spec.i_low, spec.i_high = 1, 0
+    else:
+        spec.i_low = max(low, -9223372036854775808)
+        spec.i_high = min(high, 9223372036854775807)
+    return 0
+
+
+def _value_range(name, type_name, value_range):
+    """(low, high) as the spec keeps them: ints for integer types, floats for float types; twin."""
+    try:
+        low, high = value_range
+    except (TypeError, ValueError):
+        raise ValueError(f"TensorSpec {name!r}: value_range must be (low, high), got {value_range!r}") from None
+    integral = type_name in _INT_RANGE
+    bounds = []
+    for which, bound in (("low", low), ("high", high)):
+        number = _number(bound, f"TensorSpec {name!r}: value_range {which}")
+        if number != number:
+            raise ValueError(f"TensorSpec {name!r}: value_range {which} is NaN")
+        if integral:
+            if isinstance(bound, (int, np.integer)):
+                bounds.append(int(bound))
+                continue
+            if not number.is_integer():
+                raise ValueError(
+                    f"TensorSpec {name!r}: value_range {which} {bound!r} is not an integer, and {type_name} "
+                    "holds integers"
+                )
+            bounds.append(int(number))
+        else:
+            bounds.append(number)
+    if bounds[0] > bounds[1]:
+        raise ValueError(f"TensorSpec {name!r}: value_range low {bounds[0]} is above high {bounds[1]}")
+    return (bounds[0], bounds[1])
+
+
+def _range_problem(spec, values, flat):
+    """The message for the first value outside the spec's range, at flat index ``flat``; twin."""
+    value = values.flat[flat]
+    shown = repr(float(value)) if values.dtype.kind == "f" else str(int(value))
+    index = ", ".join(str(int(i)) for i in np.unravel_index(flat, values.shape))
+    low, high = spec.value_range
+    return RequestError(
+        f"input {spec.name!r}: value {shown} at [{index}] is outside the accepted range [{low}, {high}]"
+    )
+
+
+cdef Py_ssize_t _first_outside(TensorSpec spec, const char* data, Py_ssize_t n) noexcept nogil:
+    """The flat index of the first element outside the spec's range, or -1 (twin: _check_range)."""
+    cdef Py_ssize_t i
+    cdef int64_t v
+    cdef uint64_t u
+    cdef double f
+    cdef int64_t il = spec.i_low, ih = spec.i_high
+    cdef double fl = spec.f_low, fh = spec.f_high
+    cdef int code = spec.code
+    if code == T_INT64:
+        for i in range(n):
+            v = (<const int64_t*>data)[i]
+            if v < il or v > ih:
+                return i
+    elif code == T_INT32:
+        for i in range(n):
+            v = (<const int32_t*>data)[i]
+            if v < il or v > ih:
+                return i
+    elif code == T_INT16:
+        for i in range(n):
+            v = (<const int16_t*>data)[i]
+            if v < il or v > ih:
+                return i
+    elif code == T_INT8:
+        for i in range(n):
+            v = (<const int8_t*>data)[i]
+            if v < il or v > ih:
+                return i
+    elif code == T_UINT8 or code == T_BOOL:
+        for i in range(n):
+            v = (<const uint8_t*>data)[i]
+            if v < il or v > ih:
+                return i
+    elif code == T_UINT16:
+        for i in range(n):
+            v = (<const uint16_t*>data)[i]
+            if v < il or v > ih:
+                return i
+    elif code == T_UINT32:
+        for i in range(n):
+            v = (<const uint32_t*>data)[i]
+            if v < il or v > ih:
+                return i
+    elif code == T_UINT64:
+        for i in range(n):
+            u = (<const uint64_t*>data)[i]
+            if u < spec.u_low or u > spec.u_high:
+                return i
+    else:
+        for i in range(n):
+            if code == T_FP32:
+                f = (<const float*>data)[i]
+            elif code == T_FP64:
+                f = (<const double*>data)[i]
+            elif code == T_FP16:
+                f = _float(_f16_to_f32((<const uint16_t*>data)[i]))
+            else:
+                f = _float((<uint32_t>(<const uint16_t*>data)[i]) << 16)
+            if not (f >= fl and f <= fh):  # NaN is outside every range
+                return i
+    return -1
+
+
+cdef int _check_range(TensorSpec spec, cnp.ndarray array) except -1:
+    cdef Py_ssize_t n = cnp.PyArray_SIZE(array)
+    cdef const char* data = <const char*>cnp.PyArray_DATA(array)
+    cdef Py_ssize_t bad
+    if n * _ITEMSIZE[spec.code] >= GIL_RELEASE_BYTES:
+        with nogil:
+            bad = _first_outside(spec, data, n)
+    else:
+        bad = _first_outside(spec, data, n)
+    if bad >= 0:
+        values = <object>array
+        if spec.code == T_BF16:  # twin: _bf16_to_f32
+            values = (values.astype(np.uint32) << 16).view(np.float32)
+        raise _range_problem(spec, values, bad)
+    return 0
+
+
+def _check_ties(specs, arrays):
+    """Inputs whose shapes must be equal; twin."""
+    for k, spec in enumerate(specs):
+        other = spec.same_shape_as
+        if other is None:
+            continue
+        j = next((j for j, candidate in enumerate(specs) if candidate.name == other), None)
+        if j is None:
+            raise ValueError(f"TensorSpec {spec.name!r}: same_shape_as {other!r} is not one of the inputs")
+        if arrays[k].shape != arrays[j].shape:
+            raise RequestError(
+                f"input {spec.name!r}: shape {list(arrays[k].shape)} differs from input {other!r}'s "
+                f"{list(arrays[j].shape)}; the model takes them with the same shape"
+            )
 
 
 def _as_array(name, value):
@@ -541,6 +722,7 @@ def validate(specs: Sequence[TensorSpec], tensors: Mapping[str, object]) -> list
     cdef list arrays = []
     cdef TensorSpec spec
     cdef cnp.ndarray array
+    cdef bint ties = False
     for item in specs:
         spec = <TensorSpec?>item
         try:
@@ -560,6 +742,10 @@ def validate(specs: Sequence[TensorSpec], tensors: Mapping[str, object]) -> list
             _dims_problem(spec, (<object>array).shape)
         if not cnp.PyArray_IS_C_CONTIGUOUS(array):
             array = np.ascontiguousarray(array)
+        if spec.has_range:
+            _check_range(spec, array)
+        if spec.same_shape_as is not None:
+            ties = True
         arrays.append(array)
     if len(tensors) != len(arrays):
         known = {s.name for s in specs}
@@ -567,6 +753,8 @@ def validate(specs: Sequence[TensorSpec], tensors: Mapping[str, object]) -> list
             if key not in known:
                 taken = ", ".join(s.name for s in specs)
                 raise RequestError(f"unexpected input {key!r}: the model takes {taken}")
+    if ties:
+        _check_ties(specs, arrays)
     return arrays
 
 

@@ -227,19 +227,32 @@ class TensorSpec:
     ``dims`` is the full shape the model takes, batch dim first when ``batched``, -1 for a dynamic dim;
     ``limits`` gives per dim the largest accepted length (the dim itself when fixed, the largest batch gear
     for the batch dim, the largest dims-gear value for a dynamic sequence dim). ``batched`` only changes
-    how messages name dim 0 ("batch 9 exceeds the largest gear 8").
+    how messages name dim 0 ("batch 9 exceeds the largest gear 8"). ``value_range`` (low, high), inclusive,
+    refuses a request holding any value outside it (NaN included): token ids past the vocabulary, or int64
+    values an int32 model would not hold, are the client's error, found before the device would fail on
+    them. ``same_shape_as`` names another input whose shape this one's must equal (a mask and its ids).
     """
 
-    __slots__ = ("batched", "dims", "limits", "name", "type")
+    __slots__ = ("batched", "dims", "limits", "name", "same_shape_as", "type", "value_range")
 
     name: str
     type: str
     dims: tuple[int, ...]
     limits: tuple[int, ...]
     batched: bool
+    value_range: tuple[float, float] | None
+    same_shape_as: str | None
 
     def __init__(
-        self, name: str, type: str, dims: Sequence[int], limits: Sequence[int], *, batched: bool = True
+        self,
+        name: str,
+        type: str,
+        dims: Sequence[int],
+        limits: Sequence[int],
+        *,
+        batched: bool = True,
+        value_range: Sequence[float] | None = None,
+        same_shape_as: str | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError(f"TensorSpec name must be a non-empty string, got {name!r}")
@@ -262,12 +275,21 @@ class TensorSpec:
                 raise ValueError(f"TensorSpec {name!r}: the limit of dim {k} is {limit}; it must be positive")
             if dim != -1 and limit != dim:
                 raise ValueError(f"TensorSpec {name!r}: dim {k} is fixed at {dim} but its limit is {limit}")
+        bounds = None if value_range is None else _value_range(name, type, value_range)
+        if same_shape_as is not None and (not isinstance(same_shape_as, str) or not same_shape_as):
+            raise ValueError(
+                f"TensorSpec {name!r}: same_shape_as must be an input name, got {same_shape_as!r}"
+            )
+        if same_shape_as == name:
+            raise ValueError(f"TensorSpec {name!r}: same_shape_as names the input itself")
         for attr, value in (
             ("name", name),
             ("type", type),
             ("dims", dims_t),
             ("limits", limits_t),
             ("batched", bool(batched)),
+            ("value_range", bounds),
+            ("same_shape_as", same_shape_as),
         ):
             object.__setattr__(self, attr, value)
 
@@ -278,10 +300,23 @@ class TensorSpec:
         raise AttributeError(f"TensorSpec is immutable; cannot delete {attr!r}")
 
     def __repr__(self) -> str:
-        return f"TensorSpec({self.name!r}, {self.type!r}, {self.dims!r}, {self.limits!r}, batched={self.batched!r})"
+        fields = f"{self.name!r}, {self.type!r}, {self.dims!r}, {self.limits!r}, batched={self.batched!r}"
+        if self.value_range is not None:
+            fields += f", value_range={self.value_range!r}"
+        if self.same_shape_as is not None:
+            fields += f", same_shape_as={self.same_shape_as!r}"
+        return f"TensorSpec({fields})"
 
     def _key(self) -> tuple[Any, ...]:
-        return (self.name, self.type, self.dims, self.limits, self.batched)
+        return (
+            self.name,
+            self.type,
+            self.dims,
+            self.limits,
+            self.batched,
+            self.value_range,
+            self.same_shape_as,
+        )
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, TensorSpec):
@@ -290,6 +325,75 @@ class TensorSpec:
 
     def __hash__(self) -> int:
         return hash(self._key())
+
+
+def _value_range(name: str, type_name: str, value_range: object) -> tuple[float, float]:
+    """(low, high) as the spec keeps them: ints for integer types, floats for float types; twin."""
+    try:
+        low, high = value_range  # type: ignore[misc]
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"TensorSpec {name!r}: value_range must be (low, high), got {value_range!r}"
+        ) from None
+    integral = type_name in _INT_RANGE
+    bounds = []
+    for which, bound in (("low", low), ("high", high)):
+        number = _number(bound, f"TensorSpec {name!r}: value_range {which}")
+        if number != number:
+            raise ValueError(f"TensorSpec {name!r}: value_range {which} is NaN")
+        if integral:
+            if isinstance(bound, (int, np.integer)):
+                bounds.append(int(bound))
+                continue
+            if not number.is_integer():
+                raise ValueError(
+                    f"TensorSpec {name!r}: value_range {which} {bound!r} is not an integer, and {type_name} "
+                    "holds integers"
+                )
+            bounds.append(int(number))
+        else:
+            bounds.append(number)
+    if bounds[0] > bounds[1]:
+        raise ValueError(f"TensorSpec {name!r}: value_range low {bounds[0]} is above high {bounds[1]}")
+    return (bounds[0], bounds[1])
+
+
+def _range_problem(spec: TensorSpec, values: np.ndarray, flat: int) -> RequestError:
+    """The message for the first value outside the spec's range, at flat index ``flat``; twin."""
+    value = values.flat[flat]
+    shown = repr(float(value)) if values.dtype.kind == "f" else str(int(value))
+    index = ", ".join(str(int(i)) for i in np.unravel_index(flat, values.shape))
+    low, high = spec.value_range  # type: ignore[misc]
+    return RequestError(
+        f"input {spec.name!r}: value {shown} at [{index}] is outside the accepted range [{low}, {high}]"
+    )
+
+
+def _check_range(spec: TensorSpec, array: np.ndarray) -> None:
+    low, high = spec.value_range  # type: ignore[misc]
+    values = _bf16_to_f32(array) if spec.type == "bf16" else array
+    if values.dtype.kind == "f":
+        outside = ~((values >= low) & (values <= high))  # NaN is outside every range
+    else:
+        outside = (values < low) | (values > high)
+    if outside.any():
+        raise _range_problem(spec, values, int(np.flatnonzero(outside)[0]))
+
+
+def _check_ties(specs: Sequence[TensorSpec], arrays: Sequence[np.ndarray]) -> None:
+    """Inputs whose shapes must be equal; twin."""
+    for k, spec in enumerate(specs):
+        other = spec.same_shape_as
+        if other is None:
+            continue
+        j = next((j for j, candidate in enumerate(specs) if candidate.name == other), None)
+        if j is None:
+            raise ValueError(f"TensorSpec {spec.name!r}: same_shape_as {other!r} is not one of the inputs")
+        if arrays[k].shape != arrays[j].shape:
+            raise RequestError(
+                f"input {spec.name!r}: shape {list(arrays[k].shape)} differs from input {other!r}'s "
+                f"{list(arrays[j].shape)}; the model takes them with the same shape"
+            )
 
 
 def _as_array(name: str, value: object) -> np.ndarray:
@@ -357,6 +461,8 @@ def validate(specs: Sequence[TensorSpec], tensors: Mapping[str, object]) -> list
                 f"input {name!r}: expected {spec.type}{bits} data, got {_describe(array.dtype)}"
             )
         _check_dims(spec, array.shape)
+        if spec.value_range is not None:
+            _check_range(spec, array)
         if not array.flags.c_contiguous:
             array = np.ascontiguousarray(array)
         arrays.append(array)
@@ -366,6 +472,7 @@ def validate(specs: Sequence[TensorSpec], tensors: Mapping[str, object]) -> list
             if key not in known:
                 taken = ", ".join(s.name for s in specs)
                 raise RequestError(f"unexpected input {key!r}: the model takes {taken}")
+    _check_ties(specs, arrays)
     return arrays
 
 

@@ -31,6 +31,11 @@ class DType:
     def itemsize(self) -> int:
         return self.numpy.itemsize
 
+    @property
+    def is_float(self) -> bool:
+        """Floating point (bf16 included, though its host bytes are uint16)."""
+        return self.short in ("fp16", "fp32", "fp64", "bf16")
+
     def __str__(self) -> str:
         return self.short
 

@@ -44,6 +44,11 @@ class RequestError(ValueError, GePluginError):
     """One inference request is invalid; its batch-mates still run. The message names the input."""
 
 
+class UnavailableError(RuntimeError, GePluginError):
+    """The instance cannot run requests for now (a device failure it is still recovering from); a retry later
+    may succeed, so the backend answers UNAVAILABLE (HTTP 503) rather than INTERNAL."""
+
+
 class ServeError(RuntimeError, GePluginError):
     """tritonserver cannot be prepared or started."""
 

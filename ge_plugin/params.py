@@ -26,6 +26,8 @@ STREAMS_PER_INSTANCE = "streams_per_instance"
 ACL_JSON = "acl_json"
 WARMUP = "warmup"
 METRICS_INTERVAL_MS = "metrics_interval_ms"
+INPUT_RANGES = "input_ranges"
+SAME_SHAPE = "same_shape"
 VERSION_OM_MODEL_PATHS = "version_om_model_paths"
 
 KEYS = (
@@ -40,6 +42,8 @@ KEYS = (
     ACL_JSON,
     WARMUP,
     METRICS_INTERVAL_MS,
+    INPUT_RANGES,
+    SAME_SHAPE,
     VERSION_OM_MODEL_PATHS,
 )
 
@@ -64,6 +68,30 @@ class DimTie:
 
 
 @attrs.frozen
+class InputRange:
+    """Input ``input`` accepts only values in [low, high] (ints for integer inputs): token ids within the
+    vocabulary, a mask of 0 and 1. Checked per request before the device sees it."""
+
+    input: str
+    low: float
+    high: float
+
+    def encode(self) -> str:
+        return f"{self.input}={_format_number(self.low)}:{_format_number(self.high)}"
+
+
+@attrs.frozen
+class ShapeTie:
+    """Input ``input`` must come with the same shape as input ``other`` (a mask and its ids)."""
+
+    input: str
+    other: str
+
+    def encode(self) -> str:
+        return f"{self.input}={self.other}"
+
+
+@attrs.frozen
 class ModelParams:
     """Typed view of the ``ge`` parameters of one model."""
 
@@ -76,7 +104,9 @@ class ModelParams:
     dims_gears: tuple[tuple[int, ...], ...] = ()
     output_dim_ties: tuple[DimTie, ...] = ()
     pad_value: float = 0.0
-    precision: str = "origin"
+    #: the precision the OM was built with, as the config declares it; None: not declared (the engine
+    #: warns when the OM computes in reduced precision), else checked against the OM where it can tell
+    precision: str | None = None
     streams_per_instance: int = 1
     #: acl.init configuration as inline JSON ("" = defaults)
     acl_json: str = ""
@@ -84,6 +114,8 @@ class ModelParams:
     warmup: int = 1
     #: how often the backend flushes its custom metrics to Triton
     metrics_interval_ms: int = 1000
+    input_ranges: tuple[InputRange, ...] = ()
+    same_shape: tuple[ShapeTie, ...] = ()
     #: (version, OM path) for the versions whose OM is not ``om_model_path``; relative to their own folder
     version_om_model_paths: tuple[tuple[int, str], ...] = ()
 
@@ -99,7 +131,6 @@ class ModelParams:
         out = {
             OM_MODEL_PATH: self.om_model_path,
             DEVICE_IDS: ",".join(str(d) for d in self.device_ids),
-            PRECISION: self.precision,
             STREAMS_PER_INSTANCE: str(self.streams_per_instance),
             PAD_VALUE: _format_number(self.pad_value),
             WARMUP: str(self.warmup),
@@ -113,6 +144,12 @@ class ModelParams:
             out[OUTPUT_DIM_TIES] = ";".join(t.encode() for t in self.output_dim_ties)
         if self.acl_json:
             out[ACL_JSON] = self.acl_json
+        if self.precision is not None:
+            out[PRECISION] = self.precision
+        if self.input_ranges:
+            out[INPUT_RANGES] = ";".join(r.encode() for r in self.input_ranges)
+        if self.same_shape:
+            out[SAME_SHAPE] = ";".join(t.encode() for t in self.same_shape)
         if self.version_om_model_paths:
             out[VERSION_OM_MODEL_PATHS] = json.dumps(
                 {str(v): path for v, path in self.version_om_model_paths}, separators=(",", ":")
@@ -164,6 +201,14 @@ class ModelParams:
                     f"parameters.{PRECISION}: expected one of {', '.join(PRECISIONS)}, got {raw[PRECISION]!r}"
                 )
             kwargs[PRECISION] = raw[PRECISION]
+        if raw.get(INPUT_RANGES, "").strip():
+            kwargs[INPUT_RANGES] = tuple(_input_range(part) for part in raw[INPUT_RANGES].split(";"))
+        if raw.get(SAME_SHAPE, "").strip():
+            kwargs[SAME_SHAPE] = tuple(_shape_tie(part) for part in raw[SAME_SHAPE].split(";"))
+        for key in (INPUT_RANGES, SAME_SHAPE):
+            names = [item.input for item in kwargs.get(key, ())]
+            if len(set(names)) != len(names):
+                raise ConfigError(f"parameters.{key}: an input is listed twice in {raw[key]!r}")
         for key, minimum in ((STREAMS_PER_INSTANCE, 1), (WARMUP, 0), (METRICS_INTERVAL_MS, 1)):
             if key in raw:
                 (kwargs[key],) = _int_list(raw, key, minimum=minimum, single=True)
@@ -223,6 +268,47 @@ def _dim_tie(text: str) -> DimTie:
             f"parameters.{OUTPUT_DIM_TIES}: names must be non-empty and dims >= 0, got {text!r}"
         )
     return tie
+
+
+def _input_range(text: str) -> InputRange:
+    """``input_ids=0:31999`` -> InputRange; integers stay integers, so int64 bounds are exact."""
+    try:
+        name, bounds = text.split("=")
+        low_text, high_text = bounds.split(":")
+        low, high = _bound(low_text), _bound(high_text)
+    except ValueError:
+        raise ConfigError(
+            f"parameters.{INPUT_RANGES}: expected INPUT=LOW:HIGH (e.g. input_ids=0:31999), got {text!r}"
+        ) from None
+    if not name.strip():
+        raise ConfigError(f"parameters.{INPUT_RANGES}: the input name is empty in {text!r}")
+    if not low <= high:
+        raise ConfigError(f"parameters.{INPUT_RANGES}: low {low} is above high {high} in {text!r}")
+    return InputRange(name.strip(), low, high)
+
+
+def _bound(text: str) -> float:
+    text = text.strip()
+    try:
+        return int(text)
+    except ValueError:
+        value = float(text)
+        if value != value:
+            raise ValueError("NaN") from None
+        return value
+
+
+def _shape_tie(text: str) -> ShapeTie:
+    """``attention_mask=input_ids`` -> ShapeTie."""
+    try:
+        name, other = (part.strip() for part in text.split("="))
+    except ValueError:
+        raise ConfigError(
+            f"parameters.{SAME_SHAPE}: expected INPUT=OTHER_INPUT (e.g. attention_mask=input_ids), got {text!r}"
+        ) from None
+    if not name or not other or name == other:
+        raise ConfigError(f"parameters.{SAME_SHAPE}: two different input names are needed, got {text!r}")
+    return ShapeTie(name, other)
 
 
 def _version_paths(text: str) -> tuple[tuple[int, str], ...]:

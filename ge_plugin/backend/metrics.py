@@ -27,8 +27,18 @@ COUNTERS = {
     ),
     "ge_request_errors_total": ("Requests refused as invalid by the ge backend", "request_errors"),
     "ge_device_errors_total": ("Requests failed by a device error in the ge backend", "device_errors"),
+    "ge_isolation_executes_total": (
+        "Executes re-run to find the request that failed a multi-request execute on the device",
+        "isolation_executes",
+    ),
+    "ge_lane_rebuilds_total": ("Lanes (stream + model load) rebuilt after a device failure", "lane_rebuilds"),
+    "ge_lane_rebuild_failures_total": (
+        "Lane rebuilds that failed (retried with backoff)",
+        "lane_rebuild_failures",
+    ),
 }
 GAUGES = {
+    "ge_lanes_down": ("Lanes of the instance that could not be rebuilt yet (0 = healthy)", "lanes_down"),
     "ge_device_memory_bytes": ("Device memory held by the ge backend instance", "device_bytes"),
     "ge_pinned_memory_bytes": ("Pinned host memory held by the ge backend instance", "pinned_bytes"),
 }

@@ -19,13 +19,34 @@ import triton_python_backend_utils as pb_utils
 from ge_plugin import device
 from ge_plugin.backend.metrics import MetricsPublisher
 from ge_plugin.engine import Engine
-from ge_plugin.errors import GePluginError, RequestError
+from ge_plugin.errors import GePluginError, RequestError, UnavailableError
 
 log = logging.getLogger("ge_plugin.backend")
 
 
+class _TritonLog(logging.Handler):
+    """ge_plugin's warnings and errors (a lane rebuilt, a precision the config did not declare) in Triton's
+    log, where an operator looks. Each record is one IPC to the server: only the unusual reaches here."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = f"ge: {self.format(record)}"
+        if record.levelno >= logging.ERROR:
+            pb_utils.Logger.log_error(message)
+        else:
+            pb_utils.Logger.log_warn(message)
+
+
+def _log_to_triton() -> None:
+    root = logging.getLogger("ge_plugin")
+    if not any(isinstance(h, _TritonLog) for h in root.handlers):
+        handler = _TritonLog(logging.WARNING)
+        root.addHandler(handler)
+        root.propagate = False
+
+
 class TritonPythonModel:
     def initialize(self, args: dict) -> None:
+        _log_to_triton()
         config = json.loads(args["model_config"])
         self.name = args.get("model_name", config.get("name", ""))
         version_dir = os.path.join(args["model_repository"], args.get("model_version", "1"))
@@ -72,6 +93,9 @@ class TritonPythonModel:
         for outcome in self.engine.execute(batch, requested):
             if isinstance(outcome, RequestError):
                 error = pb_utils.TritonError(str(outcome), pb_utils.TritonError.INVALID_ARG)
+                responses.append(pb_utils.InferenceResponse(error=error))
+            elif isinstance(outcome, UnavailableError):
+                error = pb_utils.TritonError(str(outcome), pb_utils.TritonError.UNAVAILABLE)
                 responses.append(pb_utils.InferenceResponse(error=error))
             elif isinstance(outcome, GePluginError):
                 error = pb_utils.TritonError(str(outcome), pb_utils.TritonError.INTERNAL)

@@ -98,6 +98,18 @@ class OmModel:
         )
 
     @property
+    def precision(self) -> str | None:
+        """How the OM computes floats ("fp32", "fp16", "bf16"), or None where the file does not say.
+
+        pyACL has no call for it; a sim OM records it in its header (ATC's --precision_mode). A real OM
+        keeps its build options in a binary model definition that ge-plugin does not parse, so there the
+        config's ``precision`` cannot be checked."""
+        from ge_plugin.sim.omfile import read_header
+
+        header = read_header(self.path)
+        return None if header is None else header.get("precision")
+
+    @property
     def mode(self) -> str:
         """``"batch"``, ``"dims"`` or ``"static"``: which gear mechanism ATC compiled in."""
         if self.batch_gears:

@@ -22,6 +22,12 @@ log = logging.getLogger("ge_plugin.engine")
 #: Triton dtype -> OM dtype pairs the fast path converts (both directions); equal types always work
 CASTS = frozenset({("fp32", "fp16"), ("fp32", "bf16"), ("fp16", "bf16"), ("int64", "int32")})
 
+#: the values an int64 request keeps when an int32 OM takes it
+INT32_RANGE = (-(2**31), 2**31 - 1)
+
+#: the sim OM's precision (how its float outputs are rounded) as config.pbtxt's ``precision`` says it
+PRECISION_OF_OM = {"fp32": "origin", "fp16": "fp16", "bf16": "bf16"}
+
 
 def _can_cast(a: str, b: str) -> bool:
     return a == b or (a, b) in CASTS or (b, a) in CASTS
@@ -38,7 +44,10 @@ class Binding:
     def __init__(self, config: ServingConfig, om_path: str, lane: Lane):
         self.config = config
         self.where = f"model {config.name!r} ({om_path})"
+        #: what the instance's log should say at start-up about a config that works but may surprise
+        self.warnings: list[str] = []
         self._bind_tensors(lane.model)
+        self._check_precision(lane.model)
         self.gears = self._gear_table(lane)
 
     def _bind_tensors(self, model: device.OmModel) -> None:
@@ -60,6 +69,7 @@ class Binding:
         self.in_om_type = []
         for io, info in zip(self.in_cfg, model.inputs):
             self._check_io(where, "input", io, info, extra)
+            self._check_fixed_dims(where, io, info, extra)
             self.in_om_type.append(dtypes.by_acl(info.acl_dtype).short)
         self.in_type = [io.dtype.short for io in self.in_cfg]
         self.out_cfg = []
@@ -113,6 +123,43 @@ class Binding:
             raise ConfigError(
                 f"{where}: {kind} {io.name!r} is {io.dtype.triton} in the config but {om_type.short} in the OM, "
                 "and ge-plugin cannot convert between them"
+            )
+
+    def _check_fixed_dims(self, where: str, io: IOConfig, info: device.TensorInfo, extra: int) -> None:
+        """A dim the OM fixes must be fixed to the same length in the config: a -1 there would let
+        Triton pass shorter requests that the engine would then pad, silently changing the answer."""
+        for d, (c, o) in enumerate(zip(io.dims, info.dims[extra:])):
+            if c == -1 and o > 0:
+                dims = ["batch", *map(str, io.dims)] if extra else list(map(str, io.dims))
+                fixed = list(io.dims)
+                fixed[d] = o
+                raise ConfigError(
+                    f"{where}: input {io.name!r} dim {d} is -1 (any length) in the config "
+                    f"[{', '.join(dims)}], but the OM fixes it at {o} ({list(info.dims)}); declare "
+                    f"dims: {fixed}, or rebuild the OM with gears for that dim"
+                )
+
+    def _check_precision(self, model: device.OmModel) -> None:
+        """Compare the config's ``precision`` with what the OM was built with, where the OM tells."""
+        declared = self.config.params.precision
+        built = model.precision
+        if built is None:
+            return
+        om_precision = PRECISION_OF_OM[built]
+        if declared is None:
+            if om_precision != "origin":
+                self.warnings.append(
+                    f"{self.where}: the OM computes in {om_precision} (ATC's default --precision_mode="
+                    "force_fp16, or a mixed mode), so answers differ from the original model's in about the "
+                    "third decimal; declare parameters.precision "
+                    f"'{om_precision}' to say that is intended, or rebuild with "
+                    "--precision_mode=must_keep_origin_dtype"
+                )
+            return
+        if declared != om_precision:
+            raise ConfigError(
+                f"{self.where}: parameters.precision is {declared!r} but the OM was built with {om_precision!r} "
+                f"precision; rebuild the OM (ATC --precision_mode) or declare precision {om_precision!r}"
             )
 
     def _gear_table(self, lane: Lane) -> GearTable:
@@ -173,6 +220,8 @@ class Binding:
                 f"{where}: max_batch_size {cfg.max_batch_size} exceeds the OM's largest batch gear {table.max_rows}"
             )
         extra = 1 if cfg.batched else 0
+        ranges = {r.input: (r.low, r.high) for r in cfg.params.input_ranges}
+        ties = {t.input: t.other for t in cfg.params.same_shape}
         self.specs = []
         for k, io in enumerate(self.in_cfg):
             limits = list(table.limits[k])
@@ -181,9 +230,33 @@ class Binding:
                 limits[0] = min(limits[0], cfg.max_batch_size)
             for d, v in enumerate(full):
                 if v > 0:
+                    if v > limits[d]:
+                        raise ConfigError(
+                            f"{where}: input {io.name!r} dim {d - extra} is {v} in the config, longer than the "
+                            f"OM's largest gear for it ({limits[d]})"
+                        )
                     limits[d] = v
+            value_range = ranges.get(io.name)
+            if io.dtype.short == "int64" and self.in_om_type[k] == "int32":
+                # found per request in validation, not half-way through a batch's copy
+                low, high = value_range or INT32_RANGE
+                value_range = (max(low, INT32_RANGE[0]), min(high, INT32_RANGE[1]))
+                if value_range[0] > value_range[1]:
+                    raise ConfigError(
+                        f"{where}: input {io.name!r} range [{low}, {high}] holds no int32 value, and the OM "
+                        "takes the input as int32"
+                    )
             self.specs.append(
-                fp.TensorSpec(io.name, io.dtype.short, tuple(full), tuple(limits), batched=cfg.batched)
+                fp.TensorSpec(
+                    io.name,
+                    io.dtype.short,
+                    tuple(full),
+                    tuple(limits),
+                    # dim 0 is the OM's batch even when the config leaves batching to the client
+                    batched=cfg.batched or model.mode == "batch",
+                    value_range=value_range,
+                    same_shape_as=ties.get(io.name),
+                )
             )
         self.rows_at = tuple(
             extra and d == 0 for k in range(len(self.in_cfg)) for d in range(len(table.limits[k]))

@@ -86,6 +86,22 @@ class ServingConfig:
                 )
             if tie.input_dim >= len(ins[tie.input].dims):
                 raise ConfigError(f"{where}: input {tie.input!r} has only {len(ins[tie.input].dims)} dims")
+        for bound in self.params.input_ranges:
+            where = f"model {self.name!r}: parameters.input_ranges {bound.encode()!r}"
+            if bound.input not in ins:
+                raise ConfigError(f"{where}: no input named {bound.input!r}")
+            if not ins[bound.input].dtype.is_float and not (
+                float(bound.low).is_integer() and float(bound.high).is_integer()
+            ):
+                raise ConfigError(f"{where}: input {bound.input!r} holds integers; give integer bounds")
+        for same in self.params.same_shape:
+            where = f"model {self.name!r}: parameters.same_shape {same.encode()!r}"
+            for name in (same.input, same.other):
+                if name not in ins:
+                    raise ConfigError(f"{where}: no input named {name!r}")
+            a, b = ins[same.input].dims, ins[same.other].dims
+            if len(a) != len(b) or any(x > 0 and y > 0 and x != y for x, y in zip(a, b)):
+                raise ConfigError(f"{where}: their dims {list(a)} and {list(b)} can never be equal")
 
 
 def _io(model: str, kind: str, item: Mapping) -> IOConfig:

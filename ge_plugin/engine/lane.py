@@ -8,14 +8,47 @@ fills pinned staging, queues copies and the execute, and reads the results back.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
+
+import attrs
+import numpy as np
 
 from ge_plugin import device
 from ge_plugin.engine.gears import Gear
 
 
+@attrs.define
+class InFlight:
+    """What a lane is running: the requests of one execute and how to answer them when it completes."""
+
+    #: (request index, its arrays in the OM's input order), in the order their rows sit in the gear
+    chunk: Sequence[tuple[int, Sequence[np.ndarray]]]
+    #: the flat minimum dims of the whole chunk (as ``Gear.flat``)
+    need: tuple[int, ...]
+    gear: Gear
+    #: config output positions copied back
+    out_sel: list[int]
+    #: per request index, the config output positions it asked for (None: all, for every request)
+    wanted: list[list[int]] | None
+    #: perf_counter() at launch
+    started: float = 0.0
+
+
 class Lane:
+    """One stream and one load of the model; ``reopen()`` rebuilds it in place after a device failure."""
+
     def __init__(self, context: device.Context, om_path: str | os.PathLike):
         self.context = context
+        self.om_path = om_path
+        self._reset_fields()
+        try:
+            self._open(om_path)
+        except BaseException:
+            self.close()
+            raise
+        self.usable = True
+
+    def _reset_fields(self) -> None:
         self.stream: device.Stream | None = None
         self.model: device.OmModel | None = None
         self.in_dev: list[device.DeviceBuffer] = []
@@ -26,12 +59,9 @@ class Lane:
         self.inputs: device.Dataset | None = None
         self.outputs: device.Dataset | None = None
         #: what is in flight on this lane: set by the engine at launch, cleared when finished
-        self.pending: object = None
-        try:
-            self._open(om_path)
-        except BaseException:
-            self.close()
-            raise
+        self.pending: InFlight | None = None
+        #: False while closed: from close() until open() succeeds nothing may run on the lane
+        self.usable = False
 
     def _open(self, om_path: str | os.PathLike) -> None:
         self.stream = device.Stream(self.context)
@@ -51,6 +81,17 @@ class Lane:
             slots[model.mbatch_index] = (self.mbatch.ptr, self.mbatch.size)
         self.inputs = device.Dataset(slots)
         self.outputs = device.Dataset([(buf.ptr, buf.size) for buf in self.out_dev])
+
+    def open(self) -> None:
+        """Load again after ``close()``, keeping this object, so whoever holds the lane holds a valid one.
+        On failure everything is freed again, ``usable`` stays False, and the failure is raised."""
+        self._reset_fields()
+        try:
+            self._open(self.om_path)
+        except BaseException:
+            self.close()
+            raise
+        self.usable = True
 
     @property
     def device_bytes(self) -> int:
@@ -107,5 +148,6 @@ class Lane:
         if self.stream is not None:
             step(self.stream.close)
         self.pending = None
+        self.usable = False
         if errors:
             raise errors[0]

@@ -25,6 +25,12 @@ class EngineStats:
     padded_rows: int = 0
     #: elements computed on padding (all inputs), and elements the requests brought
     padded_elements: int = 0
+    #: extra executes run to find which request of a failed multi-request execute fails on its own
+    isolation_executes: int = 0
+    #: lanes rebuilt after a device failure, rebuilds that failed, and lanes waiting to be retried
+    lane_rebuilds: int = 0
+    lane_rebuild_failures: int = 0
+    lanes_down: int = 0
     h2d_bytes: int = 0
     d2h_bytes: int = 0
     executes_by_gear: dict[str, int] = attrs.Factory(dict)

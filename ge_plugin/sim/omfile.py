@@ -128,3 +128,21 @@ def read(path_or_bytes: str | os.PathLike[str] | bytes) -> SimOm:
     except OSError as exc:
         raise ModelFileError(f"cannot read {path}: {exc.strerror or exc}") from None
     return loads(data, str(path))
+
+
+def read_header(path: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The header of a sim OM file without reading its model, or None for any other file (a real OM).
+
+    What a loaded model's description does not say (its precision, the ATC options) is read from here."""
+    try:
+        with open(path, "rb") as fh:
+            prefix = fh.read(_PREFIX.size)
+            if len(prefix) < _PREFIX.size or prefix[: len(MAGIC)] != MAGIC:
+                return None
+            _, version, header_len = _PREFIX.unpack(prefix)
+            if version != VERSION:
+                return None
+            header = json.loads(fh.read(header_len).decode())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return header if isinstance(header, dict) else None

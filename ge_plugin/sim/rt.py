@@ -217,11 +217,11 @@ def _synchronize(call: str, api: str, stream: int, timeout_s: "float | None") ->
         _fault(api)
         _s.require_init()
         error = _s.stream(stream, _s.current_context()).synchronize(timeout_s)
-        if error is not None:
-            raise error
-        return 0
     except _Fail as fail:
         return _s.failed(call, fail)
+    # Reported, not raised: raising would tie the stored error's traceback to this frame, whose ``error``
+    # refers back to it, a cycle that keeps the caller's frames (and their arrays) until a gc run.
+    return 0 if error is None else _s.failed(call, error)
 
 
 def synchronize_stream(stream: int, /) -> int:

@@ -93,7 +93,9 @@ class Stream:
                 fn(*args)
             except Fail as fail:
                 if self._error is None:
-                    self._error = fail
+                    # kept until a synchronize reports it: without its traceback, which would hold the
+                    # frames of whoever ran the task (a synchronize runs queued tasks in the caller's thread)
+                    self._error = fail.with_traceback(None)
             except Exception as exc:  # a simulator bug: report it like a device fault, keep the stream alive
                 log.exception("simulated stream task %r failed", fn)
                 if self._error is None:

@@ -16,7 +16,7 @@ from typing import Any, NewType, Optional, Union
 import attrs
 
 from ge_plugin.dtypes import DType
-from ge_plugin.params import PRECISIONS, DimTie, ModelParams
+from ge_plugin.params import PRECISIONS, DimTie, InputRange, ModelParams, ShapeTie
 from ge_plugin.spec import validators as v
 
 #: field metadata key: the field is not read from YAML (cattrs omits it; the loader fills it in)
@@ -93,7 +93,11 @@ class TensorSpec:
 
 @attrs.frozen
 class InputSpec(TensorSpec):
-    pass
+    #: [low, high], inclusive: the values a request may hold (token ids within the vocabulary, a 0/1 mask);
+    #: anything else is refused with 400 before it reaches the device
+    range: Optional[tuple[Any, Any]] = attrs.field(default=None, validator=v.value_range)
+    #: another input whose shape this one's must equal (``attention_mask`` with ``same_as: input_ids``)
+    same_as: Optional[str] = None
 
 
 @attrs.frozen
@@ -275,6 +279,8 @@ class ModelSpec:
             gears=self.gears,
             dims_gears=tuple(tuple(gear) for gear in self.dims_gears),
             output_dim_ties=self.dim_ties,
+            input_ranges=tuple(InputRange(i.name, *i.range) for i in self.inputs if i.range is not None),
+            same_shape=tuple(ShapeTie(i.name, i.same_as) for i in self.inputs if i.same_as is not None),
             pad_value=float(self.pad_value),
             precision=self.precision,
             streams_per_instance=self.placement.streams_per_instance,

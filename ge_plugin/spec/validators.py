@@ -264,6 +264,18 @@ def dims_gears(_instance: Any, attribute: attrs.Attribute[Any], value: tuple[Any
         seen[gear] = index
 
 
+def value_range(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None:
+        return
+    if len(value) != 2:
+        _fail(attribute, value, f"a range is [low, high], got {len(value)} values")
+    for index, bound in enumerate(value):
+        if isinstance(bound, bool) or not isinstance(bound, (int, float)) or bound != bound:
+            _fail(attribute, value, f"a range bound is a number, got {bound!r}", index)
+    if value[0] > value[1]:
+        _fail(attribute, value, f"low {value[0]} is above high {value[1]}")
+
+
 def device_ids(_instance: Any, attribute: attrs.Attribute[Any], value: tuple[int, ...]) -> None:
     if not value:
         _fail(attribute, value, "list at least one NPU device id")
@@ -343,6 +355,8 @@ def cross_checks(spec: ModelSpec) -> list[Problem]:
         *_unique_tensor_names(spec),
         *_dims_gears_fit(spec),
         *_ties(spec),
+        *_same_as(spec),
+        *_integer_ranges(spec),
         *_input_format(spec),
         *_preferred_batch_sizes(spec),
         *_device_streams(spec),
@@ -496,6 +510,44 @@ def _ties(spec: ModelSpec) -> list[Problem]:
                         f"input dim",
                     )
                 )
+    return problems
+
+
+def _integer_ranges(spec: ModelSpec) -> list[Problem]:
+    return [
+        (("inputs", index, "range", k), f"{tensor.dtype} holds integers, so its range does too: got {bound}")
+        for index, tensor in enumerate(spec.inputs)
+        if tensor.range is not None and not tensor.dtype.is_float
+        for k, bound in enumerate(tensor.range)
+        if isinstance(bound, (int, float)) and not float(bound).is_integer()
+    ]
+
+
+def _same_as(spec: ModelSpec) -> list[Problem]:
+    problems: list[Problem] = []
+    inputs = {tensor.name: tensor for tensor in spec.inputs}
+    for index, tensor in enumerate(spec.inputs):
+        if tensor.same_as is None:
+            continue
+        where = ("inputs", index, "same_as")
+        other = inputs.get(tensor.same_as)
+        if tensor.same_as == tensor.name:
+            problems.append((where, "an input cannot be tied to itself; name another input"))
+        elif other is None:
+            names = ", ".join(repr(t.name) for t in spec.inputs if t.name != tensor.name)
+            problems.append(
+                (where, f"no input named {tensor.same_as!r}; the other inputs are {names or 'none'}")
+            )
+        elif len(other.dims) != len(tensor.dims) or any(
+            a > 0 and b > 0 and a != b for a, b in zip(tensor.dims, other.dims)
+        ):
+            problems.append(
+                (
+                    where,
+                    f"{tensor.name} dims {_show(tensor.dims)} and {other.name} dims {_show(other.dims)} can never "
+                    "be the same shape",
+                )
+            )
     return problems
 
 

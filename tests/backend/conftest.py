@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import ClassVar
@@ -138,6 +139,10 @@ def pb_utils(monkeypatch):
         setattr(module, cls.__name__, cls)
     MetricFamily.calls = []
     Logger.lines = []
+    # the adapter sends ge_plugin's log records to Triton's log; undone after the test
+    logger = logging.getLogger("ge_plugin")
+    monkeypatch.setattr(logger, "handlers", [])
+    monkeypatch.setattr(logger, "propagate", True)
     monkeypatch.setitem(sys.modules, "triton_python_backend_utils", module)
     monkeypatch.delitem(sys.modules, "ge_plugin.backend.model", raising=False)
     return module

@@ -108,3 +108,22 @@ def test_adapter_turns_config_errors_into_model_exceptions(pb_utils, identity_re
     with pytest.raises(pb_utils.TritonModelException, match="OM file not found"):
         model.initialize(args_for(identity_repo, om_model_path="nowhere.om"))
     assert snapshot()["devices"][0]["live_bytes"] == 0
+
+
+def test_adapter_answers_unavailable_while_the_instance_recovers_and_logs_why(
+    pb_utils, identity_repo, args_for
+):
+    model = load_model(pb_utils)
+    model.initialize(args_for(identity_repo, warmup="0"))
+    faults.inject("mdl.execute_async", 507011, nth=1)
+    faults.inject("mdl.load_from_file", 145000, nth=1)  # the lane's rebuild fails once
+    request = pb_utils.InferenceRequest({"INPUT0": np.ones((1, 16), np.float32)})
+    (failed,) = model.execute([request])
+    (waiting,) = model.execute([request])
+    assert failed.error().code() == pb_utils.TritonError.INTERNAL
+    assert waiting.error().code() == pb_utils.TritonError.UNAVAILABLE
+    assert "recovering from a device failure" in waiting.error().message()
+    logged = "\n".join(pb_utils.Logger.lines)
+    assert "ge: model identity: an execute of 1 request(s) failed" in logged
+    assert "lane 0 could not be rebuilt (attempt 1" in logged
+    model.finalize()

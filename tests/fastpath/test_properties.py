@@ -314,4 +314,30 @@ def test_validate_twins_agree(both: tuple[ModuleType, ModuleType], case: tuple) 
     assert results[0] == results[1]
 
 
+@st.composite
+def range_cases(draw: Callable) -> tuple[str, tuple, np.ndarray]:
+    """A value range of any type (bounds that may be empty, or wider than the type) and a random request."""
+    type_name = draw(st.sampled_from(list(NUMPY)))
+    if type_name in FLOATS:
+        bound = st.sampled_from([-1e30, -2.5, -1.0, 0.0, 0.5, 1.0, 3.0, 65504.0, float("inf"), float("-inf")])
+    else:
+        bound = st.integers(-(2**65), 2**65)
+    low, high = sorted((draw(bound), draw(bound)))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    shape = (draw(st.integers(1, 3)), draw(st.integers(1, 40)))
+    return type_name, (low, high), random_tensor(rng, shape, type_name, type_name)
+
+
+@PROPERTY_SETTINGS
+@given(case=range_cases())
+def test_range_twins_agree(both: tuple[ModuleType, ModuleType], case: tuple) -> None:
+    type_name, value_range, array = case
+    results = []
+    for fp in both:
+        spec = fp.TensorSpec("x", type_name, (-1, -1), (3, 40), value_range=value_range)
+        kind, value = outcome(fp.validate, [spec], {"x": array})
+        results.append((kind, None if kind == "ok" else value))
+    assert results[0] == results[1]
+
+
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")

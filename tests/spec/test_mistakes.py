@@ -286,6 +286,26 @@ MISTAKES = [
         dict(base=""),
         [(1, "$", "expected a mapping, got nothing (null)")],
     ),
+    (
+        "range-upside-down",
+        dict(replace={"    dims: [-1]": "    dims: [-1]\n    range: [31999, 0]"}),
+        [(10, "$.inputs[0].range", "low 31999 is above high 0")],
+    ),
+    (
+        "range-not-two-numbers",
+        dict(replace={"    dims: [-1]": "    dims: [-1]\n    range: [0, many]"}),
+        [(10, "$.inputs[0].range[1]", "a range bound is a number, got 'many'")],
+    ),
+    (
+        "range-fraction-for-integers",
+        dict(replace={"    dims: [-1]": "    dims: [-1]\n    range: [0, 1.5]"}),
+        [(10, "$.inputs[0].range[1]", "int64 holds integers, so its range does too: got 1.5")],
+    ),
+    (
+        "same-as-unknown-input",
+        dict(replace={"    dims: [-1]": "    dims: [-1]\n    same_as: mask"}),
+        [(10, "$.inputs[0].same_as", "no input named 'mask'; the other inputs are none")],
+    ),
 ]
 
 
