@@ -61,6 +61,14 @@ class BenchError(RuntimeError, GePluginError):
     """The bench could not run or could not read what it measured."""
 
 
+class DeployError(ValueError, GePluginError):
+    """Deployment objects cannot be rendered from these specs and options; the message says why."""
+
+
+class MigrateError(ValueError, GePluginError):
+    """A CANN GE backend config cannot be migrated to a spec; the message names the key or the file."""
+
+
 class AclError(RuntimeError, GePluginError):
     """A pyACL call returned a non-zero code.
 

@@ -77,7 +77,10 @@ class TritonPythonModel:
             f"{self.engine.stats.device_bytes} device bytes allocated once"
         )
 
-    def execute(self, requests: list) -> list:
+    def execute(self, requests: list) -> list | None:
+        """With one lane: run the batch and return its responses. With more (``streams_per_instance``),
+        return as soon as the batch is on the device and send each response when it is done, so that
+        Triton calls ``execute`` again with the next batch meanwhile."""
         batch = []
         requested = []
         for request in requests:
@@ -89,21 +92,16 @@ class TritonPythonModel:
                     tensors[tensor.name()] = tensor.as_numpy()
             batch.append(tensors)
             requested.append(request.requested_output_names())
-        responses = []
-        for outcome in self.engine.execute(batch, requested):
-            if isinstance(outcome, RequestError):
-                error = pb_utils.TritonError(str(outcome), pb_utils.TritonError.INVALID_ARG)
-                responses.append(pb_utils.InferenceResponse(error=error))
-            elif isinstance(outcome, UnavailableError):
-                error = pb_utils.TritonError(str(outcome), pb_utils.TritonError.UNAVAILABLE)
-                responses.append(pb_utils.InferenceResponse(error=error))
-            elif isinstance(outcome, GePluginError):
-                error = pb_utils.TritonError(str(outcome), pb_utils.TritonError.INTERNAL)
-                responses.append(pb_utils.InferenceResponse(error=error))
-            else:
-                tensors = [pb_utils.Tensor(name, array) for name, array in outcome.items()]
-                responses.append(pb_utils.InferenceResponse(output_tensors=tensors))
-        return responses
+        if len(self.engine.lanes) > 1:
+            senders = [request.get_response_sender() for request in requests]
+
+            def send(index: int, outcome: object) -> None:
+                senders[index].send(_response(outcome), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+            self.engine.submit(batch, requested, send)
+            return None
+        # Views of the engine's staging: the stub copies returned responses before the next execute.
+        return [_response(outcome) for outcome in self.engine.execute(batch, requested, views=True)]
 
     def finalize(self) -> None:
         metrics = getattr(self, "metrics", None)
@@ -113,3 +111,18 @@ class TritonPythonModel:
         if engine is not None:
             engine.close()
             device.finalize()
+
+
+def _response(outcome: object) -> pb_utils.InferenceResponse:
+    """Outputs, or the error with the code a client can act on: 400 bad input, 503 retry later, 500."""
+    if isinstance(outcome, GePluginError):
+        if isinstance(outcome, RequestError):
+            code = pb_utils.TritonError.INVALID_ARG
+        elif isinstance(outcome, UnavailableError):
+            code = pb_utils.TritonError.UNAVAILABLE
+        else:
+            code = pb_utils.TritonError.INTERNAL
+        return pb_utils.InferenceResponse(error=pb_utils.TritonError(str(outcome), code))
+    return pb_utils.InferenceResponse(
+        output_tensors=[pb_utils.Tensor(name, array) for name, array in outcome.items()]  # type: ignore[attr-defined]
+    )

@@ -10,8 +10,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from ge_plugin.bench.report import Result
+from ge_plugin.errors import BenchError
 
 FAMILIES = (("identity", "identity [1,16] fp32"), ("llama", "tiny LLaMA"))
+
+
+def require_matplotlib() -> None:
+    """Fail before anything is measured, rather than with an ImportError at the end of a whole run."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise BenchError(
+            "ge-plugin bench draws its plot with matplotlib, which is not installed: "
+            "pip install 'ge-plugin[bench]'"
+        ) from None
 
 
 def plot(result: Result, path: Path) -> Path:

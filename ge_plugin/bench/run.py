@@ -16,7 +16,7 @@ from pathlib import Path
 import attrs
 
 from ge_plugin.bench import allocations as alloc
-from ge_plugin.bench import direct, machine, peer, perf, ratios, report, serverstats
+from ge_plugin.bench import direct, machine, peer, perf, plot, ratios, report, serverstats
 from ge_plugin.bench.progress import Progress
 from ge_plugin.bench.repository import SEQ_GEARS, BenchModel, build_repository, models
 from ge_plugin.errors import BenchError, ServeError
@@ -104,6 +104,7 @@ def run_bench(
 ) -> tuple[report.Result, dict[str, Path]]:
     """Everything ``ge-plugin bench`` does; returns the result and the files written."""
     options.check()
+    plot.require_matplotlib()
     selected = options.selected()
     swept = selected + ((peer.model(options.seq),) if options.peer else ())
     perf_version = perf.version()  # fails early, with the fix, when perf_analyzer cannot run

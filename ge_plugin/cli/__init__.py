@@ -25,6 +25,8 @@ COMMANDS: dict[str, str] = {
     "serve": "serve",
     "demo": "demo",
     "bench": "bench",
+    "deploy": "deploy",
+    "migrate": "migrate",
 }
 
 EPILOG = """examples:

@@ -2,9 +2,13 @@
 
 ``Engine.execute(requests)`` takes what Triton's dynamic batcher grouped (a list of requests, each a
 mapping of input name to an array-like) and returns, per request, its outputs or the error that concerns
-it alone. Bad requests are refused before anything reaches the device and never take their batch-mates
-down. A device failure rebuilds the lane it hit; when the failed execute held several requests they run
-again in halves, so that only a request that fails on its own is failed (a bounded search, counted in
+it alone. ``Engine.submit(requests, ..., put)`` does the same without waiting: it returns once every batch
+is on the device, and a completion thread hands each request's outcome to ``put`` when its batch is done,
+so that the next batch can be gathered and started on another lane meanwhile (``streams_per_instance``).
+
+Bad requests are refused before anything reaches the device and never take their batch-mates down. A
+device failure rebuilds the lane it hit; when the failed execute held several requests they run again in
+halves, so that only a request that fails on its own is failed (a bounded search, counted in
 ``EngineStats.isolation_executes``). A lane that cannot be rebuilt is tried again with a bounded backoff
 while the others serve; with none left, requests get UnavailableError until one comes back. After start-up
 nothing is allocated per request on the device or in pinned memory.
@@ -16,28 +20,28 @@ import logging
 import math
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 
-import attrs
+import numpy as np
 
-from ge_plugin import device
+from ge_plugin import device, dtypes
 from ge_plugin import fastpath as fp
+from ge_plugin.engine import outputs
 from ge_plugin.engine.binding import Binding
+from ge_plugin.engine.completion import Completion
 from ge_plugin.engine.config import ServingConfig
 from ge_plugin.engine.gears import Gear
-from ge_plugin.engine.lane import InFlight, Lane
+from ge_plugin.engine.lane import InFlight, Lane, Put
+from ge_plugin.engine.recovery import Recoveries
 from ge_plugin.engine.stats import EngineStats
 from ge_plugin.errors import GePluginError, RequestError, UnavailableError
 
 log = logging.getLogger("ge_plugin.engine")
 
-#: a lane that could not be rebuilt is tried again after this long, doubling with every failure up to the cap
-RECOVERY_FIRST_S = 0.1
-RECOVERY_MAX_S = 10.0
-
-#: one request's place in a chunk: its index in execute()'s batch, and its arrays in the OM's input order
-Entry = tuple[int, Sequence]
+#: one request's place in a chunk: its index in the batch, and its arrays in the OM's input order
+Entry = tuple[int, Sequence[np.ndarray]]
 
 
 def detached(exc: BaseException) -> BaseException:
@@ -50,15 +54,6 @@ def detached(exc: BaseException) -> BaseException:
     exc.__context__ = None
     exc.__cause__ = None
     return exc
-
-
-@attrs.define
-class Recovery:
-    """A lane that could not be rebuilt: how often it failed, why last, and when to try again."""
-
-    failures: int
-    reason: str
-    retry_at: float
 
 
 def device_for_instance(instance_name: str, device_ids: Sequence[int]) -> int:
@@ -95,11 +90,13 @@ class Engine:
         self.stats = EngineStats()
         self.lanes: list[Lane] = []
         self.context: device.Context | None = None
-        #: lane index -> its recovery, for lanes that could not be rebuilt yet
-        self.recovering: dict[int, Recovery] = {}
-        self._clock = clock
+        #: lanes a device failure left unusable, with when to try each again
+        self.recovering = Recoveries(clock)
         self._next_lane = 0
         self._closed = False
+        #: guards lane ownership and the stats between the caller's thread and the completion thread
+        self._lock = threading.Condition()
+        self._completion: Completion | None = None
         device.acquire(config.params.acl_json)
         try:
             self.context = device.Context(device_id)
@@ -168,33 +165,75 @@ class Engine:
         self,
         requests: Sequence[Mapping[str, object]],
         requested_outputs: Sequence[Collection[str] | None] | None = None,
+        *,
+        views: bool = False,
     ) -> list:
         """Per request: a dict of output name -> array, or the GePluginError that concerns it alone.
 
         ``requested_outputs[i]`` limits request i to those outputs (None: all); an output nobody in an
         execute asked for is not even copied back from the device. Errors come without their tracebacks
-        (see ``detached``).
+        (see ``detached``). With ``views``, outputs may be views of the engine's staging memory, valid until
+        the next call or ``close()``: Triton's stub copies responses before it calls ``execute`` again.
         """
+        self._check_open()
+        results: list = [None] * len(requests)
+        with self._lock:
+            for lane in self.lanes:
+                lane.lent.clear()  # the previous call's responses have been copied by now
+        self._run(requests, requested_outputs, results.__setitem__, views, synchronous=True)
+        return results
+
+    def submit(
+        self,
+        requests: Sequence[Mapping[str, object]],
+        requested_outputs: Sequence[Collection[str] | None] | None,
+        put: Put,
+    ) -> None:
+        """Start ``requests`` and return once every batch of them is on the device (or refused).
+
+        ``put(i, outcome)`` receives request i's outputs or error: from this thread for a request refused
+        before the device, from the completion thread otherwise. Outputs may be views of staging memory,
+        valid until ``put`` returns; the caller copies (Triton's response sender does, before ``send``
+        returns). The request arrays are not read after this returns: Triton frees them then."""
+        self._check_open()
+        if self._completion is None:
+            self._completion = Completion(self.context, self._finish)
+        self._run(requests, requested_outputs, put, True, synchronous=False)
+
+    def wait_idle(self) -> None:
+        """Until every submitted batch is answered."""
+        with self._lock:
+            self._lock.wait_for(lambda: all(lane.pending is None for lane in self.lanes))
+
+    def _check_open(self) -> None:
         if self._closed:
             raise GePluginError(f"model {self.config.name!r}: the engine is closed")
+
+    def _run(self, requests, requested_outputs, put: Put, views: bool, *, synchronous: bool) -> None:
         n = len(requests)
         stats = self.stats
         stats.requests += n
-        results: list = [None] * n
         self.context.make_current()
-        if self.recovering:
-            self._recover_due()
+        if len(self.recovering):
+            for index in self.recovering.due():
+                with self._lock:
+                    self._reopen(self.lanes[index])
         wanted = self._wanted(requested_outputs, n)
         validate = fp.validate
         specs = self.binding.specs
         chunk: list[Entry] = []
         need: tuple[int, ...] = ()
+
+        def dispatch() -> None:
+            job = self._job(chunk, need, wanted, put, views, keep_views=views and synchronous)
+            self._dispatch(job, synchronous)
+
         for i, request in enumerate(requests):
             try:
                 arrays = validate(specs, request)
             except RequestError as exc:
-                results[i] = detached(exc)
                 stats.request_errors += 1
+                put(i, detached(exc))
                 continue
             own = self._need(arrays)
             if chunk:
@@ -204,16 +243,18 @@ class Engine:
                     need = merged
                     continue
             if self.gears.choose(own) is None:
-                results[i] = self._uncovered(arrays)
                 stats.request_errors += 1
+                put(i, self._uncovered(arrays))
                 continue
             if chunk:
-                self._dispatch(chunk, need, wanted, results)
+                dispatch()
             chunk, need = [(i, arrays)], own
         if chunk:
-            self._dispatch(chunk, need, wanted, results)
-        self._drain(results)
-        return results
+            dispatch()
+        if synchronous:
+            for lane in self.lanes:
+                if lane.pending is not None:
+                    self._finish(lane)
 
     def _wanted(self, requested_outputs, n: int) -> list[list[int]] | None:
         b = self.binding
@@ -246,50 +287,77 @@ class Engine:
 
     # -- running chunks on lanes ---------------------------------------------------------------------
 
-    def _dispatch(self, chunk: list[Entry], need: tuple[int, ...], wanted, results: list) -> None:
-        """Start ``chunk`` on the next lane that can run it; its results come in ``_finish``."""
-        lane = self._take_lane(results)
-        if lane is None:
-            self._fail_all(chunk, self._unavailable(), results)
-            return
-        job = self._job(chunk, need, wanted)
-        try:
-            self._start(lane, job)
-        except (GePluginError, ValueError) as exc:
-            self._failed(lane, job, exc, wanted, results)
-            return
-        lane.pending = job
-
-    def _take_lane(self, results: list) -> Lane | None:
-        """The next usable lane in turn, with whatever it was running finished first; None if no lane is
-        usable. Finishing may rebuild the lane (the same object), so the lane is looked at only after."""
-        for _ in range(len(self.lanes)):
-            lane = self.lanes[self._next_lane]
-            self._next_lane = (self._next_lane + 1) % len(self.lanes)
-            if lane.pending is not None:
-                self._finish(lane, results)
-            if lane.usable:
-                return lane
-        return None
-
-    def _drain(self, results: list) -> None:
-        for lane in self.lanes:
-            if lane.pending is not None:
-                self._finish(lane, results)
-
-    def _job(self, chunk: list[Entry], need: tuple[int, ...], wanted) -> InFlight:
-        gear = self.gears.choose(need)
+    def _job(
+        self,
+        chunk: Sequence[Entry],
+        need: tuple[int, ...],
+        wanted,
+        put: Put,
+        views: bool,
+        keep_views: bool,
+        types: Sequence[str] | None = None,
+    ) -> InFlight:
         if wanted is None:
             out_sel = list(range(len(self.binding.out_cfg)))
         else:
             out_sel = sorted({k for i, _ in chunk for k in wanted[i]})
-        return InFlight(chunk, need, gear, out_sel, wanted)
+        return InFlight(
+            indices=[i for i, _ in chunk],
+            shapes=[tuple(a.shape for a in arrays) for _, arrays in chunk],
+            arrays=[arrays for _, arrays in chunk],
+            types=types or self.binding.in_type,
+            need=need,
+            gear=self.gears.choose(need),
+            out_sel=out_sel,
+            wanted=wanted,
+            put=put,
+            views=views,
+            keep_views=keep_views,
+        )
+
+    def _dispatch(self, job: InFlight, synchronous: bool) -> None:
+        """Start ``job`` on the next lane that can run it; its outcomes come from ``_finish``."""
+        lane = self._take_lane(synchronous)
+        if lane is None:
+            self._fail_all(job, self._unavailable())
+            return
+        try:
+            self._start(lane, job)
+        except (GePluginError, ValueError) as exc:
+            self._failed(lane, job, exc)
+            with self._lock:
+                lane.pending = None
+                self._lock.notify_all()
+            return
+        if not synchronous:
+            job.arrays = None  # gathered; Triton frees them once submit() returns
+            self._completion.push(lane)
+
+    def _take_lane(self, synchronous: bool) -> Lane | None:
+        """The next usable lane, reserved for a job (``pending`` set); None if no lane is usable.
+
+        Synchronously, a lane still running is finished first, in this thread. Otherwise this waits until
+        the completion thread frees one."""
+        with self._lock:
+            while True:
+                for _ in range(len(self.lanes)):
+                    lane = self.lanes[self._next_lane]
+                    self._next_lane = (self._next_lane + 1) % len(self.lanes)
+                    if lane.pending is not None and synchronous:
+                        self._finish(lane)
+                    if lane.pending is None and lane.usable:
+                        lane.pending = True  # type: ignore[assignment]  # reserved; the job comes next
+                        return lane
+                if synchronous or all(lane.pending is None for lane in self.lanes):
+                    return None  # no lane is usable, and none is about to be freed
+                self._lock.wait()
 
     def _start(self, lane: Lane, job: InFlight) -> None:
         """Gather the chunk into the lane's staging and queue copies and the execute."""
         b = self.binding
         gear = job.gear
-        chunk = job.chunk
+        lane.reclaim()
+        lane.pending = job
         in_bytes = b.in_bytes[gear.index]
         pad = self.config.params.pad_value
         for k, host in enumerate(lane.in_host):
@@ -297,22 +365,23 @@ class Engine:
                 host.array,
                 gear.input_dims[k],
                 b.in_om_type[k],
-                [a[k] for _, a in chunk],
-                b.in_type[k],
+                [arrays[k] for arrays in job.arrays],
+                job.types[k],
                 pad,
             )
         out_bytes = self._d2h_bytes(gear, job.need, job.out_sel)
         job.started = time.perf_counter()
         lane.launch(gear, in_bytes, [b.out_index[k] for k in job.out_sel], out_bytes)
-        stats = self.stats
-        stats.executes += 1
-        stats.executes_by_gear[gear.label] = stats.executes_by_gear.get(gear.label, 0) + 1
-        rows = job.need[0] if self.config.batched else gear.rows
-        stats.rows += rows
-        stats.padded_rows += gear.rows - rows
-        stats.padded_elements += gear.cost - sum(a.size for _, arrays in chunk for a in arrays)
-        stats.h2d_bytes += sum(in_bytes)
-        stats.d2h_bytes += sum(out_bytes)
+        with self._lock:
+            stats = self.stats
+            stats.executes += 1
+            stats.executes_by_gear[gear.label] = stats.executes_by_gear.get(gear.label, 0) + 1
+            rows = job.need[0] if self.config.batched else gear.rows
+            stats.rows += rows
+            stats.padded_rows += gear.rows - rows
+            stats.padded_elements += gear.cost - sum(math.prod(s) for shape in job.shapes for s in shape)
+            stats.h2d_bytes += sum(in_bytes)
+            stats.d2h_bytes += sum(out_bytes)
 
     def _d2h_bytes(self, gear: Gear, need: tuple[int, ...], out_sel: list[int]) -> list[int]:
         """Bytes to copy back per selected output: only the rows requests brought, not the batch padding
@@ -324,70 +393,87 @@ class Engine:
         rows = [gear.output_dims[b.out_index[k]][0] for k in out_sel]
         return [full[k] // gear.rows * need[0] if n == gear.rows else full[k] for k, n in zip(out_sel, rows)]
 
-    def _finish(self, lane: Lane, results: list) -> None:
+    def _finish(self, lane: Lane) -> None:
+        """Wait for the lane's job, answer its requests (or find which fail), then free the lane."""
         job = lane.pending
-        lane.pending = None
         try:
-            self._complete(lane, job, results)
+            self._complete(lane, job)
         except (GePluginError, ValueError) as exc:
-            self._failed(lane, job, exc, job.wanted, results)
+            self._failed(lane, job, exc)
+        finally:
+            with self._lock:
+                lane.pending = None
+                self._lock.notify_all()
 
-    def _complete(self, lane: Lane, job: InFlight, results: list) -> None:
+    def _complete(self, lane: Lane, job: InFlight) -> None:
         """Wait for the execute and split its outputs to the requests; raises what failed."""
         lane.wait()
-        self.stats.observe_execute((time.perf_counter() - job.started) * 1e6)
-        b = self.binding
-        batched = self.config.batched
-        chunk = job.chunk
-        gear = job.gear
-        wanted = job.wanted
-        outputs: list[dict] = [{} for _ in chunk]
-        for k in job.out_sel:
-            j = b.out_index[k]
-            gear_dims = gear.output_dims[j]
-            ties = b.ties[k]
-            rows = []
-            shapes = []
-            for _, arrays in chunk:
-                dims = list(gear_dims)
-                for out_d, in_k, in_d in ties:
-                    dims[out_d] = arrays[in_k].shape[in_d]
-                rows.append(arrays[0].shape[0] if batched else dims[0])
-                shapes.append(tuple(dims[1:]))
-            try:
-                outs = fp.scatter(
-                    lane.out_host[j].array, gear_dims, b.out_om_type[k], b.out_type[k], rows, shapes
-                )
-            except ValueError as exc:
-                raise GePluginError(f"output {b.out_cfg[k].name!r}: {exc}") from None
-            name = b.out_cfg[k].name
-            for (i, _), mine, out in zip(chunk, outputs, outs):
-                if wanted is None or k in wanted[i]:
-                    mine[name] = out
-        for (i, _), mine in zip(chunk, outputs):
-            results[i] = mine
+        micros = (time.perf_counter() - job.started) * 1e6
+        with self._lock:
+            self.stats.observe_execute(micros)
+        split = outputs.split(self.binding, lane, job, self.config.batched)
+        put = job.put
+        for index, mine in zip(job.indices, split):
+            put(index, mine)
+        if not job.keep_views:
+            lane.lent.clear()  # put copied them
 
     # -- failures ------------------------------------------------------------------------------------
 
-    def _failed(self, lane: Lane, job: InFlight, exc: BaseException, wanted, results: list) -> None:
-        """A chunk failed on ``lane``: rebuild the lane, then find which of its requests fail on their own."""
+    def _failed(self, lane: Lane, job: InFlight, exc: BaseException) -> None:
+        """A job failed on ``lane``: rebuild the lane, then find which of its requests fail on their own.
+
+        The requests' inputs are taken back out of the lane's staging first (gathered there, untouched
+        since): in Triton the request memory may already be gone, and rebuilding frees the staging."""
         error = detached(exc if isinstance(exc, GePluginError) else GePluginError(str(exc)))
         log.warning(
             "model %s: an execute of %d request(s) failed (%s); rebuilding the lane",
             self.config.name,
-            len(job.chunk),
+            len(job.indices),
             error,
         )
-        self._rebuild(lane)
-        if len(job.chunk) == 1:
-            self._fail_all(job.chunk, error, results)
+        if len(job.indices) == 1:
+            self._rebuild(lane)
+            self._fail_all(job, error)
             return
-        step = 2 * math.ceil(math.log2(len(job.chunk)))
+        if job.arrays is not None:
+            entries, types = list(zip(job.indices, job.arrays)), job.types
+        else:
+            entries, types = self._staged_entries(lane, job), self.binding.in_om_type
+        self._rebuild(lane)
+        step = 2 * math.ceil(math.log2(len(entries)))
         budget = [step, step]  # executes left, and what each request found failing on its own adds
-        self._drain(results)
-        self._bisect(job.chunk, error, wanted, results, budget)
+        self._bisect(lane, job, entries, types, error, budget)
 
-    def _bisect(self, group: list[Entry], error: GePluginError, wanted, results: list, budget: list[int]):
+    def _staged_entries(self, lane: Lane, job: InFlight) -> list[Entry]:
+        """Each request of a batched ``job`` as copies of its rows of the staged inputs, in the OM's types
+        (only batched jobs hold more than one request)."""
+        b = self.binding
+        wholes = []
+        for k, host in enumerate(lane.in_host):
+            dtype = dtypes.by_name(b.in_om_type[k]).numpy
+            dims = job.gear.input_dims[k]
+            wholes.append(host.array[: math.prod(dims) * dtype.itemsize].view(dtype).reshape(dims))
+        entries = []
+        row = 0
+        for index, shapes in zip(job.indices, job.shapes):
+            arrays = [
+                whole[(slice(row, row + shape[0]), *(slice(0, d) for d in shape[1:]))].copy()
+                for whole, shape in zip(wholes, shapes)
+            ]
+            entries.append((index, arrays))
+            row += shapes[0][0]
+        return entries
+
+    def _bisect(
+        self,
+        lane: Lane,
+        job: InFlight,
+        group: list[Entry],
+        types: Sequence[str],
+        error: GePluginError,
+        budget: list[int],
+    ) -> None:
         """``group`` failed as a whole: run each half again and search a half that fails again, so that a
         request fails only if it fails on its own. A fault that does not come back costs 2 extra executes, a
         single bad request among n 2·ceil(log2 n), k bad ones at most k times that (never more than the
@@ -395,70 +481,76 @@ class Engine:
         shared."""
         half = len(group) // 2
         for part in (group[:half], group[half:]):
-            failed = self._rerun(part, error, wanted, results, budget)
+            failed = self._rerun(lane, job, part, types, error, budget)
             if failed is None:
                 continue
             # not searched further: one request, no lane left, or (``error`` itself) the budget is spent
             if len(part) == 1 or isinstance(failed, UnavailableError) or failed is error:
-                self._fail_all(part, failed, results)
+                self._fail_all(job, failed, [i for i, _ in part])
                 if len(part) == 1 and failed is not error:
                     budget[0] += budget[1]
             else:
-                self._bisect(part, failed, wanted, results, budget)
+                self._bisect(lane, job, part, types, failed, budget)
 
     def _rerun(
-        self, group: list[Entry], error: GePluginError, wanted, results: list, budget: list[int]
+        self,
+        lane: Lane,
+        job: InFlight,
+        group: list[Entry],
+        types: Sequence[str],
+        error: GePluginError,
+        budget: list[int],
     ) -> GePluginError | None:
-        """Run ``group`` now and wait for it: None when its results are filled, else why it failed (its lane
-        rebuilt). With the budget spent it is not run and fails with ``error``, the failure it shared;
-        with no usable lane left, with UnavailableError."""
-        lane = next((lane for lane in self.lanes if lane.usable), None)
-        if lane is None:
+        """Run ``group`` now on ``lane`` (rebuilt) and wait for it: None when its requests are answered, else
+        why it failed (the lane rebuilt again). With the budget spent it is not run and fails with
+        ``error``, the failure it shared; with the lane not rebuilt, with UnavailableError."""
+        if not lane.usable:
             return self._unavailable()
         if budget[0] <= 0:
             return error
         budget[0] -= 1
-        self.stats.isolation_executes += 1
+        with self._lock:
+            self.stats.isolation_executes += 1
         need = self._need(group[0][1])
         for _, arrays in group[1:]:
             need = self._merge(need, self._need(arrays))
-        job = self._job(group, need, wanted)
+        part = self._job(group, need, job.wanted, job.put, job.views, job.keep_views, types)
         try:
-            self._start(lane, job)
-            self._complete(lane, job, results)
+            self._start(lane, part)
+            self._complete(lane, part)
         except (GePluginError, ValueError) as exc:
-            error = detached(exc if isinstance(exc, GePluginError) else GePluginError(str(exc)))
             self._rebuild(lane)
-            return error
+            return detached(exc if isinstance(exc, GePluginError) else GePluginError(str(exc)))
+        finally:
+            lane.pending = job
         return None
 
-    def _fail_all(self, chunk: Sequence[Entry], error: GePluginError, results: list) -> None:
-        for i, _ in chunk:
-            results[i] = error
-        self.stats.device_errors += len(chunk)
+    def _fail_all(self, job: InFlight, error: GePluginError, indices: Sequence[int] | None = None) -> None:
+        indices = job.indices if indices is None else indices
+        with self._lock:
+            self.stats.device_errors += len(indices)
+        for index in indices:
+            job.put(index, error)
 
     # -- recovery ------------------------------------------------------------------------------------
 
     def _rebuild(self, lane: Lane) -> None:
-        """Close the lane a device failure hit and load it again; see ``_reopen`` for a failed load."""
+        """Close the lane a device failure hit and load it again (it stays its job's); see ``_reopen``."""
         try:
             lane.close()
         except GePluginError as exc:
             log.warning("model %s: closing the failed lane: %s", self.config.name, exc)
-        self._reopen(lane)
+        with self._lock:
+            self._reopen(lane)
 
     def _reopen(self, lane: Lane) -> None:
+        """Load a closed lane again; a failure is retried with a doubling wait (``recovery``)."""
         index = next(k for k, candidate in enumerate(self.lanes) if candidate is lane)
         stats = self.stats
         try:
             lane.open()
         except GePluginError as exc:
-            recovery = self.recovering.get(index) or Recovery(0, "", 0.0)
-            recovery.failures += 1
-            recovery.reason = str(detached(exc))
-            delay = min(RECOVERY_MAX_S, RECOVERY_FIRST_S * 2 ** (recovery.failures - 1))
-            recovery.retry_at = self._clock() + delay
-            self.recovering[index] = recovery
+            recovery = self.recovering.failed(index, str(detached(exc)))
             stats.lane_rebuild_failures += 1
             log.error(
                 "model %s: lane %d could not be rebuilt (attempt %d: %s); trying again in %.1f s",
@@ -466,11 +558,11 @@ class Engine:
                 index,
                 recovery.failures,
                 recovery.reason,
-                delay,
+                recovery.retry_at - self.recovering.clock(),
             )
         else:
             stats.lane_rebuilds += 1
-            recovery = self.recovering.pop(index, None)
+            recovery = self.recovering.recovered(index)
             if recovery is not None:
                 log.warning(
                     "model %s: lane %d is back after %d failed rebuilds",
@@ -480,29 +572,28 @@ class Engine:
                 )
         stats.lanes_down = len(self.recovering)
 
-    def _recover_due(self) -> None:
-        """Try again every lane whose backoff has passed; called at the start of an execute."""
-        now = self._clock()
-        for index, recovery in list(self.recovering.items()):
-            if now >= recovery.retry_at:
-                self._reopen(self.lanes[index])
-
     def _unavailable(self) -> UnavailableError:
         """What requests get while no lane can run: why, and when the next attempt is."""
-        soonest = min(self.recovering.values(), key=lambda r: r.retry_at)
-        wait = max(0.0, soonest.retry_at - self._clock())
+        soonest = self.recovering.soonest()
+        if soonest is None:
+            return UnavailableError(f"model {self.config.name!r}: no lane of the instance can run requests")
+        recovery, wait = soonest
         return UnavailableError(
             f"model {self.config.name!r}: the instance on device {self.device_id} is recovering from a device "
-            f"failure: rebuilding its model failed {soonest.failures} time(s), last with: {soonest.reason}; "
+            f"failure: rebuilding its model failed {recovery.failures} time(s), last with: {recovery.reason}; "
             f"the next attempt is in {wait:.1f} s"
         )
 
     def close(self) -> None:
-        """Free everything in the reference's order. A second close is harmless."""
+        """Answer what is in flight, then free everything in the reference's order. A second close is
+        harmless."""
         if self._closed:
             return
         self._closed = True
         errors: list[BaseException] = []
+        if self._completion is not None:
+            self.wait_idle()
+            self._completion.stop()
         for lane in self.lanes:
             try:
                 lane.close()

@@ -8,7 +8,7 @@ fills pinned staging, queues copies and the execute, and reads the results back.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
 import numpy as np
@@ -16,13 +16,23 @@ import numpy as np
 from ge_plugin import device
 from ge_plugin.engine.gears import Gear
 
+#: where a request's outputs go: ``put(index, outputs_or_error)``
+Put = Callable[[int, object], None]
+
 
 @attrs.define
 class InFlight:
     """What a lane is running: the requests of one execute and how to answer them when it completes."""
 
-    #: (request index, its arrays in the OM's input order), in the order their rows sit in the gear
-    chunk: Sequence[tuple[int, Sequence[np.ndarray]]]
+    #: request indices, in the order their rows sit in the gear
+    indices: list[int]
+    #: per request, the shape of each input in the OM's order (outputs are trimmed by them)
+    shapes: list[tuple[tuple[int, ...], ...]]
+    #: per request, its arrays in the OM's input order; dropped once gathered when they may not be read
+    #: after the call that brought them returns (Triton frees a request's inputs then)
+    arrays: list[Sequence[np.ndarray]] | None
+    #: the types of ``arrays``: the config's, or the OM's for arrays taken back out of the staging
+    types: Sequence[str]
     #: the flat minimum dims of the whole chunk (as ``Gear.flat``)
     need: tuple[int, ...]
     gear: Gear
@@ -30,16 +40,27 @@ class InFlight:
     out_sel: list[int]
     #: per request index, the config output positions it asked for (None: all, for every request)
     wanted: list[list[int]] | None
+    put: Put
+    #: outputs may be views of the lane's staging (valid until the lane runs again or closes)
+    views: bool
+    #: the caller keeps those views after ``put`` (execute() returns them), so the lane copies them before
+    #: it runs again; False when ``put`` copies (a Triton response sender)
+    keep_views: bool
     #: perf_counter() at launch
     started: float = 0.0
 
 
 class Lane:
-    """One stream and one load of the model; ``reopen()`` rebuilds it in place after a device failure."""
+    """One stream and one load of the model. After a device failure the engine rebuilds it in place
+    (``close()`` then ``open()``), so whoever holds the lane still holds a valid one."""
 
     def __init__(self, context: device.Context, om_path: str | os.PathLike):
         self.context = context
         self.om_path = om_path
+        #: what is in flight on this lane: the engine's business, kept across a rebuild (close + open)
+        self.pending: InFlight | None = None
+        #: outputs handed out as views of out_host: (the request's outputs, name), copied before reuse
+        self.lent: list[tuple[dict, str]] = []
         self._reset_fields()
         try:
             self._open(om_path)
@@ -58,8 +79,6 @@ class Lane:
         self.mbatch: device.DeviceBuffer | None = None
         self.inputs: device.Dataset | None = None
         self.outputs: device.Dataset | None = None
-        #: what is in flight on this lane: set by the engine at launch, cleared when finished
-        self.pending: InFlight | None = None
         #: False while closed: from close() until open() succeeds nothing may run on the lane
         self.usable = False
 
@@ -123,6 +142,13 @@ class Lane:
     def wait(self) -> None:
         self.stream.synchronize()
 
+    def reclaim(self) -> None:
+        """Turn every output still lent out as a view of this lane's staging into a copy of its own, before
+        the staging is written again or freed."""
+        for outputs, name in self.lent:
+            outputs[name] = outputs[name].copy()
+        self.lent.clear()
+
     def close(self) -> None:
         """Free in the reference's order: data buffers and datasets, device memory, unload, pinned memory,
         then the stream. Runs every step even if one fails, and raises the first failure."""
@@ -136,6 +162,8 @@ class Lane:
 
         if self.stream is not None and self.stream.handle:
             step(self.stream.synchronize)
+        if self.lent:
+            step(self.reclaim)
         for ds in (self.inputs, self.outputs):
             if ds is not None:
                 step(ds.close)
@@ -147,7 +175,6 @@ class Lane:
             step(buf.close)
         if self.stream is not None:
             step(self.stream.close)
-        self.pending = None
         self.usable = False
         if errors:
             raise errors[0]

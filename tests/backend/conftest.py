@@ -58,10 +58,27 @@ class Tensor:
         return self._array.__dlpack_device__()
 
 
+class ResponseSender:
+    """Records what was sent; like the stub's, it copies the tensors before send() returns."""
+
+    def __init__(self):
+        self.sent: list = []
+
+    def send(self, response=None, flags=0):
+        if response is not None:
+            for tensor in response.output_tensors():
+                tensor._array = tensor._array.copy()
+        self.sent.append((response, flags))
+
+
 class InferenceRequest:
     def __init__(self, tensors: dict, requested: set | None = None):
         self._inputs = [Tensor(k, v) for k, v in tensors.items()]
         self._requested = requested
+        self.sender = ResponseSender()
+
+    def get_response_sender(self):
+        return self.sender
 
     def inputs(self):
         return self._inputs

@@ -78,3 +78,16 @@ def test_cli_help_ends_with_examples():
     assert result.returncode == 0
     assert "examples:\n  ge-plugin bench " in result.stdout
     assert "--device-latency-ms" in result.stdout
+
+
+def test_bench_without_matplotlib_stops_before_measuring(tmp_path, monkeypatch):
+    from ge_plugin.bench.run import run_bench
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # what `import matplotlib` meets when it is missing
+
+    with pytest.raises(
+        BenchError, match=r"matplotlib, which is not installed: pip install 'ge-plugin\[bench\]'"
+    ):
+        run_bench(attrs.evolve(BenchOptions.quick(), output=tmp_path / "out"), say=lambda _line: None)
+
+    assert not (tmp_path / "out").exists()  # nothing was built or measured

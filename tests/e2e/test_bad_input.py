@@ -95,6 +95,20 @@ BAD_REQUESTS = [
         ("65", "largest sequence gear 64"),
     ),
     BadRequest(
+        "negative-token-id",
+        "llama_e2e",
+        {"input_ids": np.array([[-1, 5]], dtype=np.int64)},
+        "input_ids",
+        ("value -1 at [0, 0]", "outside the accepted range [0, 31999]"),
+    ),
+    BadRequest(
+        "mask-of-another-length",
+        "bert_e2e",
+        {"input_ids": np.ones((1, 4), dtype=np.int64), "attention_mask": np.ones((1, 5), dtype=np.int64)},
+        "attention_mask",
+        ("shape [1, 5] differs from input 'input_ids'", "[1, 4]"),
+    ),
+    BadRequest(
         "longer-than-dims-gear-two-inputs",
         "bert_e2e",
         ids(2, 100),

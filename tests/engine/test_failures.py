@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 
 from ge_plugin import acl_constants as C
-from ge_plugin.engine import Engine
-from ge_plugin.engine import engine as engine_module
+from ge_plugin.engine import Engine, recovery
 from ge_plugin.errors import AclError, RequestError, UnavailableError
 from ge_plugin.sim import faults, snapshot
 
@@ -32,7 +31,7 @@ def identity_engine(cfg, oms, clock=None, **params) -> Engine:
     config = cfg.identity(oms["identity"], **params)
     engine = Engine.from_model_config(config, version_dir="/")
     if clock is not None:
-        engine._clock = clock
+        engine.recovering.clock = clock
     return engine
 
 
@@ -79,12 +78,12 @@ def test_engine_lane_that_cannot_be_rebuilt_is_retried_with_backoff(cfg, oms):
         assert "next attempt is in 0.1 s" in str(waiting)
         assert isinstance(bad, RequestError)
 
-        clock.now += engine_module.RECOVERY_FIRST_S
+        clock.now += recovery.RECOVERY_FIRST_S
         (back,) = engine.execute([{"INPUT0": data}])
         np.testing.assert_array_equal(back["OUTPUT0"], data)
         assert engine.stats.lane_rebuilds == 1
         assert engine.stats.lanes_down == 0
-        assert not engine.recovering
+        assert len(engine.recovering) == 0
     counters = snapshot()["devices"][0]
     assert counters["live_bytes"] == 0
     assert counters["loads"] == counters["unloads"] == 2
@@ -99,13 +98,13 @@ def test_engine_backoff_doubles_up_to_its_cap(cfg, oms):
         engine.execute([{"INPUT0": data}])
         delays = []
         for _ in range(12):
-            recovery = engine.recovering[0]
-            delays.append(round(recovery.retry_at - clock.now, 6))
-            clock.now = recovery.retry_at
+            down = engine.recovering[0]
+            delays.append(round(down.retry_at - clock.now, 6))
+            clock.now = down.retry_at
             (result,) = engine.execute([{"INPUT0": data}])
             assert isinstance(result, UnavailableError)
         assert delays[:4] == [0.1, 0.2, 0.4, 0.8]
-        assert max(delays) == engine_module.RECOVERY_MAX_S
+        assert max(delays) == recovery.RECOVERY_MAX_S
         assert delays == sorted(delays)
         assert engine.stats.lane_rebuild_failures == 13
         faults.clear()

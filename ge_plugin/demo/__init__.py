@@ -1,22 +1,32 @@
 """``make demo``: from ONNX to answers served by tritonserver with the ``ge`` backend, on the simulator.
 
 The steps are the ones a user follows (docs/serving.md): example ONNX models, sim OM files built with ATC's
-flags, the model repository rendered from specs/, tritonserver, then real Triton clients over HTTP and
+flags, the model repository rendered from the specs, tritonserver, then real Triton clients over HTTP and
 gRPC. The demo checks its own answers (the tiny LLaMA counts: the next token after ``n`` is ``n + 1``;
 BERT must equal onnxruntime) and exits non-zero when they are wrong.
+
+Everything the demo needs ships in the package, so that ``pip install "ge-plugin[sim,serve]"`` then
+``ge-plugin demo`` works in an empty folder: the specs are ``ge_plugin/demo/specs/`` (byte for byte the
+checkout's ``specs/``, which a test checks) and the models are built by ``ge_plugin.models``. The demo
+writes only under its output folder, laid out like the checkout: ``specs/`` (a copy of a spec that is
+missing), ``build/models/``, ``model_repository/`` and ``build/triton/``.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import time
 import urllib.request
 from collections.abc import Callable
+from importlib import resources
 from pathlib import Path
 
+import attrs
 import numpy as np
 
 from ge_plugin import tokenizer
+from ge_plugin._files import write_atomic
 from ge_plugin.atc.command import atc_args, atc_command
 from ge_plugin.atc.flags import parse_args
 from ge_plugin.atc.simbuild import build
@@ -24,29 +34,65 @@ from ge_plugin.errors import DemoFailed
 from ge_plugin.models import write_demo_models
 from ge_plugin.render import write_repository
 from ge_plugin.serve import ServerOptions, TritonServer, free_port
-from ge_plugin.spec import load_specs
+from ge_plugin.spec import load_spec
+from ge_plugin.spec.model import ModelSpec
 
 PROMPTS = ("1 2 3 4 5 6 7 8", "41 hello 99 world 7")
 
+#: the packaged specs, in the order ``load_specs(["specs"])`` reads the checkout's copies
+SPEC_FILES = ("bert.yaml", "llama.yaml")
 
-def run(root: Path = Path("."), *, say: Callable[[str], None] = print, keep_running: bool = False) -> None:
+
+def packaged_spec_text(name: str) -> bytes:
+    """The bytes of one packaged demo spec (``ge_plugin/demo/specs/NAME``)."""
+    return (resources.files(__name__) / "specs" / name).read_bytes()
+
+
+def demo_specs(output: Path, say: Callable[[str], None] = print) -> list[ModelSpec]:
+    """The packaged specs, placed as if they were ``output/specs/NAME`` so their ``source`` resolves under
+    ``output/build/models``.
+
+    A missing ``output/specs/NAME`` gets a copy, so the commands the demo prints work afterwards. An existing
+    file is never overwritten: when it differs, the demo says so and still serves its own copy, whose
+    answers it knows how to check.
+    """
+    specs = []
+    for name in SPEC_FILES:
+        target = output / "specs" / name
+        text = packaged_spec_text(name)
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(target, text)
+            say(f"      {target} (written: the demo's spec)")
+        elif target.read_bytes() != text:
+            say(f"      {target} differs from the demo's spec; the demo serves its own copy")
+        with resources.as_file(resources.files(__name__) / "specs" / name) as path:
+            spec = load_spec(path)
+        specs.append(attrs.evolve(spec, path=target))
+    return specs
+
+
+def run(output: Path = Path("."), *, say: Callable[[str], None] = print, keep_running: bool = False) -> None:
     started = time.perf_counter()
-    specs_dir = root / "specs"
-    repo = root / "model_repository"
-    build_dir = root / "build"
+    # onnxruntime (the simulator's executor and the BERT check, here and in every Triton stub, which inherit
+    # this environment) otherwise records a device id under ~/.cache/Microsoft: the demo writes only under
+    # its output folder. A user's own setting wins.
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+    repo = output / "model_repository"
+    build_dir = output / "build"
 
     say("[1/5] example ONNX models (ge-plugin demo-models build/models)")
     for path in write_demo_models(build_dir / "models").values():
         say(f"      {path}  {path.stat().st_size / 1e6:.1f} MB")
 
     say("[2/5] sim OM files, built from ATC's own flags (ge-plugin atc SPEC --sim)")
-    specs = load_specs([specs_dir])
+    specs = demo_specs(output, say)
     for spec in specs:
-        output = repo / spec.name / "1" / Path(spec.om_filename).stem
+        om = repo / spec.name / "1" / Path(spec.om_filename).stem
         t0 = time.perf_counter()
-        build(parse_args(atc_args(spec, output=output)))
-        say(f"      {atc_command(spec, output=output)}")
-        say(f"      -> {output}.om ({time.perf_counter() - t0:.1f} s)")
+        build(parse_args(atc_args(spec, output=om)))
+        say(f"      {atc_command(spec, output=om)}")
+        say(f"      -> {om}.om ({time.perf_counter() - t0:.1f} s)")
 
     say("[3/5] model repository (ge-plugin render specs -o model_repository)")
     for path in write_repository(specs, repo):
@@ -68,14 +114,14 @@ def run(root: Path = Path("."), *, say: Callable[[str], None] = print, keep_runn
             f"      ready in {time.perf_counter() - t0:.1f} s: HTTP {server.http_url}, gRPC {server.grpc_url}"
         )
         say("[5/5] requests with the official Triton clients")
-        _ask(server, root, say)
+        _ask(server, build_dir / "models", say)
         if keep_running:
             say("      serving until Ctrl-C")
             server.process.wait()
     say(f"done in {time.perf_counter() - started:.1f} s; every answer checked. (CPU simulator, not NPU time)")
 
 
-def _ask(server: TritonServer, root: Path, say: Callable[[str], None]) -> None:
+def _ask(server: TritonServer, models: Path, say: Callable[[str], None]) -> None:
     import tritonclient.grpc as grpcclient
     import tritonclient.http as httpclient
 
@@ -108,7 +154,7 @@ def _ask(server: TritonServer, root: Path, say: Callable[[str], None]) -> None:
         t0 = time.perf_counter()
         hidden = grpc.infer("bert_model", inputs).as_numpy("last_hidden_state")
         latency = (time.perf_counter() - t0) * 1e3
-        expected = _onnxruntime(root / "build" / "models" / "tiny_bert.onnx", ids, mask)
+        expected = _onnxruntime(models / "tiny_bert.onnx", ids, mask)
         diff = float(np.abs(hidden - expected).max())
         say(
             f"      bert_model over gRPC: input_ids {list(ids.shape)} -> last_hidden_state {list(hidden.shape)}"

@@ -1,0 +1,641 @@
+"""A GE backend config -> the spec that builds the same model as an OM with gears, on the same devices.
+
+What maps and how (docs/migrate.md has the table):
+
+- tensors, ``max_batch_size``, ``dynamic_batching`` (delay, preferred sizes, queue policy) -> the same spec
+  fields; the ONNX the GE backend compiled on the server (the first ``*.onnx`` under the model folder, as it
+  searched) becomes ``model.source``, compiled once by ATC for the chip given on the command line;
+- gears: ``graph.ge.inputShape`` + ``graph.ge.dynamicDims`` become batch gears and ``dims_gears``; without
+  them the GE backend compiled a dynamic-shape graph, so batch gears are derived (powers of two up to
+  ``max_batch_size``, plus the preferred sizes) and other ``-1`` dims need ``--dims-gears``;
+- ``device_ids`` -> ``placement.devices``; ``instance_group`` counts, ``device_exec_blocks`` and
+  ``instance_exec_blocks`` -> instances per device and streams per instance, so each NPU runs as many
+  graphs at once as the GE backend's blocks did;
+- ``precision_mode(_v2)`` -> ``precision`` where ge-plugin has the same mode.
+
+Everything else is listed as a Note with its reason; nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+from tritonclient.grpc import model_config_pb2 as mc
+
+from ge_plugin import dtypes
+from ge_plugin.errors import MigrateError
+from ge_plugin.migrate.ge_config import (
+    GeConfig,
+    parse_dynamic_dims,
+    parse_input_shape,
+)
+from ge_plugin.spec.validators import MAX_GEARS
+
+#: GE option -> what ge-plugin does with it instead (consumed into gears, or set by ge-plugin itself)
+GEAR_OPTIONS = ("ge.inputShape", "ge.dynamicDims", "ge.dynamicNodeType")
+#: precision_mode(_v2) values ge-plugin has an exact equivalent for
+PRECISIONS = {
+    "ge.exec.precision_mode_v2": {"fp16": "fp16", "origin": "origin", "mixed_bfloat16": "bf16"},
+    "ge.exec.precision_mode": {
+        "force_fp16": "fp16",
+        "must_keep_origin_dtype": "origin",
+        "allow_mix_precision_bf16": "bf16",
+    },
+}
+#: GE options a GE session or graph needed that an OM served by pyACL has no use for
+RUNTIME_OPTIONS = {
+    "ge.graphRunMode": "GE's graph (0) or training (1) mode; an OM is an inference model",
+    "ge.exec.deviceId": "the GE backend's device choice; ge-plugin places instances by placement.devices",
+    "ge.session_device_id": "the GE backend's device choice; ge-plugin places instances by placement.devices",
+    "ge.constLifecycle": "GE session memory policy; an OM holds its weights for the life of the loaded model",
+}
+
+
+@attrs.frozen
+class Note:
+    """One key of the config that did not carry over as is."""
+
+    line: int
+    key: str
+    carried: bool  #: True: carried with a change (said why); False: not carried (said why)
+    reason: str
+
+
+@attrs.frozen
+class Migration:
+    """The spec (as YAML-ready data, in field order) and every note."""
+
+    spec: dict[str, Any]
+    notes: tuple[Note, ...]
+    source: Path  #: the model file found (or expected) next to the config
+
+
+def migrate(
+    ge: GeConfig,
+    *,
+    soc_version: str,
+    spec_dir: Path,
+    batch_gears: Sequence[int] | None = None,
+    dims_gears: Sequence[Sequence[int]] | None = None,
+) -> Migration:
+    notes: list[Note] = []
+
+    def note(line: int, key: str, reason: str, *, carried: bool = False) -> None:
+        notes.append(Note(line, key, carried, reason))
+
+    config = ge.config
+    source = _model_file(ge, note)
+    batching = config.max_batch_size > 0
+    inputs = _tensors(ge, "input", config.input)
+    outputs = _tensors(ge, "output", config.output)
+    if not inputs or not outputs:
+        raise MigrateError(
+            f"{ge.path}: the config lists no {'inputs' if not inputs else 'outputs'}; the GE backend read them "
+            "from the ONNX model, ge-plugin needs them in the spec: add input/output to the config (names, "
+            "data_type, dims) and migrate again"
+        )
+    _tensor_notes(ge, note)
+
+    gear_batches, gear_dims = _ge_gears(ge, inputs, note)
+    if batch_gears is not None:
+        gear_batches = list(batch_gears)
+    if dims_gears is not None:
+        gear_dims = [list(g) for g in dims_gears]
+
+    spec: dict[str, Any] = {"name": ge.name}
+    om = f"{ge.name}.om" if source.suffix == ".onnx" else f"{source.stem}.om"
+    spec["model"] = {
+        "om": om,
+        "source": _relative(source.with_suffix(".onnx"), spec_dir),
+        "soc_version": soc_version,
+    }
+    dynamic = [(t["name"], d) for t in inputs for d, dim in enumerate(t["dims"]) if dim == -1]
+    if dims_gears is not None and dynamic and all(len(g) == 1 for g in gear_dims):
+        gear_dims = [g * len(dynamic) for g in gear_dims]  # 16,32: every -1 dim takes each value in turn
+    if dynamic and not gear_dims:
+        names = ", ".join(f"{name} dims[{d}]" for name, d in dynamic)
+        first = dynamic[0][0]
+        raise MigrateError(
+            f"{ge.path}:{ge.line_of_tensor('input', 0, first)}: {names} {'is' if len(dynamic) == 1 else 'are'} -1 and the config "
+            "names no gears for them (graph.ge.inputShape with graph.ge.dynamicDims): the GE backend compiled "
+            "a dynamic-shape graph, an OM needs the values; give them with --dims-gears, e.g. --dims-gears 16,32,64"
+        )
+
+    if batching:
+        batching_spec = _batching(ge, gear_batches, note)
+        if batching_spec is None:
+            # max_batch_size 1: one batch size is not a gear list (ATC takes 2 to 100); the same requests are a
+            # model without batching whose dims start with that batch of 1
+            inputs = [{**t, "dims": [1, *t["dims"]]} for t in inputs]
+            outputs = [{**t, "dims": [1, *t["dims"]]} for t in outputs]
+    else:
+        batching_spec = None
+        if gear_batches and set(gear_batches) != {1}:
+            note(
+                ge.line_of_parameter(_gear_key(ge)),
+                _gear_key(ge),
+                "batch values in the gears of a model without max_batch_size: the spec's dims take them",
+            )
+
+    for index, tensor in enumerate(outputs):
+        for d, dim in enumerate(tensor["dims"]):
+            if dim == -1:
+                note(
+                    ge.line_of_tensor("output", index, tensor["name"]),
+                    f"output[{index}].dims[{d}]",
+                    "-1: the GE backend returned what the graph computed; an OM pads to a gear, so add "
+                    f"follows: {{{d}: INPUT:DIM}} to {tensor['name']} in the spec to trim it back per request",
+                    carried=True,
+                )
+    spec["inputs"] = [_tensor_yaml(t) for t in inputs]
+    spec["outputs"] = [_tensor_yaml(t) for t in outputs]
+    if batching_spec is not None:
+        spec["batching"] = batching_spec
+    if gear_dims:
+        if not dynamic:
+            note(
+                ge.line_of_parameter(_gear_key(ge)),
+                _gear_key(ge),
+                "gears over dims the config declares fixed: the config's dims win",
+            )
+        else:
+            spec["dims_gears"] = [list(g) for g in gear_dims]
+    spec["placement"] = _placement(ge, note)
+    spec["precision"] = _precision(ge, note)
+    _other_parameters(ge, note)
+    _other_fields(ge, note)
+    notes.sort(key=lambda n: (n.line, n.key))
+    return Migration(spec=spec, notes=tuple(notes), source=source)
+
+
+# --- the model file ------------------------------------------------------------------------------------
+
+
+def _model_file(ge: GeConfig, note) -> Path:
+    """What the GE backend compiled: the first ``*.onnx`` under the model folder, else the first ``*.pb``."""
+    folder = ge.path.resolve().parent
+    shown = ge.path.parent  # as the user named it, in messages
+    for suffix in (".onnx", ".pb"):
+        found = sorted(p for p in folder.rglob(f"*{suffix}") if p.is_file())
+        if found:
+            if len(found) > 1:
+                note(
+                    1,
+                    "model file",
+                    f"{len(found)} {suffix} files under {shown}: the GE backend took the first it found, the "
+                    f"spec takes {found[0].name} (sorted first); change model.source if that is not the one",
+                    carried=True,
+                )
+            if suffix == ".pb":
+                note(
+                    1,
+                    "model file",
+                    f"{found[0].name} is a TensorFlow frozen graph: ge-plugin compiles ONNX (--framework=5); "
+                    f"convert it (tf2onnx) to {found[0].with_suffix('.onnx').name}, which model.source names",
+                )
+            return found[0]
+    expected = folder / f"{ge.name}.onnx"
+    note(
+        1,
+        "model file",
+        f"no *.onnx or *.pb under {shown}: model.source names {expected.name}; put the ONNX model there",
+    )
+    return expected
+
+
+def _relative(path: Path, spec_dir: Path) -> str:
+    return Path(os.path.relpath(path.resolve(), spec_dir.resolve())).as_posix()
+
+
+# --- tensors -------------------------------------------------------------------------------------------
+
+
+def _tensors(ge: GeConfig, field: str, tensors: Sequence[Any]) -> list[dict[str, Any]]:
+    out = []
+    for index, tensor in enumerate(tensors):
+        line = ge.line_of_tensor(field, index, tensor.name)
+        name = mc.DataType.Name(tensor.data_type)
+        try:
+            dtype = dtypes.by_name(name)
+        except KeyError:
+            dtype = None
+        if dtype is None or dtype.short in ("bf16", "string") or tensor.data_type == mc.TYPE_INVALID:
+            why = {
+                "TYPE_BF16": "the GE backend's config parser maps TYPE_BF16 to INVALID, and Triton's Python backend "
+                "cannot pass bf16 as numpy: declare TYPE_FP32 (ge-plugin converts to the OM's bf16)",
+                "TYPE_STRING": "strings cannot go to an OM: send token ids, or bytes as TYPE_UINT8",
+            }.get(name, "not a data type an OM tensor can have")
+            raise MigrateError(f"{ge.path}:{line}: {field} {tensor.name!r}: {name}: {why}")
+        dims = list(tensor.dims)
+        if not dims:
+            raise MigrateError(f"{ge.path}:{line}: {field} {tensor.name!r} has no dims")
+        out.append({"name": tensor.name, "dtype": dtype.short, "dims": dims})
+    return out
+
+
+def _tensor_notes(ge: GeConfig, note) -> None:
+    for field, tensors in (("input", ge.config.input), ("output", ge.config.output)):
+        for index, tensor in enumerate(tensors):
+            line = ge.line_of_tensor(field, index, tensor.name)
+            for descriptor, _value in tensor.ListFields():
+                key = f"{field}[{index}].{descriptor.name}"
+                if descriptor.name in ("name", "data_type", "dims"):
+                    continue
+                if descriptor.name == "allow_ragged_batch":
+                    note(
+                        line,
+                        key,
+                        "ge-plugin renders allow_ragged_batch for every input with a -1 dim",
+                        carried=True,
+                    )
+                else:
+                    note(
+                        line, key, f"{descriptor.name} has no spec field; the rendered config does not set it"
+                    )
+
+
+def _tensor_yaml(tensor: dict[str, Any]) -> dict[str, Any]:
+    return {"name": tensor["name"], "dtype": tensor["dtype"], "dims": tensor["dims"]}
+
+
+# --- gears ---------------------------------------------------------------------------------------------
+
+
+def _gear_key(ge: GeConfig) -> str:
+    found = ge.ge_option("ge.dynamicDims")
+    return found[0] if found else "graph.ge.dynamicDims"
+
+
+def _ge_gears(ge: GeConfig, inputs: list[dict[str, Any]], note) -> tuple[list[int], list[list[int]]]:
+    """(batch gears, dims gears) from ``ge.inputShape`` + ``ge.dynamicDims``; ([], []) without them."""
+    shape = ge.ge_option("ge.inputShape")
+    gears = ge.ge_option("ge.dynamicDims")
+    node_type = ge.ge_option("ge.dynamicNodeType")
+    for found in (shape, gears, node_type):
+        if found is not None:
+            note(
+                ge.line_of_parameter(found[0]),
+                found[0],
+                "GE's online gear options become the spec's gears, compiled by ATC into the OM",
+                carried=True,
+            )
+    if shape is None or gears is None:
+        if (shape is None) != (gears is None):
+            given = shape or gears
+            assert given is not None
+            note(
+                ge.line_of_parameter(given[0]),
+                given[0],
+                "GE uses ge.inputShape and ge.dynamicDims together; one alone set no gears",
+            )
+        return [], []
+    try:
+        shapes = parse_input_shape(shape[1])
+        values = parse_dynamic_dims(gears[1])
+    except ValueError as exc:
+        raise MigrateError(
+            f"{ge.path}:{ge.line_of_parameter(shape[0])}: {shape[0]}/{gears[0]}: {exc}"
+        ) from None
+    by_name = {t["name"]: t for t in inputs}
+    batching = ge.config.max_batch_size > 0
+    slots: list[tuple[str, int]] = []  # (input, full dim index) of every -1 in inputShape, in order
+    for name, dims in shapes:
+        if name not in by_name:
+            raise MigrateError(
+                f"{ge.path}:{ge.line_of_parameter(shape[0])}: {shape[0]} names input {name!r}, which the config "
+                f"does not declare ({', '.join(by_name)})"
+            )
+        slots.extend((name, d) for d, dim in enumerate(dims) if dim == -1)
+    if len(values[0]) != len(slots):
+        raise MigrateError(
+            f"{ge.path}:{ge.line_of_parameter(gears[0])}: {gears[0]}: each gear has {len(values[0])} values but "
+            f"{shape[0]} has {len(slots)} -1 dims"
+        )
+    # The spec's order of -1 dims: inputs in config order, dims in order (batch dim excluded when batching).
+    order = [
+        (t["name"], d + (1 if batching else 0))
+        for t in inputs
+        for d, dim in enumerate(t["dims"])
+        if dim == -1
+    ]
+    batches: list[int] = []
+    dims_gears: list[list[int]] = []
+    for gear in values:
+        value = dict(zip(slots, gear))
+        batch = {v for (name, d), v in value.items() if batching and d == 0}
+        if len(batch) > 1:
+            raise MigrateError(
+                f"{ge.path}:{ge.line_of_parameter(gears[0])}: {gears[0]}: a gear gives inputs different batch "
+                f"sizes ({sorted(batch)}); Triton batches every input alike"
+            )
+        missing = [slot for slot in order if slot not in value]
+        if missing:
+            name, d = missing[0]
+            raise MigrateError(
+                f"{ge.path}:{ge.line_of_parameter(shape[0])}: {shape[0]} does not make {name} dim {d} dynamic "
+                "(-1), but the config's dims do"
+            )
+        if batch:
+            (size,) = batch
+            if size not in batches:
+                batches.append(size)
+        dims = [value[slot] for slot in order]
+        if dims and dims not in dims_gears:
+            dims_gears.append(dims)
+    batches.sort()
+    if batches and dims_gears and len(batches) * len(dims_gears) != len(values):
+        note(
+            ge.line_of_parameter(gears[0]),
+            gears[0],
+            f"{len(values)} gears that are not a full grid: ATC compiles batch gears x dims gears, "
+            f"{len(batches)} x {len(dims_gears)} = {len(batches) * len(dims_gears)} gears",
+            carried=True,
+        )
+    return batches, dims_gears
+
+
+def _derived_gears(max_batch: int, preferred: Sequence[int]) -> list[int]:
+    gears = {max_batch, *preferred}
+    power = 1
+    while power < max_batch:
+        gears.add(power)
+        power *= 2
+    return sorted(g for g in gears if 1 <= g <= max_batch)
+
+
+def _batching(ge: GeConfig, gears: list[int], note) -> dict[str, Any] | None:
+    config = ge.config
+    max_batch = config.max_batch_size
+    line = ge.line_of_field("max_batch_size")
+    dynamic = config.dynamic_batching
+    has_dynamic = config.HasField("dynamic_batching")
+    preferred = list(dynamic.preferred_batch_size)
+    if max_batch == 1 and not gears:
+        note(
+            line,
+            "max_batch_size",
+            "1: ATC needs 2 to 100 gears, so the spec does not batch and every input's dims start with 1; "
+            "clients send the same [1, ...] shapes",
+            carried=True,
+        )
+        return None
+    if not gears:
+        gears = _derived_gears(max_batch, preferred)
+        static = ge.parameters.get("static_model", "").strip() == "1"
+        how = (
+            "static_model 1 compiled a batch-1 graph"
+            if static
+            else "the GE backend compiled a dynamic-shape graph for any batch size"
+        )
+        note(
+            line,
+            "max_batch_size",
+            f"{max_batch}: {how}; the OM has batch gears {gears} (a batch runs once, padded to the next gear)",
+            carried=True,
+        )
+    elif max(gears) != max_batch:
+        note(
+            line,
+            "max_batch_size",
+            f"{max_batch}, but the largest batch gear is {max(gears)}: the spec's max_batch_size is its largest gear",
+            carried=True,
+        )
+    extra = [p for p in preferred if p not in gears]
+    if extra:
+        gears = sorted({*gears, *extra})
+        note(
+            ge.line_of_field("preferred_batch_size"),
+            "dynamic_batching.preferred_batch_size",
+            f"{extra} added to the batch gears: a preferred size must be a gear",
+            carried=True,
+        )
+    if len(gears) > MAX_GEARS:
+        raise MigrateError(
+            f"{ge.path}:{line}: {len(gears)} batch gears; ATC takes at most {MAX_GEARS} (--batch-gears)"
+        )
+    out: dict[str, Any] = {"gears": gears}
+    if not has_dynamic:
+        note(
+            line,
+            "dynamic_batching",
+            "absent: Triton did not combine requests; a rendered ge config always has dynamic_batching "
+            "(max_queue_delay_us 0: no request waits for batch-mates)",
+            carried=True,
+        )
+        return out
+    out["max_queue_delay_us"] = int(dynamic.max_queue_delay_microseconds)
+    if preferred:
+        out["preferred_batch_sizes"] = sorted(set(preferred))
+    policy = dynamic.default_queue_policy
+    if dynamic.HasField("default_queue_policy"):
+        out["queue"] = {
+            "max_size": int(policy.max_queue_size),
+            "timeout_us": int(policy.default_timeout_microseconds),
+            "timeout_action": "delay" if policy.timeout_action == mc.ModelQueuePolicy.DELAY else "reject",
+        }
+        if policy.allow_timeout_override:
+            note(
+                ge.line_of_field("allow_timeout_override"),
+                "dynamic_batching.default_queue_policy.allow_timeout_override",
+                "no spec field",
+            )
+    for descriptor, _value in dynamic.ListFields():
+        if descriptor.name not in (
+            "preferred_batch_size",
+            "max_queue_delay_microseconds",
+            "default_queue_policy",
+        ):
+            note(
+                ge.line_of_field(descriptor.name),
+                f"dynamic_batching.{descriptor.name}",
+                "no spec field; the rendered config does not set it",
+            )
+    return out
+
+
+# --- devices, instances, streams -----------------------------------------------------------------------
+
+
+def _int_parameter(ge: GeConfig, key: str, minimum: int) -> int | None:
+    if key not in ge.parameters:
+        return None
+    text = ge.parameters[key].strip()
+    try:
+        value = int(text)
+    except ValueError:
+        raise MigrateError(
+            f"{ge.path}:{ge.line_of_parameter(key)}: parameters.{key}: expected an integer, got {text!r}"
+        ) from None
+    if value < minimum:
+        raise MigrateError(
+            f"{ge.path}:{ge.line_of_parameter(key)}: parameters.{key}: must be >= {minimum}, got {value}"
+        )
+    return value
+
+
+def _placement(ge: GeConfig, note) -> dict[str, Any]:
+    if "device_ids" in ge.parameters:
+        line = ge.line_of_parameter("device_ids")
+        try:
+            devices = [int(d) for d in ge.parameters["device_ids"].split(",")]
+        except ValueError:
+            raise MigrateError(
+                f"{ge.path}:{line}: parameters.device_ids: expected comma-separated NPU ids, got "
+                f"{ge.parameters['device_ids']!r}"
+            ) from None
+    else:
+        devices = [0]
+        note(
+            1,
+            "parameters.device_ids",
+            "unset: the GE backend used every NPU it saw; the spec lists NPU 0 (add the others to placement.devices)",
+            carried=True,
+        )
+    groups = ge.config.instance_group
+    total = sum(group.count or 1 for group in groups) if groups else 1
+    exec_blocks = _int_parameter(ge, "instance_exec_blocks", 1) or 1
+    device_blocks = _int_parameter(ge, "device_exec_blocks", 1)
+    blocks = device_blocks if device_blocks is not None else math.ceil(total * exec_blocks / len(devices))
+    instances = max(1, min(math.ceil(total / len(devices)), blocks))
+    streams = math.ceil(blocks / instances)
+    if instances * len(devices) != total:
+        note(
+            ge.line_of_field("instance_group"),
+            "instance_group.count",
+            f"{total} Triton instances were threads of one process feeding {blocks} graph(s) per NPU; a ge "
+            f"instance is a process that loads the OM, so the spec has {instances} per NPU x {streams} stream(s) "
+            f"= {blocks} graph(s) running at once per NPU, as before",
+            carried=True,
+        )
+    if device_blocks is not None:
+        note(
+            ge.line_of_parameter("device_exec_blocks"),
+            "parameters.device_exec_blocks",
+            f"{device_blocks} graphs per NPU: instances_per_device {instances} x streams_per_instance {streams}",
+            carried=True,
+        )
+    if exec_blocks > 1:
+        note(
+            ge.line_of_parameter("instance_exec_blocks"),
+            "parameters.instance_exec_blocks",
+            f"{exec_blocks}: the GE backend split each batch across {exec_blocks} streams in threads; ge-plugin "
+            "runs a batch once at its gear and splits only batches beyond the largest gear across an instance's "
+            "streams (counted into streams_per_instance above)",
+        )
+    for index, group in enumerate(groups):
+        for descriptor, value in group.ListFields():
+            if descriptor.name in ("count", "name") or (
+                descriptor.name == "kind"
+                and value in (mc.ModelInstanceGroup.KIND_CPU, mc.ModelInstanceGroup.KIND_AUTO)
+            ):
+                continue
+            note(
+                ge.line_of_field(descriptor.name),
+                f"instance_group[{index}].{descriptor.name}",
+                "ge-plugin renders one KIND_CPU group per NPU, named npuN (the backend places instances by that name)",
+            )
+    return {"devices": devices, "instances_per_device": instances, "streams_per_instance": streams}
+
+
+# --- precision, other parameters and fields ------------------------------------------------------------
+
+
+def _precision(ge: GeConfig, note) -> str:
+    for ge_key, table in PRECISIONS.items():
+        found = ge.ge_option(ge_key)
+        if found is None:
+            continue
+        key, value = found
+        if value in table:
+            return table[value]
+        note(
+            ge.line_of_parameter(key),
+            key,
+            f"{value!r} has no ge-plugin equivalent (origin, fp16 = force_fp16, bf16 = allow_mix_precision_bf16); "
+            "the spec keeps origin",
+        )
+        return "origin"
+    note(
+        1,
+        "precision",
+        "the GE backend set none, so GE's default applied (its docs disagree: fp16 or origin); the spec says origin "
+        "(ATC must_keep_origin_dtype): set precision: fp16 to compile as force_fp16",
+        carried=True,
+    )
+    return "origin"
+
+
+FIXED_REASONS = {
+    "static_model": "carried as gears: an OM is compiled for fixed gears, never for a dynamic shape",
+    "dump_graph": "graphs are compiled by ATC now: set DUMP_GE_GRAPH=2 DUMP_GRAPH_LEVEL=2 when running the atc "
+    "command (ge-plugin atc SPEC --print)",
+    "profiling": "run the server under msprof, or give acl_json a profiler section (CANN's acl.json)",
+    "dump_data": "give acl_json a dump section (CANN's acl.json) to dump model data",
+}
+
+
+def _other_parameters(ge: GeConfig, note) -> None:
+    handled = {"device_ids", "device_exec_blocks", "instance_exec_blocks"}
+    handled |= {prefix + key for key in GEAR_OPTIONS for prefix in ("session.", "graph.")}
+    handled |= {prefix + key for key in PRECISIONS for prefix in ("session.", "graph.")}
+    for key in sorted(ge.parameters):
+        if key in handled:
+            continue
+        line = ge.line_of_parameter(key)
+        if key == "static_model":
+            reason = (
+                "a batch of N ran as N batch-1 executes of a batch-1 graph; the OM has batch gears and runs a "
+                "batch once, at its gear"
+                if ge.config.max_batch_size > 0
+                else "a model without batching compiles as one static shape, as before"
+            )
+            note(line, f"parameters.{key}", reason, carried=True)
+            continue
+        if key in FIXED_REASONS:
+            note(line, f"parameters.{key}", FIXED_REASONS[key])
+        elif key.startswith("global."):
+            note(line, f"parameters.{key}", "the GE backend stored global. options and never used them")
+        elif key.startswith(("session.", "graph.")):
+            ge_key = key.split(".", 1)[1]
+            reason = RUNTIME_OPTIONS.get(
+                ge_key,
+                "a GE option of online compilation; if ATC has the same option, add it to atc_options (ATC's "
+                "flags are not GE option names)",
+            )
+            note(line, f"parameters.{key}", reason)
+        elif key.startswith("ge."):
+            note(
+                line,
+                f"parameters.{key}",
+                "had no effect in the GE backend (no prefix: no code read it from config.pbtxt)",
+            )
+        else:
+            note(line, f"parameters.{key}", "not a key the GE backend reads")
+
+
+CARRIED_FIELDS = {
+    "name",
+    "backend",
+    "max_batch_size",
+    "input",
+    "output",
+    "dynamic_batching",
+    "instance_group",
+    "parameters",
+}
+
+
+def _other_fields(ge: GeConfig, note) -> None:
+    for descriptor, _value in ge.config.ListFields():
+        if descriptor.name in CARRIED_FIELDS:
+            continue
+        reason = {
+            "model_warmup": "the ge backend warms every gear itself (spec warmup: executes per gear)",
+            "default_model_filename": "the ge backend serves model.om (om_model_path)",
+        }.get(descriptor.name, "no spec field; the rendered config does not set it")
+        note(ge.line_of_field(descriptor.name), descriptor.name, reason)
