@@ -8,7 +8,13 @@ from ge_plugin.device import runtime
 from ge_plugin.sim import _state
 
 #: simulator knobs read from the environment; a test that wants one sets it itself
-SIM_ENVIRONMENT = ("GE_PLUGIN_SIM_FAULTS", "GE_PLUGIN_SIM_EXECUTE_LATENCY_MS", "GE_PLUGIN_SIM_REPORT_DIR")
+SIM_ENVIRONMENT = (
+    "GE_PLUGIN_SIM_FAULTS",
+    "GE_PLUGIN_SIM_EXECUTE_LATENCY_MS",
+    "GE_PLUGIN_SIM_REPORT_DIR",
+    "GE_PLUGIN_SIM_TIMING_ONLY",
+    "GE_PLUGIN_SIM_DEVICE_LOCK_DIR",
+)
 
 
 @pytest.fixture

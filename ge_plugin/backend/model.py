@@ -16,7 +16,7 @@ import os
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
-from ge_plugin import device
+from ge_plugin import __version__, device, fastpath
 from ge_plugin.backend.metrics import MetricsPublisher
 from ge_plugin.engine import Engine
 from ge_plugin.errors import GePluginError, RequestError, UnavailableError
@@ -61,21 +61,38 @@ class TritonPythonModel:
                 config, version_dir=version_dir, instance_name=args.get("model_instance_name", "")
             )
         except GePluginError as exc:
-            raise pb_utils.TritonModelException(f"model {self.name!r}: {exc}") from None
+            raise pb_utils.TritonModelException(self._naming_the_model(str(exc))) from None
         self.input_names = frozenset(self.engine.input_names)
         labels = {
             "model": self.name,
             "version": str(args.get("model_version", "1")),
             "instance": args.get("model_instance_name", ""),
+            "device": str(self.engine.device_id),
         }
         self.metrics = MetricsPublisher(
-            pb_utils, self.engine.stats, labels, self.engine.config.params.metrics_interval_ms
+            pb_utils,
+            self.engine.stats,
+            labels,
+            self.engine.config.params.metrics_interval_ms,
+            device_memory=self.engine.device_memory,
+            info={
+                "fastpath": fastpath.IMPLEMENTATION,
+                "device_kind": device.kind(),
+                "ge_plugin": __version__,
+            },
         )
+        if fastpath.FALLBACK_REASON:
+            pb_utils.Logger.log_warn(f"ge: {self.name}: the fast path is the {fastpath.describe()}")
         pb_utils.Logger.log_info(
             f"ge: {self.name} instance {labels['instance']} on device {self.engine.device_id} "
-            f"({device.kind()}), gears {[g.label for g in self.engine.gears.gears]}, "
-            f"{self.engine.stats.device_bytes} device bytes allocated once"
+            f"({device.kind()}), gears {', '.join(g.label for g in self.engine.gears.gears)}, "
+            f"{self.engine.stats.device_bytes} device bytes allocated once, fast path {fastpath.describe()}"
         )
+
+    def _naming_the_model(self, message: str) -> str:
+        """The message with the model's name in front, once: most engine errors already start with it."""
+        prefix = f"model {self.name!r}"
+        return message if message.startswith(prefix) else f"{prefix}: {message}"
 
     def execute(self, requests: list) -> list | None:
         """With one lane: run the batch and return its responses. With more (``streams_per_instance``),

@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "bench": "bench",
     "deploy": "deploy",
     "migrate": "migrate",
+    "doctor": "doctor",
 }
 
 EPILOG = """examples:

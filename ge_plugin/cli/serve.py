@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import argparse
 import signal
+import sys
 from pathlib import Path
 
 from ge_plugin.cli._common import add_command
 from ge_plugin.errors import ServeError
+from ge_plugin.serve.triton import EXIT_TIMEOUT_S
 
 EXAMPLES = """
   ge-plugin serve model_repository
   ge-plugin serve model_repository --http-port 9000 --grpc-port 9001 --metrics-port 9002
-  ge-plugin serve model_repository --model-control-mode explicit --load-model llama_model
-  ge-plugin serve model_repository -- --log-info=true --exit-timeout-secs=5
+  ge-plugin serve model_repository --load-model llama_model
+  ge-plugin serve model_repository --exit-timeout-secs 60
+  ge-plugin serve model_repository -- --log-info=true
 """
 
 
@@ -36,9 +39,32 @@ def register(subparsers) -> None:
     parser.add_argument("--http-port", type=int, default=8000)
     parser.add_argument("--grpc-port", type=int, default=8001)
     parser.add_argument("--metrics-port", type=int, default=8002)
-    parser.add_argument("--model-control-mode", choices=("none", "poll", "explicit"), default="none")
     parser.add_argument(
-        "--load-model", action="append", default=[], metavar="NAME", help="with explicit mode"
+        "--model-control-mode",
+        choices=("none", "poll", "explicit"),
+        default="explicit",
+        help=(
+            "explicit (default) loads the --load-model models, every model when none is named, and keeps the "
+            "repository API open: a model whose stub crashed can be unloaded and loaded again, and a stop "
+            "unloads every model before exiting (default: %(default)s)"
+        ),
+    )
+    parser.add_argument(
+        "--load-model",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with explicit mode: load only these at start (default: every model of REPO)",
+    )
+    parser.add_argument(
+        "--exit-timeout-secs",
+        type=int,
+        default=EXIT_TIMEOUT_S,
+        metavar="S",
+        help=(
+            "how long a stop (SIGTERM, SIGINT) may take: requests in flight are served, then the models are "
+            "unloaded; an idle HTTP keep-alive client holds the stop this long (default: %(default)s)"
+        ),
     )
     parser.add_argument("--log-verbose", type=int, default=0, metavar="N")
     parser.add_argument(
@@ -52,6 +78,9 @@ def run(args: argparse.Namespace) -> int:
 
     if not (args.repository / "").exists() or not args.repository.is_dir():
         raise ServeError(f"model repository {args.repository} is not a directory")
+    load_models = args.load_model
+    if args.model_control_mode == "explicit" and not load_models:
+        load_models = ["*"]
     options = ServerOptions(
         repository=args.repository,
         host=args.host,
@@ -59,17 +88,32 @@ def run(args: argparse.Namespace) -> int:
         grpc_port=args.grpc_port,
         metrics_port=args.metrics_port,
         model_control_mode=args.model_control_mode,
-        load_models=args.load_model,
+        load_models=load_models,
         log_verbose=args.log_verbose,
         work_dir=args.work_dir,
         extra_args=args.passthrough,
+        exit_timeout_s=args.exit_timeout_secs,
     )
     server = TritonServer(options)
+    stopping = False
 
-    def forward(signum, _frame):
-        if server.process.poll() is None:
+    def stop(signum, _frame):
+        """The first signal stops gracefully (TritonServer.begin_stop); any later one goes to tritonserver."""
+        nonlocal stopping
+        if not stopping:
+            stopping = True
+            server.begin_stop(signum)
+        elif server.process.poll() is None:
             server.process.send_signal(signum)
 
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, forward)
-    return server.process.wait()
+        signal.signal(signum, stop)
+    status = server.process.wait()
+    pids, regions = server.clean_up()
+    if pids or regions:
+        print(
+            f"ge-plugin serve: tritonserver exited with status {status} and left {len(pids)} stub process(es) "
+            f"and {len(regions)} /dev/shm region(s) named {options.shm_prefix}*; removed them",
+            file=sys.stderr,
+        )
+    return status

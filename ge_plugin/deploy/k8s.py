@@ -20,11 +20,12 @@ from typing import Any
 import attrs
 
 from ge_plugin.deploy.npu import NpuRequest
+from ge_plugin.serve.triton import EXIT_TIMEOUT_S
 from ge_plugin.spec.model import ModelSpec
 
-#: tritonserver's --exit-timeout-secs: how long it lets in-flight requests finish after SIGTERM. Passed to
-#: ``ge-plugin serve`` explicitly, and the pod's grace period is derived from it.
-SERVE_EXIT_TIMEOUT_S = 30
+#: ``ge-plugin serve``'s exit timeout (tritonserver's --exit-timeout-secs): how long in-flight requests may
+#: finish after SIGTERM. Passed to serve explicitly, and the pod's grace period is derived from it.
+SERVE_EXIT_TIMEOUT_S = EXIT_TIMEOUT_S
 #: preStop sleep: endpoints controllers take a moment to stop sending traffic to a terminating pod
 PRESTOP_SLEEP_S = 5
 #: on top of preStop + exit timeout: the Python stubs' finalize and process exit
@@ -142,11 +143,11 @@ def serve_args(
         "--metrics-port",
         str(metrics_port),
         "--model-control-mode",
-        "none",
+        "explicit",  # every model loads at start; a stop unloads them (serve's default, said explicitly)
+        "--exit-timeout-secs",
+        str(SERVE_EXIT_TIMEOUT_S),
         "--work-dir",
         WORK_DIR,
-        "--",
-        f"--exit-timeout-secs={SERVE_EXIT_TIMEOUT_S}",
     ]
 
 

@@ -1,8 +1,18 @@
-"""The device layer: the only code in ge-plugin that calls pyACL (real or simulated)."""
+"""The device layer: the only code in ge-plugin's serving path that calls pyACL (real or simulated).
+
+One exception, on purpose: the bench's naive baseline (``ge_plugin/bench/models/naive_llama.py``) calls pyACL
+directly, per request, because it stands for the hand-written code people put in a Python backend.
+"""
 
 from ge_plugin.device.aclapi import acl, kind
 from ge_plugin.device.context import Context, Stream
-from ge_plugin.device.memory import DeviceBuffer, PinnedBuffer, copy_to_device_async, copy_to_host_async
+from ge_plugin.device.memory import (
+    DeviceBuffer,
+    PinnedBuffer,
+    copy_to_device_async,
+    copy_to_host_async,
+    memory_info,
+)
 from ge_plugin.device.om import Dataset, OmModel, TensorInfo
 from ge_plugin.device.runtime import acquire, check, finalize, release
 
@@ -21,5 +31,6 @@ __all__ = [
     "copy_to_host_async",
     "finalize",
     "kind",
+    "memory_info",
     "release",
 ]

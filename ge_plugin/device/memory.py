@@ -69,3 +69,30 @@ def copy_to_host_async(dst: PinnedBuffer, src: DeviceBuffer, nbytes: int, stream
     )
     if ret:
         check(ret, f"acl.rt.memcpy_async(D2H, {nbytes} bytes)")
+
+
+def memory_info(device_id: int) -> tuple[int, int]:
+    """``(free, total)`` bytes of device ``device_id``'s memory, as ``acl.rt.get_mem_info`` reports it.
+
+    ``get_mem_info`` answers for the calling thread's current device, so this makes ``device_id`` current for
+    the call (``set_device`` / ``reset_device``, which are reference-counted) and puts back the context that
+    was current. HBM is asked first (Atlas A2/910 cards); a device that reports no HBM is asked for DDR
+    (Atlas 300I/310P cards).
+    """
+    rt = acl().rt
+    previous, ret = rt.get_context()
+    if ret != C.ACL_SUCCESS:
+        previous = 0
+        acl().get_recent_err_msg()  # "no current context" is expected here; keep it out of later errors
+    check(rt.set_device(device_id), f"acl.rt.set_device({device_id})")
+    try:
+        free, total, ret = rt.get_mem_info(C.ACL_HBM_MEM)
+        check(ret, "acl.rt.get_mem_info(ACL_HBM_MEM)")
+        if total == 0:
+            free, total, ret = rt.get_mem_info(C.ACL_DDR_MEM)
+            check(ret, "acl.rt.get_mem_info(ACL_DDR_MEM)")
+    finally:
+        check(rt.reset_device(device_id), f"acl.rt.reset_device({device_id})")
+        if previous:
+            check(rt.set_context(previous), "acl.rt.set_context")
+    return free, total

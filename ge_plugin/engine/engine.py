@@ -101,7 +101,7 @@ class Engine:
         try:
             self.context = device.Context(device_id)
             for _ in range(config.params.streams_per_instance):
-                self.lanes.append(Lane(self.context, self.om_path))
+                self.lanes.append(Lane(self.context, self.om_path, self.stats.busy))
             self.binding = Binding(config, self.om_path, self.lanes[0])
             self.gears = self.binding.gears
             #: start-up warnings about a config that serves but may surprise (the backend logs them)
@@ -199,6 +199,10 @@ class Engine:
         if self._completion is None:
             self._completion = Completion(self.context, self._finish)
         self._run(requests, requested_outputs, put, True, synchronous=False)
+
+    def device_memory(self) -> tuple[int, int]:
+        """(free, total) bytes of this instance's device, every process's use included."""
+        return device.memory_info(self.device_id)
 
     def wait_idle(self) -> None:
         """Until every submitted batch is answered."""

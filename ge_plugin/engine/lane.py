@@ -15,6 +15,7 @@ import numpy as np
 
 from ge_plugin import device
 from ge_plugin.engine.gears import Gear
+from ge_plugin.engine.stats import BusyClock
 
 #: where a request's outputs go: ``put(index, outputs_or_error)``
 Put = Callable[[int, object], None]
@@ -54,9 +55,12 @@ class Lane:
     """One stream and one load of the model. After a device failure the engine rebuilds it in place
     (``close()`` then ``open()``), so whoever holds the lane still holds a valid one."""
 
-    def __init__(self, context: device.Context, om_path: str | os.PathLike):
+    def __init__(self, context: device.Context, om_path: str | os.PathLike, busy: BusyClock | None = None):
         self.context = context
         self.om_path = om_path
+        #: counts the time this lane has work on the device (launch until wait returns or the lane closes)
+        self.busy = busy if busy is not None else BusyClock()
+        self._on_device = False
         #: what is in flight on this lane: the engine's business, kept across a rebuild (close + open)
         self.pending: InFlight | None = None
         #: outputs handed out as views of out_host: (the request's outputs, name), copied before reuse
@@ -132,6 +136,9 @@ class Lane:
     def launch(self, gear: Gear, in_bytes: list[int], out_indices: list[int], out_bytes: list[int]) -> None:
         """Queue H2D of the staged inputs, the execute on ``gear``, and D2H of the wanted outputs."""
         handle = self.stream.handle
+        if not self._on_device:
+            self._on_device = True
+            self.busy.enter()
         for dev, host, nbytes in zip(self.in_dev, self.in_host, in_bytes):
             device.copy_to_device_async(dev, host, nbytes, handle)
         self.select(gear)
@@ -140,7 +147,15 @@ class Lane:
             device.copy_to_host_async(self.out_host[j], self.out_dev[j], nbytes, handle)
 
     def wait(self) -> None:
-        self.stream.synchronize()
+        try:
+            self.stream.synchronize()
+        finally:
+            self._off_device()
+
+    def _off_device(self) -> None:
+        if self._on_device:
+            self._on_device = False
+            self.busy.leave()
 
     def reclaim(self) -> None:
         """Turn every output still lent out as a view of this lane's staging into a copy of its own, before
@@ -162,6 +177,7 @@ class Lane:
 
         if self.stream is not None and self.stream.handle:
             step(self.stream.synchronize)
+        self._off_device()
         if self.lent:
             step(self.reclaim)
         for ds in (self.inputs, self.outputs):

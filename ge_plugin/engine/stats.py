@@ -7,6 +7,8 @@ plain integers here; the backend flushes the differences on a timer, never once 
 from __future__ import annotations
 
 import bisect
+import threading
+import time
 
 import attrs
 
@@ -23,7 +25,7 @@ class EngineStats:
     #: rows the requests brought, and rows added to reach a gear (padding waste)
     rows: int = 0
     padded_rows: int = 0
-    #: elements computed on padding (all inputs), and elements the requests brought
+    #: input elements computed on padding (all inputs)
     padded_elements: int = 0
     #: extra executes run to find which request of a failed multi-request execute fails on its own
     isolation_executes: int = 0
@@ -40,6 +42,42 @@ class EngineStats:
     device_bytes: int = 0
     pinned_bytes: int = 0
 
+    #: wall time during which at least one execute of the instance was on the device
+    busy: BusyClock = attrs.Factory(lambda: BusyClock())
+
     def observe_execute(self, micros: float) -> None:
         self.execute_buckets[bisect.bisect_left(EXECUTE_BUCKETS_US, micros)] += 1
         self.execute_us_sum += micros
+
+
+class BusyClock:
+    """The time during which at least one execute was on the device, from launch until its outputs were
+    back: the union over the instance's lanes, so two lanes in flight at once count once.
+
+    It is what the instance can say about its device's load from the device time of its executes; the
+    instances sharing a device add up to that device's busy fraction (less when they wait for each other)."""
+
+    def __init__(self, clock=time.perf_counter):
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._on_device = 0
+        self._since = 0.0
+        self._total = 0.0
+
+    def enter(self) -> None:
+        with self._lock:
+            if self._on_device == 0:
+                self._since = self._clock()
+            self._on_device += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self._on_device -= 1
+            if self._on_device == 0:
+                self._total += self._clock() - self._since
+
+    def seconds(self) -> float:
+        """Busy seconds so far, the execute in flight included."""
+        with self._lock:
+            open_part = self._clock() - self._since if self._on_device else 0.0
+            return self._total + open_part

@@ -9,16 +9,17 @@ without touching site-packages; ``TritonServer`` starts the server bound to loop
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -106,8 +107,19 @@ def server_environment(dist: Distribution, base: Mapping[str, str] | None = None
     return env
 
 
+#: tritonserver's own default; what `ge-plugin serve` passes unless told otherwise (docs/serving.md)
+EXIT_TIMEOUT_S = 30
+
+
+def _shm_prefix() -> str:
+    return f"ge_plugin_{secrets.token_hex(4)}_"
+
+
 @attrs.define
 class ServerOptions:
+    """What ``ge-plugin serve`` and the tests start tritonserver with; the defaults are ge-plugin's choice for an
+    Ascend fleet (docs/serving.md, "Failure behaviour")."""
+
     repository: Path
     host: str = "127.0.0.1"
     http_port: int = 8000
@@ -119,6 +131,15 @@ class ServerOptions:
     work_dir: Path | None = None
     extra_args: Sequence[str] = ()
     environment: Mapping[str, str] = attrs.Factory(dict)
+    #: how long a stop may take: tritonserver waits for open HTTP connections and in-flight requests, then
+    #: unloads the models, all within this budget
+    exit_timeout_s: int = EXIT_TIMEOUT_S
+    #: /v2/health/ready says whether the server serves, not whether every model loaded (per-model readiness
+    #: is /v2/models/<m>/ready); with strict readiness one broken model takes the whole server out
+    strict_readiness: bool = False
+    #: names every /dev/shm region of this server's stubs (the Python backend adds a UUID), so that what a
+    #: crashed stub leaves behind can be told from other servers' regions and removed
+    shm_prefix: str = attrs.Factory(_shm_prefix)
 
     def command(self, dist: Distribution, backend_dir: Path) -> list[str]:
         cmd = [
@@ -135,10 +156,24 @@ class ServerOptions:
             f"--model-control-mode={self.model_control_mode}",
             "--disable-auto-complete-config",
             f"--log-verbose={self.log_verbose}",
+            f"--exit-timeout-secs={self.exit_timeout_s}",
+            f"--strict-readiness={str(self.strict_readiness).lower()}",
+            f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
         ]
         cmd += [f"--load-model={name}" for name in self.load_models]
         cmd += list(self.extra_args)
         return cmd
+
+
+def _mapped(region: Path) -> bool:
+    """Whether any process still maps a /dev/shm region."""
+    needle = str(region).encode()
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            with contextlib.suppress(OSError):
+                if needle in (proc / "maps").read_bytes():
+                    return True
+    return False
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -172,27 +207,71 @@ class TritonServer:
     def metrics_url(self) -> str:
         return f"http://{self.options.host}:{self.options.metrics_port}/metrics"
 
-    def wait_ready(self, timeout: float = 120.0) -> None:
-        """Until /v2/health/ready says 200; ServeError if the server exits or the time runs out."""
+    def wait_ready(self, timeout: float = 120.0, models: Sequence[str] = ()) -> None:
+        """Until the server, and each of ``models``, says it is ready (tritonclient's ``is_server_ready`` /
+        ``is_model_ready``); ServeError if the server exits or the time runs out."""
+        import tritonclient.http as httpclient
+        from tritonclient.utils import InferenceServerException
+
         deadline = time.monotonic() + timeout
-        url = f"http://{self.http_url}/v2/health/ready"
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise ServeError(
-                    f"tritonserver exited with status {self.process.returncode} before it was ready"
-                )
-            try:
-                with urllib.request.urlopen(url, timeout=2) as response:
-                    if response.status == 200:
+        client = httpclient.InferenceServerClient(self.http_url, connection_timeout=2.0, network_timeout=2.0)
+        try:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    raise ServeError(
+                        f"tritonserver exited with status {self.process.returncode} before it was ready"
+                    )
+                try:
+                    if client.is_server_ready() and all(client.is_model_ready(m) for m in models):
                         return
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-                pass
-            time.sleep(0.2)
-        raise ServeError(f"tritonserver was not ready after {timeout:.0f} s ({url})")
+                except (InferenceServerException, OSError):
+                    pass  # not listening yet
+                time.sleep(0.2)
+        finally:
+            client.close()
+        waiting = f"{self.http_url}" + (f", models {', '.join(models)}" if models else "")
+        raise ServeError(f"tritonserver was not ready after {timeout:.0f} s ({waiting})")
+
+    def begin_stop(self, signum: int = signal.SIGTERM) -> None:
+        """Stop the way a fleet wants it: no new connection, every request in flight served, models unloaded,
+        exit status 0 even while a client keeps an idle HTTP connection open.
+
+        tritonserver 2.51 alone waits for every open HTTP connection (an idle keep-alive one too) for up to
+        its exit timeout and then leaves itself no time to unload the models: exit status 1, stubs killed
+        mid-finalize. So the signal goes to tritonserver at once (HTTP takes no new connection, requests on
+        open ones are still served) and, in explicit model control, every model is unloaded over gRPC
+        (still up during that wait): each unload waits for the model's requests in flight, after which the
+        server has nothing left to unload when it stops, within the same exit timeout. Returns at once."""
+        if self.process.poll() is not None:
+            return
+        self.process.send_signal(signum)
+        if self.options.model_control_mode == "explicit":
+            threading.Thread(target=self._unload_all, name="ge-plugin-drain", daemon=True).start()
+
+    def _unload_all(self) -> None:
+        import tritonclient.grpc as grpcclient
+        from tritonclient.utils import InferenceServerException
+
+        deadline = time.monotonic() + self.options.exit_timeout_s
+        client = grpcclient.InferenceServerClient(self.grpc_url)
+        try:
+            for model in client.get_model_repository_index().models:
+                if model.state in ("READY", "LOADING"):
+                    client.unload_model(model.name)
+            while time.monotonic() < deadline and self.process.poll() is None:
+                states = {m.state for m in client.get_model_repository_index().models}
+                if not states & {"READY", "LOADING", "UNLOADING"}:
+                    return
+                time.sleep(0.1)
+        except InferenceServerException:
+            return  # the server stopped answering: it is exiting
+        finally:
+            client.close()
 
     def stop(self, timeout: float = 60.0) -> int:
+        """begin_stop(SIGINT) and wait for the exit (SIGKILL after ``timeout``); its exit status."""
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGINT)
+            self.begin_stop(signal.SIGINT)
             try:
                 self.process.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -200,8 +279,46 @@ class TritonServer:
                 self.process.wait()
         return self.process.returncode
 
+    def leftovers(self) -> tuple[list[int], list[Path]]:
+        """Processes (stubs) and /dev/shm regions that carry this server's shm prefix: after the server has
+        exited, whatever a crashed or abandoned stub left behind. Other servers' are never included."""
+        marker = self.options.shm_prefix.encode()
+        pids = []
+        for proc in Path("/proc").iterdir():
+            if proc.name.isdigit():
+                try:
+                    cmdline = (proc / "cmdline").read_bytes()
+                    state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                except OSError:
+                    continue
+                if marker in cmdline and state != "Z":
+                    pids.append(int(proc.name))
+        regions = sorted(Path("/dev/shm").glob(f"{self.options.shm_prefix}*"))
+        return sorted(pids), regions
+
+    def clean_up(self, grace: float = 5.0) -> tuple[list[int], list[Path]]:
+        """Once the server has exited: end its leftover stubs (SIGTERM, then SIGKILL after ``grace``) and
+        remove its regions that no process maps any more. Returns what there was to clean."""
+        if self.process.poll() is None:
+            raise ServeError("tritonserver is still running; stop it before cleaning up after it")
+        pids, regions = self.leftovers()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and self.leftovers()[0]:
+            time.sleep(0.1)
+        for pid in self.leftovers()[0]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        for region in self.leftovers()[1]:
+            if not _mapped(region):
+                region.unlink(missing_ok=True)
+        return pids, regions
+
     def __enter__(self) -> TritonServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+        self.clean_up()

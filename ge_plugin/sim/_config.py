@@ -2,11 +2,14 @@
 
 Environment (all optional): ``GE_PLUGIN_SIM_DEVICES`` (8), ``GE_PLUGIN_SIM_DEVICE_MEMORY_MB`` (32768, per
 device, accounted, never pre-allocated), ``GE_PLUGIN_SIM_SOC`` (Ascend910B3), ``GE_PLUGIN_SIM_THREADS``
-(onnxruntime intra-op threads per model, 1), ``GE_PLUGIN_SIM_REPORT_DIR``, ``GE_PLUGIN_SIM_FAULTS`` and
-``GE_PLUGIN_SIM_EXECUTE_LATENCY_MS`` (see ``faults``). The JSON passed to ``acl.init`` may carry a
-``"ge_plugin_sim"`` object with the same settings (``devices``, ``device_memory_mb``, ``soc_version``,
-``threads``, ``report_dir``, ``faults``, ``execute_latency_ms``); it wins over the environment. Real CANN
-ignores that section.
+(onnxruntime intra-op threads per model, 1), ``GE_PLUGIN_SIM_REPORT_DIR``, ``GE_PLUGIN_SIM_FAULTS`` (see
+``faults``), and the device-time model (see ``device_time``): ``GE_PLUGIN_SIM_EXECUTE_LATENCY_MS`` (device
+milliseconds per execute: ``5``, ``1=78;4=145;8=220`` by gear, ``40+18*rows``, or a table plus one of those),
+``GE_PLUGIN_SIM_TIMING_ONLY`` (``1``: skip computing outputs) and ``GE_PLUGIN_SIM_DEVICE_LOCK_DIR`` (where the
+per-device lock files that serialise executes across processes live). The JSON passed to ``acl.init`` may
+carry a ``"ge_plugin_sim"`` object with the same settings (``devices``, ``device_memory_mb``,
+``soc_version``, ``threads``, ``report_dir``, ``faults``, ``execute_latency_ms``, ``timing_only``,
+``device_lock_dir``); it wins over the environment. Real CANN ignores that section.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from typing import Any
 
 import attrs
 
-from ge_plugin.sim import faults
+from ge_plugin.sim import device_time, faults
+from ge_plugin.sim.device_time import LatencyProfile
 
 SECTION = "ge_plugin_sim"
 MAX_DEVICES = 64
@@ -31,7 +35,11 @@ class SimConfig:
     threads: int = 1
     report_dir: str | None = None
     faults: tuple[Mapping[str, Any], ...] = ()
-    execute_latency_ms: float | None = None
+    #: device time per execute; None: not configured (a profile set from Python stays)
+    execute_latency: LatencyProfile | None = None
+    #: skip computing outputs; None: not configured
+    timing_only: bool | None = None
+    device_lock_dir: str = attrs.field(factory=device_time.default_lock_dir)
 
 
 def _int(name: str, value: object, lo: int, hi: int) -> int:
@@ -48,14 +56,22 @@ def _int(name: str, value: object, lo: int, hi: int) -> int:
     return number
 
 
-def _latency(name: str, value: object) -> float:
-    try:
-        ms = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValueError(f"{name}={value!r}: expected milliseconds >= 0") from None
-    if isinstance(value, bool) or not ms >= 0:
-        raise ValueError(f"{name}={value!r}: expected milliseconds >= 0")
-    return ms
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def _flag(name: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+        return value.strip().lower() in _TRUE
+    raise ValueError(f"{name}={value!r}: expected true or false (1/0)")
+
+
+def _directory(name: str, value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{name} must be a directory path")
+    return os.path.abspath(value.strip())
 
 
 def load(environ: Mapping[str, str], section: object | None) -> SimConfig:
@@ -79,8 +95,14 @@ def load(environ: Mapping[str, str], section: object | None) -> SimConfig:
         except ValueError as exc:
             raise ValueError(f"GE_PLUGIN_SIM_FAULTS: {exc}") from None
     if "GE_PLUGIN_SIM_EXECUTE_LATENCY_MS" in env:
-        fields["execute_latency_ms"] = _latency(
-            "GE_PLUGIN_SIM_EXECUTE_LATENCY_MS", env["GE_PLUGIN_SIM_EXECUTE_LATENCY_MS"]
+        fields["execute_latency"] = device_time.parse_text(
+            env["GE_PLUGIN_SIM_EXECUTE_LATENCY_MS"], "GE_PLUGIN_SIM_EXECUTE_LATENCY_MS"
+        )
+    if "GE_PLUGIN_SIM_TIMING_ONLY" in env:
+        fields["timing_only"] = _flag("GE_PLUGIN_SIM_TIMING_ONLY", env["GE_PLUGIN_SIM_TIMING_ONLY"])
+    if "GE_PLUGIN_SIM_DEVICE_LOCK_DIR" in env:
+        fields["device_lock_dir"] = _directory(
+            "GE_PLUGIN_SIM_DEVICE_LOCK_DIR", env["GE_PLUGIN_SIM_DEVICE_LOCK_DIR"]
         )
     if section is not None:
         fields.update(_section(section))
@@ -99,6 +121,8 @@ def _section(section: object) -> dict[str, Any]:
         "report_dir",
         "faults",
         "execute_latency_ms",
+        "timing_only",
+        "device_lock_dir",
     }
     unknown = set(section) - known
     if unknown:
@@ -128,7 +152,15 @@ def _section(section: object) -> dict[str, Any]:
             raise ValueError(f"{where}.faults must be a list of {{'api', 'code', 'nth'|'every'}} objects")
         fields["faults"] = tuple(rules)
     if "execute_latency_ms" in section:
-        fields["execute_latency_ms"] = _latency(f"{where}.execute_latency_ms", section["execute_latency_ms"])
+        fields["execute_latency"] = device_time.parse_json(
+            section["execute_latency_ms"], f"{where}.execute_latency_ms"
+        )
+    if "timing_only" in section:
+        if not isinstance(section["timing_only"], bool):
+            raise ValueError(f"{where}.timing_only must be true or false")
+        fields["timing_only"] = section["timing_only"]
+    if "device_lock_dir" in section:
+        fields["device_lock_dir"] = _directory(f"{where}.device_lock_dir", section["device_lock_dir"])
     return fields
 
 

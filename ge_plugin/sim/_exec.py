@@ -4,7 +4,8 @@ As on an NPU, execute reads everything from memory: the gear from the ``ascend_m
 (written there by set_dynamic_batch_size / set_dynamic_hw_size / set_input_dynamic_dims), the inputs from
 the input buffers (each at least the gear's size), and it writes the outputs into the output buffers. The
 buffer addresses and sizes are taken when the execute is submitted, as the runtime builds a task's arguments
-at submit time; the memory itself is read when the task runs.
+at submit time; the memory itself is read when the task runs. The computation (or, in timing-only mode, none)
+happens while the execute holds its device (``device_time.occupy``) for the gear's device time.
 
 Codes: a dataset whose buffer count or sizes do not match the model returns ACL_ERROR_GE_PARAM_INVALID
 (145000, what GE's input checks return); a buffer that is not device memory of the model's device returns
@@ -15,13 +16,13 @@ ACL_ERROR_RT_STREAM_MODEL (107005).
 
 from __future__ import annotations
 
+import ctypes
 import threading
-import time
 
 import numpy as np
 
 from ge_plugin import acl_constants as C
-from ge_plugin.sim import _state, counters, faults
+from ge_plugin.sim import _state, counters, device_time
 from ge_plugin.sim._fail import Fail
 from ge_plugin.sim._objects import DataBuffer, Dataset, lookup
 from ge_plugin.sim._state import SIM, Context
@@ -35,7 +36,15 @@ Snapshot = list[tuple[DataBuffer, int, int]]
 
 
 class LoadedModel:
-    def __init__(self, model_id: int, info: ModelInfo, engine: Engine, context: Context):
+    def __init__(
+        self,
+        model_id: int,
+        info: ModelInfo,
+        engine: Engine,
+        context: Context,
+        charged: int = 0,
+        user_memory: list[Allocation] | None = None,
+    ):
         self.id = model_id
         self.info = info
         self.engine = engine
@@ -45,9 +54,18 @@ class LoadedModel:
         self.lock = threading.Lock()
         self.pending = 0  #: execute_async tasks queued or running
         self.pending_stream: Stream | None = None
+        self.charged = charged  #: work + weight bytes the runtime holds on the device for this model
+        self.user_memory = (
+            user_memory or []
+        )  #: the caller's work/weight allocations (load_from_file_with_mem)
 
     def release(self) -> None:
+        """Unload: the runtime's memory goes back to the device (once)."""
+        if self.released:
+            return
         self.released = True
+        if self.charged and SIM.memory is not None:
+            SIM.memory.devices[self.context.device].unreserve(self.charged)
 
 
 def _snapshot(ds: Dataset) -> Snapshot:
@@ -148,9 +166,16 @@ def run(model: LoadedModel, ins: Snapshot, outs: Snapshot) -> None:
     """Execute now, in this thread; raises Fail."""
     if model.released:
         raise Fail(C.ACL_ERROR_INVALID_MODEL_ID, f"model {model.id} was unloaded before its execute ran")
+    for alloc in model.user_memory:
+        if alloc.freed:
+            raise Fail(
+                C.ACL_ERROR_GE_EXEC_MODEL_ADDR_INVALID,
+                f"model {model.id}'s work or weight memory at 0x{alloc.base:x} was freed while the model is loaded",
+            )
     info = model.info
     device = model.context.device
     gear = read_gear(model, ins[info.mbatch_index]) if info.mbatch_index is not None else info.gears[0]
+    compute = not device_time.timing_only()
     arrays = []
     for n in range(info.n_data):
         desc = info.inputs[n]
@@ -163,15 +188,16 @@ def run(model: LoadedModel, ins: Snapshot, outs: Snapshot) -> None:
                 f"({list(gear.input_dims[n])} {desc.np.name})",
             )
         alloc = _device_memory(addr, need, device, f"input {n} ({desc.name})")
-        arrays.append(alloc.view(addr - alloc.base, need).view(desc.np).reshape(gear.input_dims[n]))
-    latency = faults.execute_latency_s()
-    if latency:
-        time.sleep(latency)
-    outputs = model.engine.run(arrays, gear)
-    for n, out in enumerate(outputs):
+        if compute:
+            arrays.append(alloc.view(addr - alloc.base, need).view(desc.np).reshape(gear.input_dims[n]))
+    latency = device_time.latency_s(gear.label, rows(gear))
+    with device_time.occupy(device) as start:  # the device computes one execute at a time
+        outputs = model.engine.run(arrays, gear) if compute else None
+        device_time.hold(start, latency)
+    for n in range(len(info.outputs)):
         desc = info.outputs[n]
         buf, addr, size = outs[n]
-        need = out.nbytes
+        need = gear.output_sizes[n]
         if addr == 0 and size == 0:
             addr = _allocate_output(device, need)
             buf.addr, buf.size = addr, need
@@ -182,9 +208,20 @@ def run(model: LoadedModel, ins: Snapshot, outs: Snapshot) -> None:
                 f"({list(gear.output_dims[n])} {desc.np.name}); allocate get_output_size_by_index bytes",
             )
         alloc = _device_memory(addr, need, device, f"output {n} ({desc.name})")
-        alloc.view(addr - alloc.base, need)[:] = np.ascontiguousarray(out).reshape(-1).view(np.uint8)
+        if outputs is None:  # timing only: one memset, no per-element work
+            ctypes.memset(alloc.addr + (addr - alloc.base), 0, need)
+        else:
+            alloc.view(addr - alloc.base, need)[:] = (
+                np.ascontiguousarray(outputs[n]).reshape(-1).view(np.uint8)
+            )
     model.cur_gear = gear
     counters.device(device).executed(gear.label)
+
+
+def rows(gear: Gear) -> int:
+    """The first dim of the first input at ``gear``: the ``rows`` of a ``a + b*rows`` device-time profile."""
+    dims = gear.input_dims[0] if gear.input_dims else ()
+    return int(dims[0]) if dims else 1
 
 
 def _allocate_output(device: int, nbytes: int) -> int:
@@ -226,9 +263,10 @@ def submit(model: LoadedModel, ins: Snapshot, outs: Snapshot, stream: Stream, in
 def _task(model: LoadedModel, ins: Snapshot, outs: Snapshot, injected: int) -> None:
     try:
         if injected:
-            latency = faults.execute_latency_s()
-            if latency:
-                time.sleep(latency)
+            gear = model.cur_gear or model.info.gears[0]
+            latency = device_time.latency_s(gear.label, rows(gear))
+            with device_time.occupy(model.context.device) as start:  # the fault strikes after the device time
+                device_time.hold(start, latency)
             raise Fail(
                 injected,
                 "fault injected by the ge-plugin simulator into acl.mdl.execute_async (see ge_plugin.sim.faults)",

@@ -61,6 +61,7 @@ _KINDS = {
     "datasets": "dataset",
     "descs": "model description",
     "tensor_descs": "tensor description",
+    "events": "event",
 }
 
 
@@ -74,9 +75,14 @@ def lookup(table: str, handle: int, what: str) -> Any:
     for other, name in _KINDS.items():
         if other != table and handle in getattr(SIM, other):
             raise Fail(
-                C.ACL_ERROR_INVALID_PARAM, f"{what} 0x{handle:x} is a {name} handle, not a {_KINDS[table]}"
+                C.ACL_ERROR_INVALID_PARAM,
+                f"{what} 0x{handle:x} is a {name} handle, not {_article(_KINDS[table])}",
             )
     raise Fail(
         C.ACL_ERROR_INVALID_PARAM,
         f"{what} 0x{handle:x} is not a live {_KINDS[table]} (destroyed, or never created)",
     )
+
+
+def _article(noun: str) -> str:
+    return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"

@@ -15,7 +15,7 @@ from typing import Any
 
 from ge_plugin import acl_constants as C
 from ge_plugin.acl_constants import error_name
-from ge_plugin.sim import counters, faults
+from ge_plugin.sim import counters, events, faults
 from ge_plugin.sim._config import SimConfig
 from ge_plugin.sim._fail import Fail
 from ge_plugin.sim.memory import HANDLE_BASE, Memory
@@ -65,6 +65,7 @@ class _State:
         self.datasets: dict[int, Any] = {}
         self.descs: dict[int, Any] = {}
         self.tensor_descs: dict[int, Any] = {}
+        self.events: dict[int, Any] = {}
         #: reclaimed pinned buffers stay referenced so stale numpy views of them cannot crash the process
         self.graveyard: list[Any] = []
 
@@ -131,6 +132,7 @@ def start(config: SimConfig) -> None:
     global _atexit_registered
     with SIM.lock:
         SIM.config = config
+        events.resume()
         SIM.memory = Memory(config.devices, config.device_memory_bytes)
         SIM.devices = [Device(d) for d in range(config.devices)]
         for d in range(config.devices):
@@ -148,6 +150,7 @@ def _at_exit() -> None:
 
 def stop() -> None:
     """Release everything acl.finalize releases (the report is the caller's business)."""
+    events.abort()  # a stream blocked on an event or a callback must not hang finalize
     with SIM.lock:
         for stream in list(SIM.streams.values()):
             _stop_stream(stream)
@@ -169,6 +172,7 @@ def stop() -> None:
             device.default_context = None
         SIM.initialized = False
         SIM.finalized = True
+    events.forget()
 
 
 def reset_for_tests() -> None:
@@ -178,7 +182,16 @@ def reset_for_tests() -> None:
     if SIM.initialized:
         stop()
     with SIM.lock:
-        for name in ("buffers", "datasets", "descs", "tensor_descs", "contexts", "streams", "models"):
+        for name in (
+            "buffers",
+            "datasets",
+            "descs",
+            "tensor_descs",
+            "events",
+            "contexts",
+            "streams",
+            "models",
+        ):
             getattr(SIM, name).clear()
         SIM.initialized = False
         SIM.finalized = False
@@ -189,6 +202,8 @@ def reset_for_tests() -> None:
         SIM.graveyard.clear()
     counters.forget()
     faults.reset()
+    events.forget()
+    events.resume()
     _tls = threading.local()
 
 
@@ -252,6 +267,7 @@ def destroy_context(ctx: Context) -> None:
     for stream in list(ctx.streams.values()):
         _stop_stream(stream)
     if ctx.default_stream is not None:
+        unsubscribe(ctx.default_stream)
         ctx.default_stream.stop()
         ctx.default_stream = None
     ctx.destroyed = True
@@ -298,6 +314,7 @@ def stream(handle: int, ctx: Context) -> Stream:
 
 
 def _stop_stream(s: Stream) -> None:
+    unsubscribe(s)
     s.synchronize()
     s.destroyed = True
     s.stop()
@@ -323,3 +340,14 @@ def release_device(dev: Device) -> None:
     if SIM.memory is not None:
         SIM.memory.devices[dev.id].reclaim_all()
     dev.default_context = None
+
+
+def unsubscribe(s: Stream) -> None:
+    """Detach ``s`` from the thread handling its callbacks (unsubscribe_report, or the stream going away)."""
+    with events.CHANGED:
+        thread_id, s.subscriber = s.subscriber, None
+        queue = events.QUEUES.get(thread_id) if thread_id is not None else None
+        if queue is not None:
+            queue.streams.discard(s)
+            if not queue.streams and not queue.items:
+                del events.QUEUES[thread_id]

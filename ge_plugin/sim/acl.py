@@ -1,7 +1,8 @@
 """pyACL's top-level module, simulated on the CPU: ``import ge_plugin.sim.acl as acl``.
 
-Same call forms, return shapes and error codes as ``import acl`` on an Ascend host (see
-../shared/reference/pyacl.md and docs/simulator.md). Like pyACL it exports no constants; ``acl.rt``,
+Same call forms, return shapes and error codes as ``import acl`` on an Ascend host: the open-source pyACL
+extension (hicann/runtime ``python/pyACL/py_init_acl.cpp``) and the pyACL API docs; docs/simulator.md lists
+the sources and every deliberate difference. Like pyACL it exports no constants; ``acl.rt``,
 ``acl.mdl`` and ``acl.util`` are submodules. Runtime failures never raise: they return the code, and
 ``acl.get_recent_err_msg()`` says why. Wrong argument types raise ``TypeError``.
 
@@ -17,9 +18,11 @@ import struct as _struct
 
 from ge_plugin import acl_constants as _C
 from ge_plugin.sim import _args as _a
+from ge_plugin.sim import _codes as _K
 from ge_plugin.sim import _config, mdl, rt, util
 from ge_plugin.sim import _state as _s
 from ge_plugin.sim import counters as _counters
+from ge_plugin.sim import device_time as _device_time
 from ge_plugin.sim import faults as _faults
 from ge_plugin.sim._fail import Fail as _Fail
 from ge_plugin.sim._objects import DataBuffer as _DataBuffer
@@ -35,6 +38,7 @@ __all__ = [
     "finalize",
     "float16_to_float",
     "float_to_float16",
+    "get_cann_version",
     "get_data_buffer_addr",
     "get_data_buffer_size",
     "get_data_buffer_size_v2",
@@ -97,8 +101,17 @@ def init(*args: str) -> int:
         try:
             config = _config.load(_os.environ, section)
             _faults.install(config.faults)
-            if config.execute_latency_ms is not None:
-                _faults.set_execute_latency_ms(config.execute_latency_ms)
+            _device_time.configure(
+                _device_time.profile() if config.execute_latency is None else config.execute_latency,
+                _device_time.timing_only() if config.timing_only is None else config.timing_only,
+                config.device_lock_dir,
+            )
+        except OSError as exc:
+            raise _Fail(
+                _C.ACL_ERROR_INVALID_PARAM,
+                f"ge-plugin simulator configuration: the device lock directory {config.device_lock_dir} "
+                f"(GE_PLUGIN_SIM_DEVICE_LOCK_DIR / device_lock_dir) is unusable: {exc}",
+            ) from None
         except (TypeError, ValueError) as exc:
             code = _C.ACL_ERROR_PARSE_FILE if section is not None else _C.ACL_ERROR_INVALID_PARAM
             raise _Fail(code, f"ge-plugin simulator configuration: {exc}") from None
@@ -128,6 +141,25 @@ def finalize() -> int:
 def get_version() -> tuple[int, int, int, int]:
     """``major, minor, patch, ret = acl.get_version()``."""
     return (*_VERSION, 0)
+
+
+def get_cann_version(package: int, /) -> tuple[dict, int]:
+    """``(version, ret)`` of a CANN package (aclCANNPackageName: 0 CANN ... 7 DRIVER); every package is the
+    release the simulator stands in for. An unknown package returns empty strings and ACL_ERROR_INVALID_PARAM,
+    as pyACL builds the dict whatever the call returned."""
+    call = "acl.get_cann_version"
+    package = _a.u32(call, 1, package)
+    keys = ("version", "major_version", "minor_version", "release_version", "patch_version", "reserved")
+    try:
+        if _faults.RULES:
+            _s.check_fault("get_cann_version")
+        if package >= _K.ACL_PKG_NAME_COUNT:
+            raise _Fail(_C.ACL_ERROR_INVALID_PARAM, f"package {package} is not an aclCANNPackageName (0..7)")
+    except _Fail as fail:
+        return dict.fromkeys(keys, ""), _s.failed(call, fail)
+    major, minor, patch = _VERSION
+    values = (f"{major}.{minor}.{patch}", str(major), str(minor), str(patch), "", "")
+    return dict(zip(keys, values)), 0
 
 
 def get_soc_name() -> "str | None":
@@ -225,12 +257,8 @@ def create_tensor_desc(dtype: int, dims: list, fmt: int, /) -> int:
     """``desc = acl.create_tensor_desc(dtype, [dims...], format)``; 0 on failure."""
     call = "acl.create_tensor_desc"
     dtype = _a.i(call, 1, dtype)
-    if not isinstance(dims, (list, tuple)):
-        raise TypeError(
-            f"{call} args parse failed: argument 2 must be a list of ints, not {type(dims).__name__}"
-        )
-    dims = [_a.i64(call, 2, d) for d in dims]
     fmt = _a.i(call, 3, fmt)
+    dims = _a.int_list(call, 2, dims, "dims")  # a list: pyACL refuses a tuple ("argument 2 is not list")
     try:
         if _faults.RULES:
             _s.check_fault("create_tensor_desc")
@@ -328,18 +356,16 @@ def set_tensor_desc_name(desc: int, name: str, /) -> None:
 
 
 def float16_to_float(value: int, /) -> float:
-    """The float a float16 bit pattern (an int) stands for."""
-    bits = _a.i("acl.float16_to_float", 1, value) & 0xFFFF
+    """The float a float16 bit pattern (an int, ``"H"``: masked to 16 bits) stands for."""
+    bits = _a.u16("acl.float16_to_float", 1, value)
     return _struct.unpack("<e", bits.to_bytes(2, "little"))[0]
 
 
 def float_to_float16(value: float, /) -> int:
-    """The float16 bit pattern (an int) nearest to ``value``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(
-            f"acl.float_to_float16 args parse failed: argument 1 must be float, not {type(value).__name__}"
-        )
+    """The float16 bit pattern (an int) nearest to ``value`` (``"f"``: any real number, numpy's included,
+    first rounded to a C float as pyACL's wrapper does)."""
+    number = _a.f32("acl.float_to_float16", 1, value)
     try:
-        return int.from_bytes(_struct.pack("<e", float(value)), "little")
+        return int.from_bytes(_struct.pack("<e", number), "little")
     except OverflowError:
-        return 0xFC00 if value < 0 else 0x7C00
+        return 0xFC00 if number < 0 else 0x7C00

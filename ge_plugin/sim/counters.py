@@ -16,6 +16,7 @@ exit if the process initialised pyACL and never finalized, so a test can inspect
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
 import os
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 DIRECTIONS = ("h2h", "h2d", "d2h", "d2d")
+#: how many of the latest compute windows a device keeps (for tests and utilisation plots; busy_ms has all)
+COMPUTE_INTERVALS = 256
 
 
 class Allocations:
@@ -84,17 +87,21 @@ class DeviceCounters(Allocations):
     """Counters of one simulated device: its memory, copies, executes and model loads."""
 
     __slots__ = (
+        "busy_s",
+        "compute_intervals",
         "device",
         "executes",
         "executes_by_gear",
         "loads",
         "memcpy_bytes",
         "memcpy_calls",
+        "model_bytes",
         "unloads",
     )
 
     def __init__(self, device: int):
         self.device = device
+        self.model_bytes = 0
         super().__init__()
 
     def clear(self) -> None:
@@ -103,12 +110,26 @@ class DeviceCounters(Allocations):
         self.memcpy_bytes = dict.fromkeys(DIRECTIONS, 0)
         self.executes = 0
         self.executes_by_gear: dict[str, int] = {}
+        self.busy_s = 0.0
+        self.compute_intervals: collections.deque[tuple[float, float]] = collections.deque(
+            maxlen=COMPUTE_INTERVALS
+        )
         self.loads = 0
         self.unloads = 0
 
     def copied(self, direction: str, nbytes: int) -> None:
         self.memcpy_calls[direction] += 1
         self.memcpy_bytes[direction] += nbytes
+
+    def model_memory(self, nbytes: int) -> None:
+        """Work and weight memory the runtime holds for loaded models (``load_from_file``; the parts of
+        ``load_from_file_with_mem`` given as 0); negative when a model is unloaded."""
+        self.model_bytes = max(0, self.model_bytes + nbytes)
+
+    def computed(self, start: float, end: float) -> None:
+        """One execute held the device from ``start`` to ``end`` (``time.monotonic()``)."""
+        self.busy_s += end - start
+        self.compute_intervals.append((start, end))
 
     def executed(self, gear: str) -> None:
         self.executes += 1
@@ -125,6 +146,9 @@ class DeviceCounters(Allocations):
             "executes_by_gear": dict(self.executes_by_gear),
             "loads": self.loads,
             "unloads": self.unloads,
+            "model_bytes": self.model_bytes,
+            "busy_ms": self.busy_s * 1000.0,
+            "compute_intervals": [list(window) for window in self.compute_intervals],
         }
 
 

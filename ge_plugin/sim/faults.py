@@ -1,20 +1,19 @@
-"""Making chosen pyACL calls fail, and model execution slow, on purpose.
+"""Making chosen pyACL calls fail on purpose.
 
 Three ways to install the same rules; counting starts when a rule is installed:
 
-- Python: ``faults.inject("mdl.execute", 507011, nth=3)``, ``faults.clear()``,
-  ``faults.set_execute_latency_ms(2.5)``;
-- environment, read by ``acl.init``: ``GE_PLUGIN_SIM_FAULTS="mdl.execute:nth=3:code=507011;rt.malloc:every=2:code=207001"``
-  and ``GE_PLUGIN_SIM_EXECUTE_LATENCY_MS=2.5``;
+- Python: ``faults.inject("mdl.execute", 507011, nth=3)``, ``faults.clear()``;
+- environment, read by ``acl.init``: ``GE_PLUGIN_SIM_FAULTS="mdl.execute:nth=3:code=507011;rt.malloc:every=2:code=207001"``;
 - the JSON file given to ``acl.init``: ``{"ge_plugin_sim": {"faults": [{"api": "mdl.execute", "nth": 3,
-  "code": 507011}], "execute_latency_ms": 2.5}}`` (real CANN never reads that section).
+  "code": 507011}]}}`` (real CANN never reads that section).
 
 ``nth=N`` fails only the Nth call, ``every=N`` every Nth call (N, 2N, ...), neither fails every call. An
 injected failure returns ``code`` exactly where the real call would return an error (``(0, code)`` for calls
 that also return a value) and ``acl.get_recent_err_msg()`` says it was injected. ``mdl.execute_async``,
 ``rt.memcpy_async`` and ``rt.memset_async`` accept the task and report the injected code from
-``acl.rt.synchronize_stream``, as a device fault does on real hardware. The execute latency is slept on the stream worker (or in the caller for
-the synchronous ``mdl.execute``), never while holding the GIL.
+``acl.rt.synchronize_stream``, as a device fault does on real hardware; an injected execute fault still
+takes its device time first. How long executes take is ``device_time``'s business;
+:func:`set_execute_latency_ms` is kept here as the short way to give every execute one device time.
 """
 
 from __future__ import annotations
@@ -23,6 +22,8 @@ import itertools
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from ge_plugin.sim import device_time
 
 #: API names that can be made to fail: every simulated call that returns an error code or a handle.
 FAULTABLE = frozenset(
@@ -33,6 +34,7 @@ FAULTABLE = frozenset(
         "update_data_buffer",
         "destroy_data_buffer",
         "create_tensor_desc",
+        "get_cann_version",
         "rt.set_device",
         "rt.reset_device",
         "rt.get_device",
@@ -42,6 +44,7 @@ FAULTABLE = frozenset(
         "rt.get_context",
         "rt.destroy_context",
         "rt.create_stream",
+        "rt.create_stream_with_config",
         "rt.destroy_stream",
         "rt.synchronize_stream",
         "rt.synchronize_stream_with_timeout",
@@ -58,7 +61,23 @@ FAULTABLE = frozenset(
         "rt.memset",
         "rt.memset_async",
         "rt.get_mem_info",
+        "rt.get_device_info",
+        "rt.create_event",
+        "rt.destroy_event",
+        "rt.record_event",
+        "rt.reset_event",
+        "rt.query_event_status",
+        "rt.synchronize_event",
+        "rt.synchronize_event_with_timeout",
+        "rt.event_elapsed_time",
+        "rt.stream_wait_event",
+        "rt.subscribe_report",
+        "rt.unsubscribe_report",
+        "rt.launch_callback",
+        "rt.process_report",
+        "mdl.query_size",
         "mdl.load_from_file",
+        "mdl.load_from_file_with_mem",
         "mdl.load_from_mem",
         "mdl.unload",
         "mdl.create_desc",
@@ -107,7 +126,6 @@ class _Rule:
 #: api -> rules; API functions test ``if faults.RULES`` before anything else, so no rules costs one check.
 RULES: dict[str, list[_Rule]] = {}
 _lock = threading.Lock()
-_latency_s = 0.0
 
 
 def _api_name(api: object) -> str:
@@ -168,15 +186,13 @@ def hit(api: str) -> int:
 
 
 def set_execute_latency_ms(ms: float) -> None:
-    """Add ``ms`` milliseconds to every model execution from now on (0 turns it off)."""
-    global _latency_s
+    """Every execute holds its device for ``ms`` milliseconds from now on (0: no device time); the same as
+    ``device_time.set_profile(LatencyProfile(base_ms=ms))``."""
     if isinstance(ms, bool) or not isinstance(ms, (int, float)) or ms < 0 or ms != ms:
         raise ValueError(f"execute latency must be a number of milliseconds >= 0, not {ms!r}")
-    _latency_s = float(ms) / 1000.0
-
-
-def execute_latency_s() -> float:
-    return _latency_s
+    device_time.set_profile(
+        device_time.LatencyProfile(base_ms=float(ms)) if ms else device_time.LatencyProfile()
+    )
 
 
 def parse_env(text: str) -> list[dict[str, Any]]:
@@ -231,6 +247,6 @@ def install(rules: Iterable[Mapping[str, Any]]) -> None:
 
 
 def reset() -> None:
-    """No rules and no latency."""
+    """No rules, and a device without device time that computes (the tests' reset)."""
     clear()
-    set_execute_latency_ms(0)
+    device_time.reset()

@@ -29,6 +29,8 @@ from ge_plugin.sim._objects import lookup as _lookup
 from ge_plugin.sim.engine import Engine as _Engine
 from ge_plugin.sim.memory import HOST as _HOST
 from ge_plugin.sim.memory import PINNED as _PINNED
+from ge_plugin.sim.memory import Allocation as _Allocation
+from ge_plugin.sim.memory import align_up as _align_up
 from ge_plugin.sim.model import Gear as _Gear
 from ge_plugin.sim.model import IoDesc as _IoDesc
 from ge_plugin.sim.model import ModelInfo as _ModelInfo
@@ -67,7 +69,9 @@ __all__ = [
     "get_output_size_by_index",
     "get_tensor_real_name",
     "load_from_file",
+    "load_from_file_with_mem",
     "load_from_mem",
+    "query_size",
     "set_dynamic_batch_size",
     "set_dynamic_hw_size",
     "set_input_dynamic_dims",
@@ -116,14 +120,62 @@ def _read_file(path: str) -> bytes:
         raise _Fail(_C.ACL_ERROR_READ_MODEL_FAILURE, f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def _load(data: bytes, source: str) -> int:
+def _memory_sizes(om: "_omfile.SimOm", info: _ModelInfo) -> tuple[int, int]:
+    """``(work, weight)`` bytes a load needs on the device, what query_size reports.
+
+    A sim OM has no compiled memory plan, so: work is the largest gear's inputs plus outputs (the feature maps
+    a static graph of that gear keeps), weight the serialized ONNX graph (its initializers, mostly); each
+    rounded up to 32 bytes.
+    """
+    work = max(sum(g.input_sizes) + sum(g.output_sizes) for g in info.gears)
+    return _align_up(max(work, 1), 32), _align_up(max(len(om.onnx), 1), 32)
+
+
+#: (pointer, size) of the caller's work or weight memory; pointer 0 lets the runtime manage it
+_UserMemory = tuple[int, int]
+
+
+def _user_memory(what: str, ptr: int, size: int, need: int, device: int) -> "_Allocation":
+    """The caller's device allocation holding ``need`` bytes at ``ptr``; raises Fail."""
+    if size < need:
+        raise _Fail(
+            _C.ACL_ERROR_GE_EXEC_MODEL_DATA_SIZE_INVALID,
+            f"{what} memory of {size} bytes is smaller than the {need} bytes the model needs (acl.mdl.query_size)",
+        )
+    try:
+        return _exec._device_memory(ptr, need, device, f"{what} memory")
+    except _Fail as fail:
+        raise _Fail(_C.ACL_ERROR_GE_EXEC_MODEL_ADDR_INVALID, fail.message) from None
+
+
+def _load(data: bytes, source: str, work: _UserMemory = (0, 0), weight: _UserMemory = (0, 0)) -> int:
     _s.require_init()
     ctx = _s.current_context()
     om, info = _parse_om(data, source)
-    engine = _Engine(om.onnx, info, _SIM.config.threads)
+    needs = _memory_sizes(om, info)
+    held = []
+    charged = 0
+    for what, (ptr, size), need in zip(("work", "weight"), (work, weight), needs):
+        if ptr:
+            held.append(_user_memory(what, ptr, size, need, ctx.device))
+        else:
+            charged += need
+    arena = _SIM.memory.devices[ctx.device]
+    if charged and not arena.reserve(charged):
+        raise _Fail(
+            _C.ACL_ERROR_GE_DEVICE_MEMORY_ALLOCATION_FAILED,
+            f"device {ctx.device} cannot hold the model's {charged} bytes of work and weight memory: "
+            f"{arena.capacity - arena.used} of {arena.capacity} free (GE_PLUGIN_SIM_DEVICE_MEMORY_MB)",
+        )
+    try:
+        engine = _Engine(om.onnx, info, _SIM.config.threads)
+    except _Fail:
+        if charged:
+            arena.unreserve(charged)
+        raise
     with _SIM.lock:
         model_id = next(_SIM.model_ids)
-        _SIM.models[model_id] = _exec.LoadedModel(model_id, info, engine, ctx)
+        _SIM.models[model_id] = _exec.LoadedModel(model_id, info, engine, ctx, charged, held)
     _counters.device(ctx.device).loads += 1
     return model_id
 
@@ -163,6 +215,42 @@ def load_from_mem(model_ptr: int, model_size: int, /) -> tuple[int, int]:
                 _C.ACL_ERROR_INVALID_PARAM, f"0x{model_ptr:x}+{model_size} runs past its pinned allocation"
             )
         return _load(_ctypes.string_at(model_ptr, model_size), f"the model at 0x{model_ptr:x}"), 0
+    except _Fail as fail:
+        return 0, _s.failed(call, fail)
+
+
+def query_size(model_path: str, /) -> tuple[int, int, int]:
+    """``work_size, weight_size, ret``: the device memory a load of ``model_path`` needs (see _memory_sizes)."""
+    call = "acl.mdl.query_size"
+    model_path = _a.s(call, 1, model_path)
+    try:
+        _fault("mdl.query_size")
+        _s.require_init()
+        om, info = _parse_om(_read_file(model_path), model_path)
+        work, weight = _memory_sizes(om, info)
+        return work, weight, 0
+    except _Fail as fail:
+        return 0, 0, _s.failed(call, fail)
+
+
+def load_from_file_with_mem(
+    model_path: str, work_ptr: int, work_size: int, weight_ptr: int, weight_size: int, /
+) -> tuple[int, int]:
+    """``model_id, ret``: load with work and weight memory the caller allocated (acl.rt.malloc, sizes from
+    query_size); a pointer of 0 leaves that part to the runtime. The memory must stay allocated until unload:
+    an execute after it was freed returns ACL_ERROR_GE_EXEC_MODEL_ADDR_INVALID (145007)."""
+    call = "acl.mdl.load_from_file_with_mem"
+    model_path = _a.s(call, 1, model_path)
+    work_ptr = _a.k(call, 2, work_ptr)
+    work_size = _a.k(call, 3, work_size)
+    weight_ptr = _a.k(call, 4, weight_ptr)
+    weight_size = _a.k(call, 5, weight_size)
+    try:
+        _fault("mdl.load_from_file_with_mem")
+        _s.require_init()
+        _s.current_context()
+        data = _read_file(model_path)
+        return _load(data, model_path, (work_ptr, work_size), (weight_ptr, weight_size)), 0
     except _Fail as fail:
         return 0, _s.failed(call, fail)
 
@@ -582,32 +670,52 @@ def set_dynamic_hw_size(model_id: int, dataset: int, index: int, height: int, wi
         return _s.failed(call, fail)
 
 
+def _parse_dynamic_dims(call: str, dims: object) -> list[int]:
+    """The concatenated dims of ``{'dimCount', 'name', 'dims'}``, unpacked as pyACL's wrapper unpacks them.
+
+    ``dimCount`` must be an int (``PyLong_AsSize_t``); ``name``, when present, a str (pyACL raises
+    RuntimeError "PyUnicode_AsUTF8String failed" otherwise); ``dims`` a list (a tuple raises TypeError) of
+    at least ``dimCount`` ints (numpy integers raise TypeError).
+    """
+    if not isinstance(dims, dict):
+        raise TypeError(f"{call} args parse failed: argument 4 is not dict, it is {type(dims).__name__}")
+    count = dims.get("dimCount")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise TypeError(f"{call}: dims['dimCount'] must be an int >= 0, not {count!r}")
+    name = dims.get("name")
+    if "name" in dims and not isinstance(name, str):
+        raise RuntimeError(
+            f"{call}: dims['name'] must be a str, not {type(name).__name__} (PyUnicode_AsUTF8String failed)"
+        )
+    if "dims" not in dims:
+        raise TypeError(f"{call}: The dims of parameter 4 is not a list (dims['dims'] is missing)")
+    return _a.int_list(call, 4, dims["dims"], "dims['dims']", count)
+
+
 def set_input_dynamic_dims(model_id: int, dataset: int, index: int, dims: dict, /) -> int:
     """``ret``; ``dims`` = ``{'dimCount': n, 'name': '', 'dims': [...]}``, every data input's dims concatenated."""
     call = "acl.mdl.set_input_dynamic_dims"
     model_id = _a.u32(call, 1, model_id)
     dataset = _a.k(call, 2, dataset)
     index = _a.k(call, 3, index)
-    if not isinstance(dims, dict):
-        raise TypeError(f"{call} args parse failed: argument 4 must be a dict, not {type(dims).__name__}")
+    values = _parse_dynamic_dims(call, dims)
+    listed = len(dims["dims"])
 
     def gear_of(info: _ModelInfo) -> _Gear:
-        values = dims.get("dims")
-        count = dims.get("dimCount")
-        if not isinstance(values, (list, tuple)) or not all(
-            isinstance(v, int) and not isinstance(v, bool) for v in values
-        ):
-            raise _Fail(_C.ACL_ERROR_INVALID_PARAM, "dims['dims'] must be a list of ints")
-        if count != len(values):
+        if len(values) != listed:
             raise _Fail(
                 _C.ACL_ERROR_INVALID_PARAM,
-                f"dims['dimCount'] is {count!r} but dims['dims'] has {len(values)}",
+                f"dims['dimCount'] is {len(values)} but dims['dims'] has {listed} values (pyACL would pass only "
+                "the first dimCount of them)",
+            )
+        if len(values) > _C.ACL_MAX_DIM_CNT:
+            raise _Fail(
+                _C.ACL_ERROR_INVALID_PARAM,
+                f"{len(values)} dims; aclmdlIODims holds at most {_C.ACL_MAX_DIM_CNT}",
             )
         gear = info.gear_for_dims(values)
         if gear is None:
-            raise _not_a_gear(
-                model_id, f"dims {list(values)}", [info.concatenated_dims(g) for g in info.gears]
-            )
+            raise _not_a_gear(model_id, f"dims {values}", [info.concatenated_dims(g) for g in info.gears])
         return gear
 
     try:

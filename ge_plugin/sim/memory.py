@@ -56,7 +56,7 @@ def align_up(n: int, to: int) -> int:
 
 
 def malloc_size(size: int) -> int:
-    """What ``acl.rt.malloc`` really takes: rounded up to 32 bytes, plus 32 (the reference, section 4)."""
+    """What ``acl.rt.malloc`` really takes: rounded up to 32 bytes, plus 32 (the acl.rt.malloc doc, aclpythondevg_01_0110)."""
     return align_up(size, 32) + 32
 
 
@@ -159,6 +159,20 @@ class DeviceArena(_Arena):
                 self.used -= alloc.accounted
             counters.device(self.device).freed(alloc.accounted, reclaimed=reclaimed)
         return alloc
+
+    def reserve(self, nbytes: int) -> bool:
+        """Charge memory the runtime holds for a loaded model (not a malloc); False when the device is full."""
+        with self.lock:
+            if self.used + nbytes > self.capacity:
+                return False
+            self.used += nbytes
+        counters.device(self.device).model_memory(nbytes)
+        return True
+
+    def unreserve(self, nbytes: int) -> None:
+        with self.lock:
+            self.used = max(0, self.used - nbytes)
+        counters.device(self.device).model_memory(-nbytes)
 
     def reclaim_all(self) -> int:
         """Release every allocation (reset_device / finalize); returns how many there were."""

@@ -12,9 +12,25 @@ import ctypes as _ctypes
 
 from ge_plugin import acl_constants as _C
 from ge_plugin.sim import _args as _a
+from ge_plugin.sim import _codes as _K
 from ge_plugin.sim import _state as _s
 from ge_plugin.sim import faults as _faults
 from ge_plugin.sim._fail import Fail as _Fail
+from ge_plugin.sim._rt_events import (
+    create_event,
+    destroy_event,
+    event_elapsed_time,
+    launch_callback,
+    process_report,
+    query_event_status,
+    record_event,
+    reset_event,
+    stream_wait_event,
+    subscribe_report,
+    synchronize_event,
+    synchronize_event_with_timeout,
+    unsubscribe_report,
+)
 from ge_plugin.sim.memory import DEVICE as _DEVICE
 from ge_plugin.sim.memory import PINNED as _PINNED
 from ge_plugin.sim.memory import Allocation as _Allocation
@@ -23,16 +39,22 @@ from ge_plugin.sim.memory import malloc_size as _malloc_size
 
 __all__ = [
     "create_context",
+    "create_event",
     "create_stream",
+    "create_stream_with_config",
     "destroy_context",
+    "destroy_event",
     "destroy_stream",
+    "event_elapsed_time",
     "free",
     "free_host",
     "get_context",
     "get_device",
     "get_device_count",
+    "get_device_info",
     "get_mem_info",
     "get_run_mode",
+    "launch_callback",
     "malloc",
     "malloc_align32",
     "malloc_cached",
@@ -41,12 +63,21 @@ __all__ = [
     "memcpy_async",
     "memset",
     "memset_async",
+    "process_report",
+    "query_event_status",
+    "record_event",
     "reset_device",
+    "reset_event",
     "set_context",
     "set_device",
+    "stream_wait_event",
+    "subscribe_report",
     "synchronize_device",
+    "synchronize_event",
+    "synchronize_event_with_timeout",
     "synchronize_stream",
     "synchronize_stream_with_timeout",
+    "unsubscribe_report",
 ]
 
 _SIM = _s.SIM
@@ -195,6 +226,23 @@ def create_stream() -> tuple[int, int]:
         return _s.create_stream(_s.current_context()).handle, 0
     except _Fail as fail:
         return 0, _s.failed("acl.rt.create_stream", fail)
+
+
+def create_stream_with_config(priority: int, flag: int, /) -> tuple[int, int]:
+    """``stream, ret``: create_stream with a priority (0 highest .. 7, clamped) and ACL_STREAM_* flags.
+
+    The simulated device serves executes first come, first served, so neither changes scheduling here; any
+    flag value is accepted, as the CANN docs say other values give a plain stream.
+    """
+    call = "acl.rt.create_stream_with_config"
+    _a.i(call, 1, priority)
+    _a.i(call, 2, flag)
+    try:
+        _fault("rt.create_stream_with_config")
+        _s.require_init()
+        return _s.create_stream(_s.current_context()).handle, 0
+    except _Fail as fail:
+        return 0, _s.failed(call, fail)
 
 
 def destroy_stream(stream: int, /) -> int:
@@ -494,3 +542,42 @@ def get_mem_info(attr: int, /) -> tuple[int, int, int]:
         return arena.capacity - arena.used, arena.capacity, 0
     except _Fail as fail:
         return 0, 0, _s.failed(call, fail)
+
+
+#: get_device_info answers, per aclrtDevAttr (an Ascend 910B3's core counts; memory is the simulated capacity)
+_DEVICE_INFO = {
+    _K.ACL_DEV_ATTR_AICPU_CORE_NUM: 6,
+    _K.ACL_DEV_ATTR_AICORE_CORE_NUM: 20,
+    _K.ACL_DEV_ATTR_CUBE_CORE_NUM: 20,
+    _K.ACL_DEV_ATTR_VECTOR_CORE_NUM: 40,
+}
+
+
+def _c_int(value: int) -> int:
+    """What ``Py_BuildValue("i", int64)`` makes of it: the low 32 bits, signed."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def get_device_info(device_id: int, attr: int, /) -> tuple[int, int]:
+    """``value, ret`` for an aclrtDevAttr: core counts and ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE (301).
+
+    pyACL builds ``value`` (an int64) with ``"i"``, so it is truncated to a C int: a 32 GiB total reads 0.
+    """
+    call = "acl.rt.get_device_info"
+    device_id = _a.u32(call, 1, device_id)
+    attr = _a.u32(call, 2, attr)
+    try:
+        _fault("rt.get_device_info")
+        _s.require_init()
+        _s.device(device_id)
+        if attr == _K.ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE:
+            return _c_int(_SIM.memory.devices[device_id].capacity), 0
+        if attr not in _DEVICE_INFO:
+            raise _Fail(
+                _C.ACL_ERROR_INVALID_PARAM,
+                f"attr {attr} is not an aclrtDevAttr the simulator answers ({sorted(_DEVICE_INFO)} and 301)",
+            )
+        return _DEVICE_INFO[attr], 0
+    except _Fail as fail:
+        return 0, _s.failed(call, fail)

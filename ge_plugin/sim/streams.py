@@ -42,6 +42,7 @@ class Stream:
         "destroyed",
         "handle",
         "submitted",
+        "subscriber",
     )
 
     def __init__(self, handle: int, context: Any, name: str):
@@ -50,6 +51,7 @@ class Stream:
         self.destroyed = False
         self.submitted = 0
         self.completed = 0
+        self.subscriber: int | None = None  #: the thread id handling this stream's callbacks
         self._error: Fail | None = None
         self._tasks: collections.deque = collections.deque()
         self._ready = threading.Condition(threading.Lock())  # guards _tasks; wakes the worker

@@ -1,10 +1,16 @@
 """``acl.util``, simulated: host buffers as integer pointers and back.
 
 These work on host memory only, as on real hardware. Given a device pointer, real pyACL dereferences it and
-crashes the process; the simulator raises ``ValueError`` saying to copy the data to the host first.
+crashes the process; the simulator raises ``ValueError`` saying to copy the data to the host first. The
+argument checks and exception types follow pyACL's ``util/bytes_convert.cpp`` and ``util/numpy_convert.cpp``
+(hicann/runtime): a non-ndarray is a ValueError, the deprecated numpy calls warn with ``Warning`` before
+they look at their argument, and ``ptr_to_numpy`` wants its shape as a tuple (anything else is a ValueError).
 """
 
 import ctypes as _ctypes
+import errno as _errno
+import threading as _threading
+import traceback as _traceback
 import warnings as _warnings
 
 import numpy as _np
@@ -12,7 +18,15 @@ import numpy as _np
 from ge_plugin.sim import _args as _a
 from ge_plugin.sim.memory import DEVICE_SHIFT as _DEVICE_SHIFT
 
-__all__ = ["bytes_to_ptr", "numpy_contiguous_to_ptr", "numpy_to_ptr", "ptr_to_bytes", "ptr_to_numpy"]
+__all__ = [
+    "bytes_to_ptr",
+    "numpy_contiguous_to_ptr",
+    "numpy_to_ptr",
+    "ptr_to_bytes",
+    "ptr_to_numpy",
+    "start_thread",
+    "stop_thread",
+]
 
 #: numpy C type numbers (what pyACL's ``npy_type`` takes) -> dtypes
 _NPY_TYPES = {
@@ -51,35 +65,44 @@ def bytes_to_ptr(data: bytes, /) -> int:
 
 
 def ptr_to_bytes(ptr: int, size: int, /) -> bytes:
-    """A copy of ``size`` bytes of host memory at ``ptr``."""
+    """A copy of ``size`` bytes of host memory at ``ptr``; ``b""`` when ``size`` is 0, whatever ``ptr`` is."""
     call = "acl.util.ptr_to_bytes"
     ptr = _a.k(call, 1, ptr)
     size = _a.k(call, 2, size)
+    if size == 0:
+        return b""
     _host(call, ptr)
     return _ctypes.string_at(ptr, size)
 
 
+def _deprecated(name: str, instead: str) -> None:
+    # pyACL warns with the base Warning class (shown by default), before it parses its argument
+    _warnings.warn(
+        f"acl.util.{name} will be deprecated. Please use acl.util.{instead} instead.", Warning, stacklevel=3
+    )
+
+
 def numpy_to_ptr(array: _np.ndarray, /) -> int:
     """Deprecated in pyACL (it warns, and so does this): the address of ``array``'s data, no copy."""
+    _deprecated("numpy_to_ptr", "bytes_to_ptr")
     if not isinstance(array, _np.ndarray):
-        raise TypeError(
-            f"acl.util.numpy_to_ptr args parse failed: expected numpy.ndarray, not {type(array).__name__}"
-        )
-    _warnings.warn(
-        "acl.util.numpy_to_ptr is deprecated; use acl.util.bytes_to_ptr", DeprecationWarning, stacklevel=2
-    )
+        raise ValueError(f"acl.util.numpy_to_ptr: needs an ndarray as argument, not {type(array).__name__}")
     if not array.flags.c_contiguous:
-        _warnings.warn("acl.util.numpy_to_ptr: the array is not C-contiguous", UserWarning, stacklevel=2)
+        _warnings.warn(
+            "The input ndarray is discontiguous. Please use acl.util.bytes_to_ptr instead.",
+            Warning,
+            stacklevel=2,
+        )
     return array.ctypes.data
 
 
 def numpy_contiguous_to_ptr(array: _np.ndarray, /) -> tuple[int, _np.ndarray]:
     """Deprecated: ``(ptr, contiguous_array)``; keep the returned array alive while the pointer is used."""
+    _deprecated("numpy_contiguous_to_ptr", "bytes_to_ptr")
     if not isinstance(array, _np.ndarray):
-        raise TypeError(
-            f"acl.util.numpy_contiguous_to_ptr args parse failed: expected numpy.ndarray, not {type(array).__name__}"
+        raise ValueError(
+            f"acl.util.numpy_contiguous_to_ptr: needs an ndarray as argument, not {type(array).__name__}"
         )
-    _warnings.warn("acl.util.numpy_contiguous_to_ptr is deprecated", DeprecationWarning, stacklevel=2)
     contiguous = _np.ascontiguousarray(array)
     return contiguous.ctypes.data, contiguous
 
@@ -87,11 +110,18 @@ def numpy_contiguous_to_ptr(array: _np.ndarray, /) -> tuple[int, _np.ndarray]:
 def ptr_to_numpy(ptr: int, shape: tuple, npy_type: int, /) -> _np.ndarray:
     """Deprecated: a writable array over host memory at ``ptr`` (no copy); ``npy_type`` is a numpy type number."""
     call = "acl.util.ptr_to_numpy"
+    _deprecated("ptr_to_numpy", "ptr_to_bytes")
     ptr = _a.k(call, 1, ptr)
-    if not isinstance(shape, tuple):
-        raise TypeError(f"{call} args parse failed: argument 2 must be a tuple, not {type(shape).__name__}")
-    dims = [_a.k(call, 2, d) for d in shape]
     npy_type = _a.i(call, 3, npy_type)
+    if not isinstance(shape, tuple):
+        raise ValueError(f"{call}: the shape must be a tuple, not {type(shape).__name__} (shape is empty)")
+    dims = []
+    for n, d in enumerate(shape):
+        if not isinstance(d, int) or isinstance(d, bool):
+            raise TypeError(f"{call} args parse failed: shape[{n}] must be an int, not {type(d).__name__}")
+        if d < 0:
+            raise ValueError(f"{call}: negative dimensions are not allowed (shape[{n}] = {d})")
+        dims.append(d)
     if npy_type not in _NPY_TYPES:
         raise ValueError(f"{call}: npy_type {npy_type} is not supported; use one of {sorted(_NPY_TYPES)}")
     _host(call, ptr)
@@ -101,3 +131,70 @@ def ptr_to_numpy(ptr: int, shape: tuple, npy_type: int, /) -> _np.ndarray:
         count *= d
     raw = (_ctypes.c_char * (count * dtype.itemsize)).from_address(ptr)
     return _np.frombuffer(raw, dtype=dtype, count=count).reshape(dims)
+
+
+class _Started:
+    """A thread of start_thread and what went wrong in it (stop_thread reports it)."""
+
+    __slots__ = ("errors", "thread")
+
+    def __init__(self) -> None:
+        self.thread: _threading.Thread | None = None
+        self.errors: list[str] = []
+
+
+#: start_thread's threads by id, until stop_thread joins them
+_STARTED: dict[int, _Started] = {}
+_started_lock = _threading.Lock()
+
+
+def _thread_main(fn, args, started: _Started) -> None:
+    try:
+        if args is None:
+            fn()
+        else:
+            fn(args)
+    except BaseException as exc:  # pyACL's thread prints the error and keeps it for stop_thread
+        _traceback.print_exception(type(exc), exc, exc.__traceback__)
+        started.errors.append(f"exception={type(exc).__name__},msg=thread call failed")
+
+
+def start_thread(fn: object, args: object, /) -> tuple[int, int]:
+    """``thread_id, ret``: runs ``fn(args)`` (``fn()`` when ``args`` is None) in a new thread.
+
+    ``thread_id`` is the thread's ``pthread_t``, the id ``acl.rt.subscribe_report`` takes and the value
+    ``threading.get_ident()`` returns inside that thread. pyACL's ``util/thread.cpp`` starts a bare pthread,
+    which Python does not wait for at exit; this thread is a daemon for the same reason.
+    """
+    if not callable(fn):
+        raise TypeError(f"acl.util.start_thread: parameter must be callable, not {type(fn).__name__}")
+    started = _Started()
+    thread = _threading.Thread(
+        target=_thread_main, args=(fn, args, started), name="acl-util-thread", daemon=True
+    )
+    started.thread = thread
+    thread.start()
+    with _started_lock:
+        _STARTED[thread.ident] = started  # type: ignore[index]
+    return thread.ident, 0  # type: ignore[return-value]
+
+
+def stop_thread(thread_id: int, /) -> int:
+    """``ret`` of ``pthread_join``: waits (without the GIL) for the thread to return; it does not stop it.
+
+    An exception the thread's function raised is raised here as RuntimeError, as pyACL does
+    ("exception=ValueError,msg=thread call failed;"). An unknown id returns ESRCH, the calling thread's own
+    id EDEADLK, as ``pthread_join`` does.
+    """
+    thread_id = _a.k("acl.util.stop_thread", 1, thread_id)
+    with _started_lock:
+        started = _STARTED.get(thread_id)
+        if started is None:
+            return _errno.ESRCH
+        if started.thread is _threading.current_thread():
+            return _errno.EDEADLK
+        del _STARTED[thread_id]
+    started.thread.join()  # type: ignore[union-attr]
+    if started.errors:
+        raise RuntimeError("".join(f"{error};" for error in started.errors))
+    return 0

@@ -127,3 +127,42 @@ def test_adapter_answers_unavailable_while_the_instance_recovers_and_logs_why(
     assert "ge: model identity: an execute of 1 request(s) failed" in logged
     assert "lane 0 could not be rebuilt (attempt 1" in logged
     model.finalize()
+
+
+def test_adapter_names_the_model_once_in_a_load_error(pb_utils, identity_repo, args_for):
+    model = load_model(pb_utils)
+    args = args_for(identity_repo)
+    config = json.loads(args["model_config"])
+    del config["output"]
+    args["model_config"] = json.dumps(config)
+    with pytest.raises(pb_utils.TritonModelException) as raised:
+        model.initialize(args)
+    assert str(raised.value) == "model 'identity': the config declares no output"
+    with pytest.raises(pb_utils.TritonModelException) as raised:
+        load_model(pb_utils).initialize(args_for(identity_repo, om_model_path="nowhere.om"))
+    assert str(raised.value).startswith("model 'identity': OM file not found")
+
+
+def test_adapter_logs_its_gears_as_plain_labels(pb_utils, identity_repo, args_for):
+    model = load_model(pb_utils)
+    model.initialize(args_for(identity_repo))
+    model.finalize()
+    assert any(", gears 1, 2, 4, 8, " in line for line in pb_utils.Logger.lines), pb_utils.Logger.lines
+
+
+def test_adapter_publishes_npu_busy_time_and_memory_on_the_timer(pb_utils, identity_repo, args_for):
+    model = load_model(pb_utils)
+    model.initialize(args_for(identity_repo, metrics_interval_ms="3600000"))
+    at_start = len(pb_utils.MetricFamily.calls)
+    for _ in range(20):
+        model.execute([pb_utils.InferenceRequest({"INPUT0": np.ones((8, 16), np.float32)})])
+    assert len(pb_utils.MetricFamily.calls) == at_start  # nothing per request
+    model.metrics.flush()
+    metrics = model.metrics._metrics
+    busy = metrics["ge_device_busy_seconds_total"]
+    assert busy.value > 0
+    assert busy.labels["device"] == "0"
+    assert 0 < metrics["ge_device_busy_fraction"].value <= 1
+    used, total = metrics["ge_device_memory_used_bytes"].value, metrics["ge_device_memory_total_bytes"].value
+    assert model.engine.stats.device_bytes <= used < total
+    model.finalize()

@@ -19,6 +19,7 @@ from ge_plugin.deploy import k8s as k8s_module
 from ge_plugin.deploy.dockerfile import dockerfile
 from ge_plugin.deploy.npu import npu_request, resource_for
 from ge_plugin.errors import DeployError, SpecError
+from ge_plugin.serve.triton import EXIT_TIMEOUT_S
 from ge_plugin.spec import load_spec, load_specs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -140,9 +141,8 @@ def test_deployment_runs_serve_with_flags_ge_plugin_serve_accepts_and_a_grace_pe
     (container,) = pod["containers"]
     argv = container["args"]
     assert argv[0] == "ge-plugin"
-    cut = argv.index("--")
 
-    args = build_parser(["serve"]).parse_args(argv[1:cut])
+    args = build_parser(["serve"]).parse_args(argv[1:])
 
     assert (str(args.repository), args.host, args.http_port, args.grpc_port, args.metrics_port) == (
         "/models",
@@ -151,7 +151,9 @@ def test_deployment_runs_serve_with_flags_ge_plugin_serve_accepts_and_a_grace_pe
         8001,
         8002,
     )
-    assert argv[cut + 1 :] == [f"--exit-timeout-secs={k8s_module.SERVE_EXIT_TIMEOUT_S}"]
+    assert "--" not in argv  # nothing passed around serve to tritonserver
+    assert args.exit_timeout_secs == k8s_module.SERVE_EXIT_TIMEOUT_S == EXIT_TIMEOUT_S
+    assert args.model_control_mode == "explicit"
     prestop = int(container["lifecycle"]["preStop"]["exec"]["command"][1])
     assert pod["terminationGracePeriodSeconds"] > prestop + k8s_module.SERVE_EXIT_TIMEOUT_S
     assert {m["mountPath"] for m in container["volumeMounts"]} >= {
@@ -352,8 +354,8 @@ def test_deploy_doc_states_what_is_rendered():
 
     text = (ROOT / "docs" / "deploy.md").read_text()
 
-    assert f"--exit-timeout-secs={k8s_module.SERVE_EXIT_TIMEOUT_S}" in text
-    assert "`SERVE_EXIT_TIMEOUT_S`" in text
+    assert f"`--exit-timeout-secs {k8s_module.SERVE_EXIT_TIMEOUT_S}`" in text
+    assert "`EXIT_TIMEOUT_S`" in text
     assert (
         f"{k8s_module.PRESTOP_SLEEP_S} + {k8s_module.SERVE_EXIT_TIMEOUT_S} + {k8s_module.TERMINATION_MARGIN_S} s "
         f"of margin = {k8s_module.TERMINATION_GRACE_S}"

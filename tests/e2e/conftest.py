@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import re
 import shutil
 import time
-import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -33,6 +31,7 @@ from ge_plugin.atc.flags import parse_args
 from ge_plugin.atc.simbuild import build
 from ge_plugin.errors import ServeError
 from ge_plugin.models import write_demo_models, write_model
+from ge_plugin.promtext import Metrics, scrape
 from ge_plugin.render import write_repository
 from ge_plugin.serve import ServerOptions, TritonServer, free_port
 from ge_plugin.spec import load_specs
@@ -142,49 +141,6 @@ def build_repository(
 # -- servers ---------------------------------------------------------------------------------------------
 
 
-@attrs.define
-class Metrics:
-    """One scrape of the Prometheus text endpoint: (name, labels, value) samples and each family's type."""
-
-    samples: list[tuple[str, dict[str, str], float]]
-    types: dict[str, str]
-
-    _LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)$")
-    _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-    @classmethod
-    def parse(cls, text: str) -> Metrics:
-        samples = []
-        types = {}
-        for line in text.splitlines():
-            if line.startswith("# TYPE "):
-                _, _, name, kind = line.split(maxsplit=3)
-                types[name] = kind
-                continue
-            if not line or line.startswith("#"):
-                continue
-            match = cls._LINE.match(line)
-            if match is None:
-                raise ValueError(f"not a Prometheus sample line: {line!r}")
-            name, labels, value = match.groups()
-            samples.append((name, dict(cls._LABEL.findall(labels or "")), float(value)))
-        return cls(samples, types)
-
-    def names(self) -> set[str]:
-        return {name for name, _, _ in self.samples}
-
-    def select(self, name: str, **labels: str) -> list[tuple[dict[str, str], float]]:
-        return [
-            (lab, value)
-            for n, lab, value in self.samples
-            if n == name and all(lab.get(k) == v for k, v in labels.items())
-        ]
-
-    def total(self, name: str, **labels: str) -> float:
-        """The sum over every sample of ``name`` whose labels include ``labels`` (0 when there is none)."""
-        return sum(value for _, value in self.select(name, **labels))
-
-
 def _settled_part(metrics: Metrics) -> list[tuple[str, dict[str, str], float]]:
     """The samples requests move: the backend's counters and Triton's request counts (not its durations,
     nor gauges of the host)."""
@@ -278,8 +234,7 @@ class RunningServer:
             client.close()
 
     def metrics(self) -> Metrics:
-        with urllib.request.urlopen(self.triton.metrics_url, timeout=10) as response:
-            return Metrics.parse(response.read().decode())
+        return scrape(self.triton.metrics_url)
 
     def baseline(self, *, timeout: float = METRICS_TIMEOUT_S) -> Metrics:
         """A scrape that no earlier request will still change: two scrapes, more than a flush interval apart,
@@ -414,6 +369,30 @@ def control_server(models_dir, sim_reports, triton_work_dir, tmp_path_factory) -
     options = server_options(repo, triton_work_dir, model_control_mode="explicit")
     with running_server(options, log) as running:
         yield running
+
+
+@pytest.fixture(scope="session")
+def reload_repo(models_dir, tmp_path_factory) -> Path:
+    """specs/reload built once: models that tests unload, load, crash and stop with their own servers."""
+    repo = tmp_path_factory.mktemp("reload-repo")
+    build_repository(SPECS / "reload", models_dir, repo)
+    return repo
+
+
+@pytest.fixture
+def own_server(triton_work_dir, tmp_path) -> Iterator[Callable[..., RunningServer]]:
+    """``own_server(repo, **ServerOptions fields)``: a server the test may stop itself and whose leftovers it
+    may inspect; every one still running at teardown is stopped and cleaned up after."""
+    with contextlib.ExitStack() as stack:
+        count = 0
+
+        def start(repo: Path, **kwargs) -> RunningServer:
+            nonlocal count
+            count += 1
+            log = tmp_path / f"tritonserver-{count}.log"
+            return stack.enter_context(running_server(server_options(repo, triton_work_dir, **kwargs), log))
+
+        yield start
 
 
 # -- reporting -------------------------------------------------------------------------------------------

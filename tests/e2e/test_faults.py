@@ -9,6 +9,8 @@ alone, which fails. Execute 8: the next request.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from tritonclient.utils import InferenceServerException
@@ -28,6 +30,14 @@ def faulty(control_server):
         yield control_server
     finally:
         client.unload_model(MODEL)
+        # unload returns while the instance still finalizes; the next load must start from a clean slate
+        # (its metrics are new series once the old instance has deleted its own: docs/serving.md)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and any(
+            entry["name"] == MODEL and entry.get("state") in ("READY", "UNLOADING")
+            for entry in client.get_model_repository_index()
+        ):
+            time.sleep(0.1)
         client.close()
 
 

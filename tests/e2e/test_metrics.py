@@ -20,8 +20,15 @@ COUNTERS = (
     "ge_execute_duration_us_bucket",
     "ge_execute_duration_us_sum",
     "ge_execute_duration_us_count",
+    "ge_device_busy_seconds_total",
 )
-GAUGES = ("ge_device_memory_bytes", "ge_pinned_memory_bytes")
+GAUGES = (
+    "ge_device_memory_bytes",
+    "ge_pinned_memory_bytes",
+    "ge_device_busy_fraction",
+    "ge_device_memory_used_bytes",
+    "ge_device_memory_total_bytes",
+)
 IDENTITY = {"model": "identity_e2e"}
 
 
@@ -41,6 +48,7 @@ def test_every_model_instance_has_every_ge_family(server, session_models):
             assert samples, f"{family} has no sample for {model}"
             for labels, _ in samples:
                 assert labels["version"] == "1" and labels["instance"] == "npu0_0", labels
+                assert labels["device"] == "0", labels
     gears = {labels["gear"] for labels, _ in metrics.select("ge_executes_total", **IDENTITY)}
     assert gears <= {"1", "2", "4", "8"} and "1" in gears
 
@@ -106,7 +114,7 @@ def test_memory_gauges_show_the_buffers_allocated_once_at_load(server):
 
     after = server.wait_totals([("ge_rows_total", {"model": "llama_e2e"}, served + 1)])
     for name in ("identity_e2e", "llama_e2e"):
-        for gauge in GAUGES:
+        for gauge in (*GAUGES[:2], "ge_device_memory_used_bytes", "ge_device_memory_total_bytes"):
             assert after.total(gauge, model=name) == before.total(gauge, model=name), (gauge, name)
 
 
@@ -124,3 +132,24 @@ def test_refused_request_counts_as_a_request_error_and_runs_nothing(server):
             ("ge_h2d_bytes_total", labels, 0),
         ],
     )
+
+
+def test_npu_busy_time_and_memory_are_published_and_move(server):
+    """Per instance and device: the seconds its executes had the NPU, the share of the last interval that
+    was, and the NPU's memory as acl.rt.get_mem_info reports it (the simulator answers from its accounting:
+    the instance's buffers and its loaded model)."""
+    before = server.baseline()
+    busy_before = before.total("ge_device_busy_seconds_total", **IDENTITY)
+
+    for _ in range(20):
+        server.infer("grpc", "identity_e2e", {"INPUT0": np.ones((8, 16), np.float32)})
+
+    after = server.wait_totals([("ge_device_busy_seconds_total", IDENTITY, busy_before + 1e-6)])
+    ((labels, used),) = after.select("ge_device_memory_used_bytes", **IDENTITY)
+    ((_, total),) = after.select("ge_device_memory_total_bytes", **IDENTITY)
+    ((_, held),) = after.select("ge_device_memory_bytes", **IDENTITY)
+    assert labels["device"] == "0"
+    assert held <= used < total  # the instance's own buffers are part of what the device has in use
+    for _, fraction in after.select("ge_device_busy_fraction"):
+        assert 0.0 <= fraction <= 1.0
+    assert after.types["ge_device_busy_seconds_total"] == "counter"

@@ -6,7 +6,10 @@ pass tritonserver's exit status through."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -296,7 +299,8 @@ def test_serve_stops_on_ctrl_c_with_tritonserver_exit_status(user_project, tmp_p
 
 
 def test_serve_passes_a_failing_tritonserver_status_through(user_project, tmp_path):
-    """A model that cannot load makes tritonserver (model control none) exit 1; so must ge-plugin serve."""
+    """A model that cannot load at start makes tritonserver exit 1 (explicit mode loading every model, the
+    default, as model control none did); so must ge-plugin serve."""
     repo = tmp_path / "repo"
     broken = repo / MODEL
     (broken / "1").mkdir(parents=True)
@@ -317,4 +321,133 @@ def test_serve_options_after_the_repository(user_project, tmp_path):
         user_project / "repo", user_project, tmp_path / "serve.log", options_first=False
     ) as serve:
         serve.wait_ready()
+        assert serve.interrupt() == 0, serve.log_tail()
+
+
+# -- stopping and failing, as an operator meets it (docs/serving.md, "Failure behaviour") -----------------
+
+
+def triton_argument(serve: ServeProcess, prefix: str) -> str:
+    """The value of one of tritonserver's ``--name=value`` arguments, as ge-plugin serve started it."""
+    cmdline = Path(f"/proc/{serve.triton_pid()}/cmdline").read_bytes().decode().split("\0")
+    (value,) = [arg[len(prefix) :] for arg in cmdline if arg.startswith(prefix)]
+    return value
+
+
+def leftovers(shm_prefix: str) -> tuple[list[str], list[str]]:
+    """Processes and /dev/shm regions named with one server's shm prefix (no other server's)."""
+    processes = []
+    for proc in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if proc.name.isdigit() and shm_prefix.encode() in (proc / "cmdline").read_bytes():
+                processes.append(proc.name)
+    return processes, sorted(p.name for p in Path("/dev/shm").glob(f"{shm_prefix}*"))
+
+
+def infer_identity(port: int, model: str, value: float) -> np.ndarray:
+    import tritonclient.http as httpclient
+
+    client = httpclient.InferenceServerClient(f"127.0.0.1:{port}")
+    try:
+        rows = np.full((2, 16), value, dtype=np.float32)
+        tensor = httpclient.InferInput("INPUT0", [2, 16], "FP32")
+        tensor.set_data_from_numpy(rows)
+        answer = client.infer(model, [tensor]).as_numpy("OUTPUT0")
+        assert np.array_equal(answer, rows)
+        return answer
+    finally:
+        client.close()
+
+
+def test_serve_stops_with_status_0_while_a_client_keeps_an_idle_connection(reload_repo, tmp_path):
+    """tritonserver 2.51 waits for an idle keep-alive HTTP connection for its whole exit timeout and then
+    exited 1 with the models still loaded; ge-plugin serve unloads them meanwhile, so the stop ends in 0."""
+    import http.client
+
+    body = json.dumps(
+        {"inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "FP32", "data": [1.0] * 16}]}
+    )
+    with ge_plugin_serve(reload_repo, tmp_path, tmp_path / "serve.log", "--exit-timeout-secs=6") as serve:
+        serve.wait_ready()
+        prefix = triton_argument(serve, "--backend-config=python,shm-region-prefix-name=")
+        assert triton_argument(serve, "--exit-timeout-secs=") == "6"
+        idle = http.client.HTTPConnection("127.0.0.1", serve.http_port)
+        idle.request("POST", "/v2/models/reload_one/infer", body)
+        assert idle.getresponse().read() and idle.sock is not None  # kept alive, then left idle
+        serve.process.send_signal(signal.SIGTERM)
+        status = serve.process.wait(120)
+        log = serve.log_tail(200)
+        idle.close()
+    assert status == 0, log
+    assert "Exit timeout expired" not in log and "Found 1 HTTP service connections" in log
+    assert leftovers(prefix) == ([], [])
+
+
+def test_serve_recovers_a_killed_stub_and_still_stops_leaving_nothing(reload_repo, tmp_path):
+    """kill -9 one of reload_two's two stubs, requests meet it, then unload + load at once (the recovery).
+    Service comes back at once; the old version never finishes unloading in 2.51, so the stop takes the
+    exit timeout and tritonserver exits 1; ge-plugin serve then removes the stub and region it left."""
+    import tritonclient.http as httpclient
+    from tritonclient.utils import InferenceServerException
+
+    with ge_plugin_serve(reload_repo, tmp_path, tmp_path / "serve.log", "--exit-timeout-secs=4") as serve:
+        serve.wait_ready()
+        prefix = triton_argument(serve, "--backend-config=python,shm-region-prefix-name=")
+        triton = serve.triton_pid()
+        stubs = [
+            int(pid)
+            for pid in Path(f"/proc/{triton}/task/{triton}/children").read_text().split()
+            if b"npu0_0" in Path(f"/proc/{pid}/cmdline").read_bytes()
+            and b"reload_two" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        ]
+        assert len(stubs) == 1, stubs
+        os.kill(stubs[0], signal.SIGKILL)
+        failed = 0
+        for attempt in range(4):
+            try:
+                infer_identity(serve.http_port, "reload_two", attempt)
+            except InferenceServerException as exc:
+                assert "is not healthy" in exc.message(), exc.message()
+                failed += 1
+        assert failed >= 1  # the dead instance's share of the requests failed
+        client = httpclient.InferenceServerClient(f"127.0.0.1:{serve.http_port}")
+        try:
+            client.unload_model("reload_two")
+            client.load_model("reload_two")
+        finally:
+            client.close()
+        for attempt in range(4):
+            infer_identity(serve.http_port, "reload_two", 10 + attempt)  # every request served again
+        serve.process.send_signal(signal.SIGTERM)
+        status = serve.process.wait(120)
+        log = serve.log_tail(200)
+    assert status == 1, log
+    assert "Exit timeout expired" in log and "removed them" in log, log
+    assert leftovers(prefix) == ([], [])
+
+
+def test_serve_stays_ready_when_one_model_fails_to_load(reload_repo, tmp_path):
+    """Per-model readiness: a model that fails to load, even unloaded again, does not make the server
+    unready while the others serve (tritonserver's strict readiness did)."""
+    import tritonclient.http as httpclient
+    from tritonclient.utils import InferenceServerException
+
+    repo = tmp_path / "repo"
+    shutil.copytree(reload_repo / "reload_one", repo / "reload_one")
+    (repo / "broken" / "1").mkdir(parents=True)
+    config = (reload_repo / "reload_one" / "config.pbtxt").read_text()
+    (repo / "broken" / "config.pbtxt").write_text(config.replace('name: "reload_one"', 'name: "broken"'))
+    with ge_plugin_serve(repo, tmp_path, tmp_path / "serve.log", "--load-model=reload_one") as serve:
+        serve.wait_ready()
+        client = httpclient.InferenceServerClient(f"127.0.0.1:{serve.http_port}")
+        try:
+            with pytest.raises(InferenceServerException, match=re.escape("identity.om")):
+                client.load_model("broken")
+            assert client.is_server_ready() and client.is_model_ready("reload_one")
+            assert not client.is_model_ready("broken")
+            client.unload_model("broken")
+            assert client.is_server_ready()
+            infer_identity(serve.http_port, "reload_one", 3)
+        finally:
+            client.close()
         assert serve.interrupt() == 0, serve.log_tail()

@@ -50,6 +50,22 @@ def test_fastpath_no_extensions_env_picks_twin(monkeypatch: pytest.MonkeyPatch) 
     assert fastpath.gather is twin.gather
 
 
+def test_fastpath_broken_build_falls_back_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GE_PLUGIN_NO_EXTENSIONS", raising=False)
+    monkeypatch.setitem(sys.modules, "ge_plugin._fastpath", None)  # importing it raises ImportError
+    fastpath = _reimport_fastpath(monkeypatch)
+    assert fastpath.IMPLEMENTATION == "py"
+    assert "the compiled ge_plugin._fastpath did not load" in fastpath.FALLBACK_REASON
+    assert fastpath.describe().startswith("pure-Python twin (py), 20-49x slower on small requests: the compiled")
+
+
+def test_fastpath_twin_chosen_on_purpose_is_no_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GE_PLUGIN_NO_EXTENSIONS", "1")
+    fastpath = _reimport_fastpath(monkeypatch)
+    assert fastpath.FALLBACK_REASON == ""
+    assert fastpath.describe() == "pure-Python twin (py): GE_PLUGIN_NO_EXTENSIONS is set"
+
+
 def test_fastpath_reimport_is_undone_afterwards() -> None:
     # The picker tests reimport ge_plugin.fastpath; every later import must see the original module again.
     import ge_plugin.fastpath as before

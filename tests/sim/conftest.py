@@ -3,6 +3,7 @@ and a helper that drives a model through the raw pyACL calls."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import SimpleNamespace
@@ -136,6 +137,25 @@ def graphs() -> SimpleNamespace:
     )
 
 
+@pytest.fixture(scope="session")
+def device_lock_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("device-locks")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def private_device_locks(device_lock_dir: Path) -> Iterator[Path]:
+    """The simulated devices' cross-process lock files in a directory of this test session, so that other
+    test runs on the machine (other worktrees) never share a device queue with these tests. Module-scoped,
+    so the variable is gone again when tests of other folders run."""
+    before = os.environ.get("GE_PLUGIN_SIM_DEVICE_LOCK_DIR")
+    os.environ["GE_PLUGIN_SIM_DEVICE_LOCK_DIR"] = str(device_lock_dir)
+    yield device_lock_dir
+    if before is None:
+        os.environ.pop("GE_PLUGIN_SIM_DEVICE_LOCK_DIR", None)
+    else:
+        os.environ["GE_PLUGIN_SIM_DEVICE_LOCK_DIR"] = before
+
+
 @pytest.fixture(autouse=True)
 def fresh_sim() -> Iterator[None]:
     """acl.init is once per process: every test starts from (and leaves) a fresh simulator."""
@@ -162,10 +182,13 @@ def ready(acl):
 class Model:
     """A model loaded through the raw calls, with max-gear device buffers in its datasets."""
 
-    def __init__(self, acl, path: Path):
+    def __init__(self, acl, path: Path | None, model_id: int | None = None):
+        """Load ``path``, or take ``model_id`` loaded some other way (load_from_file_with_mem)."""
         self.acl = acl
-        self.id, ret = acl.mdl.load_from_file(str(path))
-        assert ret == 0, acl.get_recent_err_msg()
+        if model_id is None:
+            model_id, ret = acl.mdl.load_from_file(str(path))
+            assert ret == 0, acl.get_recent_err_msg()
+        self.id = model_id
         self.desc = acl.mdl.create_desc()
         assert acl.mdl.get_desc(self.desc, self.id) == 0
         self.inputs = self._dataset(acl.mdl.get_num_inputs(self.desc), acl.mdl.get_input_size_by_index)

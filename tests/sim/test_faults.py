@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from ge_plugin import acl_constants as C
-from ge_plugin.sim import faults
+from ge_plugin.sim import device_time, faults
 
 ASYNC = {"rt.memcpy_async", "rt.memset_async", "mdl.execute_async"}
-_ARGS_BY_NAME = {"model_path": "x.om", "name": "x", "dims": {}}
+_ARGS_BY_NAME = {"model_path": "x.om", "name": "x", "dims": {"dimCount": 1, "dims": [1]}, "fn": print}
 
 
 def _call(acl, api: str):
@@ -110,7 +110,7 @@ def test_init_json_section_installs_faults_and_latency(acl, tmp_path):
     assert acl.init(str(config)) == 0
     assert acl.rt.set_device(0) == 0
     assert acl.rt.create_stream() == (0, 207008)
-    assert faults.execute_latency_s() == pytest.approx(0.0015)
+    assert device_time.profile() == device_time.LatencyProfile(base_ms=1.5)
 
 
 def test_init_json_bad_fault_rule_is_a_parse_error(acl, tmp_path):

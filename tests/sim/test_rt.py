@@ -9,6 +9,9 @@ import pytest
 
 from ge_plugin import acl_constants as C
 
+#: these tests use the deprecated acl.util.ptr_to_numpy on purpose (pyACL warns on every call)
+pytestmark = pytest.mark.filterwarnings("ignore:acl.util.ptr_to_numpy will be deprecated")
+
 
 def in_thread(fn):
     """Run ``fn`` in a new thread; its result (exceptions re-raised here)."""
@@ -311,3 +314,43 @@ def test_remaining_failure_codes(acl, ready):
     assert acl.rt.memset_async(dev, 8, 0, 16, ready) == C.ACL_ERROR_INVALID_PARAM
     assert acl.rt.memset_async(dev, 64, 0, 16, 12345) == C.ACL_ERROR_INVALID_PARAM
     assert "not a live stream" in acl.get_recent_err_msg()
+
+
+def test_create_stream_with_config_makes_a_working_stream(acl, ready, load, oms):
+    model = load(oms["static"])
+    model.feed([np.ones((2, 3, 4), np.float32)])
+    for priority, flag in ((0, 1), (7, 2), (-1, 0x7FFFFFFF)):  # out-of-range values still give a stream
+        stream, ret = acl.rt.create_stream_with_config(priority, flag)
+        assert ret == 0 and stream
+        assert acl.mdl.execute_async(model.id, model.inputs[0], model.outputs[0], stream) == 0
+        assert acl.rt.synchronize_stream(stream) == 0
+        assert acl.rt.destroy_stream(stream) == 0
+    with pytest.raises(TypeError):
+        acl.rt.create_stream_with_config(0)
+    assert in_thread(lambda: acl.rt.create_stream_with_config(0, 0)) == (0, C.ACL_ERROR_RT_CONTEXT_NULL)
+
+
+def test_get_device_info_answers_core_counts_and_truncates_memory_to_a_c_int(acl, monkeypatch):
+    monkeypatch.setenv("GE_PLUGIN_SIM_DEVICE_MEMORY_MB", "1")
+    assert acl.init() == 0
+    assert acl.rt.get_device_info(0, 101) == (20, 0)  # ACL_DEV_ATTR_AICORE_CORE_NUM
+    assert acl.rt.get_device_info(0, 201) == (40, 0)  # ACL_DEV_ATTR_VECTOR_CORE_NUM
+    assert acl.rt.get_device_info(0, 301) == (1 << 20, 0)  # ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE
+    assert acl.rt.get_device_info(0, 999) == (0, C.ACL_ERROR_INVALID_PARAM)
+    assert acl.rt.get_device_info(99, 101) == (0, C.ACL_ERROR_RT_INVALID_DEVICEID)
+
+
+def test_get_device_info_of_32_gib_reads_zero_as_pyacl_builds_it_with_i(acl):
+    assert acl.init() == 0
+    assert acl.rt.get_device_info(0, 301) == (0, 0)  # 32768 MiB: the low 32 bits are 0
+
+
+def test_get_mem_info_follows_mallocs_and_loads(acl, ready, oms):
+    free0, total, _ = acl.rt.get_mem_info(C.ACL_HBM_MEM)
+    ptr, _ = acl.rt.malloc(1000, 0)
+    assert acl.rt.get_mem_info(C.ACL_DDR_MEM) == (free0 - 1056, total, 0)
+    work, weight, _ = acl.mdl.query_size(str(oms["static"]))
+    model_id, _ = acl.mdl.load_from_file(str(oms["static"]))
+    assert acl.rt.get_mem_info(C.ACL_HBM_MEM)[0] == free0 - 1056 - work - weight
+    assert acl.mdl.unload(model_id) == 0 and acl.rt.free(ptr) == 0
+    assert acl.rt.get_mem_info(C.ACL_HBM_MEM) == (free0, total, 0)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 SAMPLE = Path(__file__).parent / "samples" / "acl_sample.py"
+ASYNC_SAMPLE = Path(__file__).parent / "samples" / "acl_async_sample.py"
 
 
 def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -34,6 +35,30 @@ def test_reference_written_sample_runs_unmodified(oms, graphs, tmp_path, batch):
     )
     assert result.returncode == 0, result.stderr
     assert f"sample OK ({batch}, 3, 3)" in result.stdout
+
+
+def test_events_and_callbacks_sample_runs_unmodified(oms, graphs, tmp_path):
+    batch = 4
+    x = np.random.default_rng(7).standard_normal((batch, 3, 4)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", graphs.reference(graphs.matmul_add(), {"x": x})[0])
+    reports = tmp_path / "reports"
+    result = _run(
+        "run",
+        str(ASYNC_SAMPLE),
+        str(oms["batch"]),
+        str(tmp_path / "x.npy"),
+        str(tmp_path / "y.npy"),
+        str(batch),
+        env={"GE_PLUGIN_SIM_REPORT_DIR": str(reports), "GE_PLUGIN_SIM_EXECUTE_LATENCY_MS": "20"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "async sample OK: 3 requests" in result.stdout
+    (report,) = reports.glob("sim-*.json")
+    device = json.loads(report.read_text())["devices"][0]
+    assert device["executes"] == 3 and device["executes_by_gear"] == {"4": 3}
+    assert device["model_bytes"] == 0, "the sample gave the model its own memory"
+    assert device["memcpy_calls"]["d2h"] == 6  # three callbacks, three copies on the second stream
 
 
 def test_run_reports_the_scripts_exit_status_and_leaks(oms, tmp_path):

@@ -201,7 +201,7 @@ def test_tensor_desc_getters(acl):
 def test_tensor_desc_dims_are_int64(acl):
     desc = acl.create_tensor_desc(C.ACL_INT8, [1 << 33, 2], C.ACL_FORMAT_ND)
     assert acl.get_tensor_desc_size(desc) == 1 << 34
-    with pytest.raises(OverflowError):
+    with pytest.raises(ValueError, match="PyLong_AsLongLong"):
         acl.create_tensor_desc(C.ACL_INT8, [1 << 64], C.ACL_FORMAT_ND)
 
 
@@ -224,3 +224,32 @@ def test_float16_conversions(acl):
     assert acl.float_to_float16(1e9) == 0x7C00
     with pytest.raises(TypeError):
         acl.float_to_float16("1")
+
+
+def test_get_cann_version_returns_the_package_dict(acl):
+    version, ret = acl.get_cann_version(0)  # ACL_PKG_NAME_CANN
+    assert ret == 0
+    assert set(version) == {
+        "version",
+        "major_version",
+        "minor_version",
+        "release_version",
+        "patch_version",
+        "reserved",
+    }
+    major, minor, patch, _ = acl.get_version()
+    assert version["version"] == f"{major}.{minor}.{patch}" and version["major_version"] == str(major)
+    assert acl.get_cann_version(7)[1] == 0  # ACL_PKG_NAME_DRIVER
+    empty, ret = acl.get_cann_version(8)
+    assert ret == C.ACL_ERROR_INVALID_PARAM and set(empty.values()) == {""}
+    with pytest.raises(TypeError):
+        acl.get_cann_version("CANN")
+
+
+def test_every_code_the_simulator_adds_has_its_acl_name():
+    from ge_plugin.sim import _codes
+
+    codes = {name: value for name, value in vars(_codes).items() if name.startswith("ACL_ERROR_")}
+    assert codes
+    for name, value in codes.items():
+        assert C.ERROR_NAMES[value] == name

@@ -1,0 +1,133 @@
+"""``ge-plugin doctor``: what this host runs, and what to do about each piece that is missing.
+
+Each check returns one ``Finding``: ``ok``, ``warn`` (an optional piece: only the bench needs
+perf_analyzer) or ``fail`` (serving would not work, or would silently work worse: a fast path that fell back
+to the pure-Python twin serves small requests 20-49x slower). Checks import what they check lazily, so a
+broken piece fails its own line, not the command.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+
+import attrs
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+NUMPY_PIN = "numpy<2"
+
+
+@attrs.frozen
+class Finding:
+    status: str
+    what: str
+    detail: str
+
+
+def check_device() -> Finding:
+    from ge_plugin.device import aclapi
+    from ge_plugin.errors import ConfigError
+
+    try:
+        described = aclapi.describe()
+    except ConfigError as exc:
+        return Finding(FAIL, "device", str(exc))
+    return Finding(OK, "device", described)
+
+
+def check_fastpath() -> Finding:
+    from ge_plugin import fastpath
+
+    if fastpath.FALLBACK_REASON:
+        return Finding(
+            FAIL,
+            "fast path",
+            f"{fastpath.describe()}; rebuild the extension (make setup, or pip install --force-reinstall "
+            "--no-binary ge-plugin ge-plugin) with a C compiler and the Python headers installed",
+        )
+    return Finding(OK, "fast path", fastpath.describe())
+
+
+def check_numpy() -> Finding:
+    import numpy as np
+
+    major = int(np.__version__.split(".")[0])
+    if major >= 2:
+        return Finding(
+            FAIL,
+            "numpy",
+            f"{np.__version__}: tritonserver 2.51's Python backend stub breaks on numpy 2; pip install '{NUMPY_PIN}'",
+        )
+    return Finding(OK, "numpy", f"{np.__version__} (< 2, as tritonserver 2.51's Python backend stub needs)")
+
+
+def check_tritonserver() -> Finding:
+    from ge_plugin.errors import ServeError
+    from ge_plugin.serve.triton import find_distribution
+
+    try:
+        dist = find_distribution()
+    except ServeError as exc:
+        return Finding(FAIL, "tritonserver", str(exc))
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if not dist.stub().is_file():
+        return Finding(
+            FAIL,
+            "tritonserver",
+            f"{dist.binary} has no Python backend stub for Python {python}; run ge-plugin with a Python the "
+            "nvidia-pytriton wheel has a stub for",
+        )
+    return Finding(OK, "tritonserver", f"{dist.binary}, with the Python backend stub for Python {python}")
+
+
+def check_perf_analyzer() -> Finding:
+    """perf_analyzer and the libraries it links (ldd, with the environment the bench gives it)."""
+    from ge_plugin.bench import perf
+    from ge_plugin.errors import BenchError
+
+    try:
+        binary = perf.binary()
+        env = perf.environment()
+    except BenchError as exc:
+        return Finding(WARN, "perf_analyzer", f"{exc} (only ge-plugin bench needs it)")
+    try:
+        out = subprocess.run(["ldd", str(binary)], env=env, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Finding(WARN, "perf_analyzer", f"{binary}: cannot list its libraries with ldd ({exc})")
+    missing = [line.split()[0] for line in out.stdout.splitlines() if "not found" in line]
+    if missing:
+        advice = {"libb64.so.0d": "apt-get install libb64-0d (scripts/system-deps.sh does)"}
+        hints = "; ".join(
+            f"{lib}: {advice.get(lib, 'install the package that provides it')}" for lib in missing
+        )
+        return Finding(
+            WARN, "perf_analyzer", f"{binary} cannot load: missing {hints} (only ge-plugin bench needs it)"
+        )
+    return Finding(OK, "perf_analyzer", f"{binary}, every library found")
+
+
+CHECKS: tuple[Callable[[], Finding], ...] = (
+    check_device,
+    check_fastpath,
+    check_numpy,
+    check_tritonserver,
+    check_perf_analyzer,
+)
+
+
+def run_checks(checks: tuple[Callable[[], Finding], ...] = CHECKS) -> list[Finding]:
+    return [check() for check in checks]
+
+
+def report(findings: list[Finding]) -> str:
+    width = max(len(f.what) for f in findings)
+    lines = [f"{f.status:<5} {f.what:<{width}}  {f.detail}" for f in findings]
+    return "\n".join(lines)
+
+
+def environment_summary() -> str:
+    """The knobs that change what runs, as set now."""
+    names = ("GE_PLUGIN_DEVICE", "GE_PLUGIN_NO_EXTENSIONS")
+    return ", ".join(f"{name}={os.environ.get(name, '')!r}" for name in names)

@@ -1,0 +1,286 @@
+"""The simulated device's time: how long an execute keeps the device busy, and one compute queue per device.
+
+On an Ascend host the NPU computes beside the CPU: an execute costs the host only its copies and the
+synchronize, and two model instances (or two Triton stub processes) on one card share its AI cores, so their
+executes run one after the other. The simulator models that:
+
+- **Latency per gear.** A profile gives each execute's device time from its gear: a table by gear label
+  (``{"1": 78, "4": 145, "8": 220}``, labels as ``executes_by_gear`` names them: the batch, the dims gear's
+  values joined by commas, ``static``), a formula ``a + b·rows`` (rows: the first dim of the first input at
+  that gear) for gears the table does not list, or one constant. The execute holds the device for that long,
+  waiting without the GIL; the simulator's own computation (onnxruntime) runs inside that window, and only
+  if it takes longer does the execute take longer.
+- **Timing only.** The simulator can skip computing: outputs are zero-filled with one memset each, so an
+  execute costs no CPU beyond the host-side copies. Off by default; numerics need it off.
+- **One compute queue per device.** Executes on one device id run one at a time across streams, model
+  instances and processes: an in-process lock per device plus an ``fcntl`` lock on
+  ``<lock dir>/device-<id>.lock`` (default ``/dev/shm/ge-plugin-sim-<uid>/``), held only while the execute
+  computes. Copies and everything else overlap it; other device ids do not wait.
+
+Each execute's window is counted per device (``busy_ms``, the recent ``compute_intervals`` in monotonic
+seconds: one clock for every process of the host), so utilisation can be derived from the counters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import math
+import os
+import re
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping
+
+import attrs
+
+from ge_plugin.sim import counters
+
+log = logging.getLogger("ge_plugin.sim")
+
+_LABEL = re.compile(r"^(static|\d+(,\d+)*)$")
+_FORMULA = re.compile(
+    r"^(?:(?P<a>[0-9.]+(?:[eE][-+]?\d+)?)\s*\+\s*)?(?P<b>[0-9.]+(?:[eE][-+]?\d+)?)\s*\*\s*rows$"
+)
+
+
+@attrs.frozen
+class LatencyProfile:
+    """Device milliseconds per execute: ``by_gear[label]``, else ``base_ms + per_row_ms * rows``, else 0."""
+
+    by_gear: Mapping[str, float] = attrs.field(factory=dict, converter=dict)
+    base_ms: float | None = None
+    per_row_ms: float = 0.0
+
+    @property
+    def empty(self) -> bool:
+        return not self.by_gear and self.base_ms is None
+
+    def ms(self, label: str, rows: int) -> float | None:
+        """The gear's device time, or None when neither the table nor a fallback covers it."""
+        if label in self.by_gear:
+            return self.by_gear[label]
+        if self.base_ms is not None:
+            return self.base_ms + self.per_row_ms * rows
+        return None
+
+    def describe(self) -> str:
+        parts = [f"{label}={ms:g}" for label, ms in self.by_gear.items()]
+        if self.base_ms is not None:
+            parts.append(
+                f"{self.base_ms:g}+{self.per_row_ms:g}*rows" if self.per_row_ms else f"{self.base_ms:g}"
+            )
+        return ";".join(parts) or "0"
+
+
+def _ms(where: str, value: object) -> float:
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        ms = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}={value!r}: expected milliseconds >= 0") from None
+    if not (ms >= 0 and math.isfinite(ms)):
+        raise ValueError(f"{where}={value!r}: expected milliseconds >= 0")
+    return ms
+
+
+def _label(where: str, label: str) -> str:
+    label = label.replace(" ", "")
+    if not _LABEL.match(label):
+        raise ValueError(
+            f'{where}: {label!r} is not a gear label; use the batch ("4"), a dims gear\'s values ("1,16") or '
+            '"static", as executes_by_gear names them'
+        )
+    return label
+
+
+def parse_text(text: str, where: str) -> LatencyProfile:
+    """``"5"``, ``"1=78;4=145;8=220"``, ``"40+18*rows"``, or table entries plus one fallback, ``;``-separated."""
+    by_gear: dict[str, float] = {}
+    base: float | None = None
+    per_row = 0.0
+    fallbacks = 0
+    for part in (p.strip() for p in text.split(";")):
+        if not part:
+            continue
+        if "=" in part:
+            label, _, ms = part.partition("=")
+            label = _label(where, label)
+            if label in by_gear:
+                raise ValueError(f"{where}: gear {label} is listed twice")
+            by_gear[label] = _ms(f"{where} gear {label}", ms.strip())
+            continue
+        fallbacks += 1
+        formula = _FORMULA.match(part.replace(" ", ""))
+        if formula:
+            base = _ms(where, formula["a"] or 0)
+            per_row = _ms(where, formula["b"])
+        elif "rows" in part:
+            raise ValueError(f'{where}: {part!r} is not a formula like "40+18*rows"')
+        else:
+            base = _ms(where, part)
+    if fallbacks > 1:
+        raise ValueError(f"{where}: give at most one constant or formula besides the gear table")
+    return LatencyProfile(by_gear, base, per_row)
+
+
+def parse_json(value: object, where: str) -> LatencyProfile:
+    """A number, a string in the environment's form, or ``{"<gear>": ms, ..., "base_ms": a, "per_row_ms": b}``."""
+    if isinstance(value, str):
+        return parse_text(value, where)
+    if not isinstance(value, Mapping):
+        return LatencyProfile(base_ms=_ms(where, value))
+    by_gear = {}
+    base = per_row = None
+    for key, ms in value.items():
+        if key == "base_ms":
+            base = _ms(f"{where}.base_ms", ms)
+        elif key == "per_row_ms":
+            per_row = _ms(f"{where}.per_row_ms", ms)
+        else:
+            by_gear[_label(where, str(key))] = _ms(f"{where}.{key}", ms)
+    if per_row is not None and base is None:
+        base = 0.0
+    return LatencyProfile(by_gear, base, per_row or 0.0)
+
+
+def default_lock_dir() -> str:
+    base = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+    return os.path.join(base, f"ge-plugin-sim-{os.getuid()}")
+
+
+# -- process state: set by acl.init from the configuration, or by tests ----------------------------------
+
+
+class _State:
+    def __init__(self) -> None:
+        self.profile = LatencyProfile()
+        self.timing_only = False
+        self.lock_dir = ""
+        self.warned: set[str] = set()
+
+
+_STATE = _State()
+
+
+def configure(profile: LatencyProfile, timing_only: bool, lock_dir: str) -> None:
+    """Install the device profile for this process (acl.init); OSError if the lock directory is unusable."""
+    os.makedirs(lock_dir, exist_ok=True)
+    if not os.access(lock_dir, os.W_OK | os.X_OK):
+        raise PermissionError(f"{lock_dir} is not writable")
+    if lock_dir != _STATE.lock_dir:
+        _close_lock_files()
+    _STATE.profile = profile
+    _STATE.timing_only = timing_only
+    _STATE.lock_dir = lock_dir
+    _STATE.warned.clear()
+
+
+def set_profile(profile: LatencyProfile) -> None:
+    _STATE.profile = profile
+    _STATE.warned.clear()
+
+
+def profile() -> LatencyProfile:
+    return _STATE.profile
+
+
+def set_timing_only(on: bool) -> None:
+    """Skip (True) or do (False) the computation of outputs from now on."""
+    _STATE.timing_only = bool(on)
+
+
+def timing_only() -> bool:
+    return _STATE.timing_only
+
+
+def reset() -> None:
+    """No device time, computing, the default lock directory (the tests' reset)."""
+    _STATE.profile = LatencyProfile()
+    _STATE.timing_only = False
+    _STATE.warned.clear()
+
+
+def latency_s(label: str, rows: int) -> float:
+    """Seconds an execute of gear ``label`` holds the device."""
+    prof = _STATE.profile
+    if prof.empty:
+        return 0.0
+    ms = prof.ms(label, rows)
+    if ms is None:
+        if label not in _STATE.warned:
+            _STATE.warned.add(label)
+            log.warning(
+                "ge-plugin simulator: gear %s has no device time in the profile %s (GE_PLUGIN_SIM_EXECUTE_LATENCY_MS "
+                "or execute_latency_ms); its executes take none",
+                label,
+                prof.describe(),
+            )
+        return 0.0
+    return ms / 1000.0
+
+
+# -- one compute queue per device -------------------------------------------------------------------------
+
+
+class _DeviceQueue:
+    __slots__ = ("fd", "lock")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()  #: one compute at a time in this process
+        self.fd: int | None = None  #: the device's lock file, for one at a time across processes
+
+
+_QUEUES: dict[int, _DeviceQueue] = {}
+_queues_lock = threading.Lock()
+
+
+def _queue(device: int) -> _DeviceQueue:
+    queue = _QUEUES.get(device)
+    if queue is None:
+        with _queues_lock:
+            queue = _QUEUES.setdefault(device, _DeviceQueue())
+    return queue
+
+
+def _close_lock_files() -> None:
+    with _queues_lock:
+        for queue in _QUEUES.values():
+            with queue.lock:
+                if queue.fd is not None:
+                    os.close(queue.fd)
+                    queue.fd = None
+
+
+def lock_path(device: int) -> str:
+    return os.path.join(_STATE.lock_dir or default_lock_dir(), f"device-{device}.lock")
+
+
+@contextlib.contextmanager
+def occupy(device: int) -> Iterator[float]:
+    """Hold device ``device`` for one compute (yields its start, ``time.monotonic()``); counts the window."""
+    queue = _queue(device)
+    with queue.lock:  # waiting here or on flock below releases the GIL
+        if queue.fd is None:
+            path = lock_path(device)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            queue.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        fcntl.flock(queue.fd, fcntl.LOCK_EX)
+        start = time.monotonic()
+        try:
+            yield start
+        finally:
+            end = time.monotonic()
+            fcntl.flock(queue.fd, fcntl.LOCK_UN)
+            counters.device(device).computed(start, end)
+
+
+def hold(start: float, seconds: float) -> None:
+    """Keep the device busy until ``start + seconds`` (a sleep: no CPU, no GIL)."""
+    if seconds > 0:
+        left = start + seconds - time.monotonic()
+        if left > 0:
+            time.sleep(left)

@@ -1,0 +1,224 @@
+"""Events and host callbacks: the device-side waits of the simulated runtime, all woken by one condition.
+
+An event is a marker recorded into a stream (``acl.rt.record_event``): it completes when the stream's worker
+reaches it, so it captures everything queued on that stream before it. Its status, waits and timestamps are
+about its **latest** record, as in CUDA and the CANN docs of ``aclrtQueryEventStatus``; an event never
+recorded is "not ready" but waiting on it returns at once. ``stream_wait_event`` queues a task that holds a
+stream until the event's record (as of that call) completes.
+
+A callback (``acl.rt.launch_callback``) is a stream task that hands ``fn(user_data)`` to the thread subscribed
+to the stream (``acl.rt.subscribe_report``); that thread runs it inside ``acl.rt.process_report``. A blocking
+callback holds its stream until it has run, a non-blocking one does not.
+
+Every wait here is a ``Condition.wait`` (the GIL is released) on :data:`CHANGED`, notified whenever an event
+completes or a callback is queued or done. :func:`abort` wakes every waiter for good, so that ``acl.finalize``
+(and the tests' reset) never hangs on a stream waiting for an event nobody records or a callback nobody
+processes; the waits then fail with ACL_ERROR_RT_STREAM_ABORT.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ge_plugin.sim import _codes as C
+from ge_plugin.sim._fail import Fail
+
+#: notified (notify_all) on every completion; guards every Event and ReportQueue field below
+CHANGED = threading.Condition(threading.Lock())
+_aborted = False
+
+#: aclrtSubscribeReport docs: at most 1024 threads per process may handle callbacks
+MAX_REPORT_THREADS = 1024
+
+
+def _abort_fail(what: str) -> Fail:
+    return Fail(C.ACL_ERROR_RT_STREAM_ABORT, f"{what} was abandoned: acl.finalize ran")
+
+
+def abort() -> None:
+    """Wake every wait for good (finalize): blocked stream tasks fail, process_report returns."""
+    global _aborted
+    with CHANGED:
+        _aborted = True
+        CHANGED.notify_all()
+
+
+def resume() -> None:
+    """A fresh acl.init after a reset: waits work again."""
+    global _aborted
+    with CHANGED:
+        _aborted = False
+
+
+def _wait(ready: Callable[[], bool], timeout_s: float | None) -> bool:
+    """True once ``ready()``, False on timeout; the caller holds CHANGED. Raises when aborted."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    while not ready():
+        if _aborted:
+            raise _abort_fail("the wait")
+        if deadline is None:
+            CHANGED.wait()
+        else:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            CHANGED.wait(left)
+    return True
+
+
+# -- events ---------------------------------------------------------------------------------------------
+
+
+class Event:
+    """``aclrtEvent``: records are numbered; ``completed`` is the number of the latest one that completed."""
+
+    __slots__ = ("completed", "context", "handle", "recorded", "timestamp")
+
+    def __init__(self, handle: int, context: Any):
+        self.handle = handle
+        self.context = context
+        self.recorded = 0  #: records submitted so far (the latest record's number)
+        self.completed = 0  #: number of the latest record that completed
+        self.timestamp: float | None = None  #: time.monotonic() at that completion
+
+    def status(self) -> int:
+        with CHANGED:
+            done = self.recorded and self.completed >= self.recorded
+        return C.ACL_EVENT_RECORDED_STATUS_COMPLETE if done else C.ACL_EVENT_RECORDED_STATUS_NOT_READY
+
+    def record(self) -> int:
+        """A new record's number; the stream task :func:`complete_record` completes it."""
+        with CHANGED:
+            self.recorded += 1
+            return self.recorded
+
+    def latest(self) -> int:
+        with CHANGED:
+            return self.recorded
+
+    def wait(self, record: int, timeout_s: float | None = None) -> bool:
+        """Wait until record ``record`` (or a later one) completed; True, or False on timeout."""
+        if record == 0:
+            return True
+        with CHANGED:
+            return _wait(lambda: self.completed >= record, timeout_s)
+
+    def completed_at(self) -> tuple[int, float | None]:
+        """(state, timestamp): state 0 never recorded, 1 latest record pending, 2 complete."""
+        with CHANGED:
+            if not self.recorded:
+                return 0, None
+            if self.completed < self.recorded:
+                return 1, None
+            return 2, self.timestamp
+
+
+def complete_record(event: Event, record: int) -> None:
+    """Stream task: the event's record ``record`` is reached."""
+    now = time.monotonic()
+    with CHANGED:
+        if record > event.completed:
+            event.completed = record
+            event.timestamp = now
+        CHANGED.notify_all()
+
+
+def reset_record(event: Event, record: int) -> None:
+    """Stream task of reset_event: back to "not recorded", unless a newer record was made meanwhile."""
+    with CHANGED:
+        if event.recorded == record:
+            event.recorded = event.completed = 0
+            event.timestamp = None
+        CHANGED.notify_all()
+
+
+def wait_task(event: Event, record: int) -> None:
+    """Stream task of stream_wait_event: hold the stream until the record completes."""
+    event.wait(record)
+
+
+# -- callbacks ------------------------------------------------------------------------------------------
+
+
+class Report:
+    """One launched callback on its way to the subscribed thread."""
+
+    __slots__ = ("args", "done", "fn")
+
+    def __init__(self, fn: Callable[[Any], Any], args: Any):
+        self.fn = fn
+        self.args = args
+        self.done = False
+
+
+class ReportQueue:
+    """The callbacks waiting for one subscribed thread (aclrtSubscribeReport's thread id)."""
+
+    __slots__ = ("device", "items", "streams", "thread_id")
+
+    def __init__(self, thread_id: int, device: int):
+        self.thread_id = thread_id
+        self.device = device
+        self.streams: set[Any] = set()
+        self.items: collections.deque[Report] = collections.deque()
+
+
+#: thread id -> its queue, while it has subscribed streams or undelivered callbacks
+QUEUES: dict[int, ReportQueue] = {}
+
+
+def callback_task(queue: ReportQueue, report: Report, block: bool) -> None:
+    """Stream task of launch_callback: hand the callback over; a blocking one holds the stream until it ran."""
+    with CHANGED:
+        QUEUES.setdefault(queue.thread_id, queue)  # unsubscribed since the launch: still delivered
+        queue.items.append(report)
+        CHANGED.notify_all()
+        if block:
+            _wait(lambda: report.done, None)
+
+
+def take_reports(thread_id: int, timeout_s: float | None) -> list[Report] | None:
+    """The callbacks queued for ``thread_id`` (at least one), or None on timeout. Raises Fail."""
+    with CHANGED:
+        queue = QUEUES.get(thread_id)
+        if queue is None:
+            raise Fail(
+                C.ACL_ERROR_RT_THREAD_SUBSCRIBE,
+                f"thread {thread_id} is subscribed to no stream; call acl.rt.subscribe_report(thread_id, stream) "
+                "with this thread's id (threading.get_ident(), or the id acl.util.start_thread returned)",
+            )
+        if not _wait(lambda: bool(queue.items), timeout_s):
+            return None
+        reports = list(queue.items)
+        queue.items.clear()
+        if not queue.streams:
+            QUEUES.pop(thread_id, None)
+        return reports
+
+
+def finish(report: Report) -> None:
+    with CHANGED:
+        report.done = True
+        CHANGED.notify_all()
+
+
+def requeue(thread_id: int, reports: list[Report]) -> None:
+    """Put callbacks not run yet (a callback before them raised) back at the front, for the next call."""
+    if not reports:
+        return
+    with CHANGED:
+        queue = QUEUES.get(thread_id)
+        if queue is None:
+            queue = QUEUES[thread_id] = ReportQueue(thread_id, -1)
+        queue.items.extendleft(reversed(reports))
+        CHANGED.notify_all()
+
+
+def forget() -> None:
+    """Drop every queue (the tests' reset)."""
+    with CHANGED:
+        QUEUES.clear()

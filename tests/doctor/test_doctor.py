@@ -1,0 +1,64 @@
+"""ge-plugin doctor: one line per piece this host runs, each failure with what to do."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ge_plugin import doctor, fastpath
+from ge_plugin.cli import main
+from ge_plugin.device import aclapi
+
+
+def lines(capsys) -> dict[str, str]:
+    out = capsys.readouterr().out
+    return {line.split()[1]: line for line in out.splitlines() if line.split()[0] in ("ok", "warn", "fail")}
+
+
+def test_doctor_after_make_setup_finds_every_piece(capsys, monkeypatch):
+    monkeypatch.delenv("GE_PLUGIN_DEVICE", raising=False)
+    assert main(["doctor"]) == 0
+    found = lines(capsys)
+    assert set(found) == {"device", "fast", "numpy", "tritonserver", "perf_analyzer"}
+    assert all(line.startswith("ok") for line in found.values()), found
+
+
+def test_doctor_fails_on_a_fast_path_that_fell_back(capsys, monkeypatch):
+    monkeypatch.setattr(fastpath, "FALLBACK_REASON", "the compiled ge_plugin._fastpath did not load (boom)")
+    monkeypatch.setattr(fastpath, "IMPLEMENTATION", "py")
+    assert main(["doctor"]) == 1
+    line = lines(capsys)["fast"]
+    assert line.startswith("fail")
+    assert "20-49x slower" in line and "(boom)" in line and "rebuild the extension" in line
+
+
+def test_doctor_fails_when_ascend_is_asked_for_and_pyacl_is_missing(monkeypatch):
+    monkeypatch.setattr(aclapi, "_acl", None)
+    monkeypatch.setenv("GE_PLUGIN_DEVICE", "ascend")
+    finding = doctor.check_device()
+    assert finding.status == doctor.FAIL
+    assert "source the CANN set_env.sh" in finding.detail
+
+
+def test_doctor_fails_on_numpy_2(monkeypatch):
+    monkeypatch.setattr(np, "__version__", "2.1.0")
+    finding = doctor.check_numpy()
+    assert finding.status == doctor.FAIL
+    assert "pip install 'numpy<2'" in finding.detail
+
+
+def test_doctor_warns_when_perf_analyzer_misses_a_library(monkeypatch):
+    from ge_plugin.bench import perf
+
+    monkeypatch.setattr(perf, "environment", lambda base=None: {"PATH": "/usr/bin:/bin"})
+    finding = doctor.check_perf_analyzer()
+    assert finding.status == doctor.WARN
+    assert "missing libcudart.so.12" in finding.detail
+    assert "only ge-plugin bench needs it" in finding.detail
+
+
+@pytest.mark.parametrize("check", doctor.CHECKS, ids=lambda c: c.__name__)
+def test_every_check_names_what_it_checked(check):
+    finding = check()
+    assert finding.status in (doctor.OK, doctor.WARN, doctor.FAIL)
+    assert finding.what and finding.detail
