@@ -28,6 +28,7 @@ WARMUP = "warmup"
 METRICS_INTERVAL_MS = "metrics_interval_ms"
 INPUT_RANGES = "input_ranges"
 SAME_SHAPE = "same_shape"
+VERSION_OM_MODEL_PATHS = "version_om_model_paths"
 
 KEYS = (
     OM_MODEL_PATH,
@@ -43,6 +44,7 @@ KEYS = (
     METRICS_INTERVAL_MS,
     INPUT_RANGES,
     SAME_SHAPE,
+    VERSION_OM_MODEL_PATHS,
 )
 
 PRECISIONS = ("origin", "fp16", "bf16")
@@ -114,6 +116,15 @@ class ModelParams:
     metrics_interval_ms: int = 1000
     input_ranges: tuple[InputRange, ...] = ()
     same_shape: tuple[ShapeTie, ...] = ()
+    #: (version, OM path) for the versions whose OM is not ``om_model_path``; relative to their own folder
+    version_om_model_paths: tuple[tuple[int, str], ...] = ()
+
+    def om_model_path_for(self, version: str) -> str:
+        """The OM of Triton version ``version`` (a version folder's name): its own path or ``om_model_path``."""
+        for number, path in self.version_om_model_paths:
+            if str(number) == version:
+                return path
+        return self.om_model_path
 
     def to_parameters(self) -> dict[str, str]:
         """The config.pbtxt ``parameters``, as strings, defaults included, in a stable order."""
@@ -139,6 +150,10 @@ class ModelParams:
             out[INPUT_RANGES] = ";".join(r.encode() for r in self.input_ranges)
         if self.same_shape:
             out[SAME_SHAPE] = ";".join(t.encode() for t in self.same_shape)
+        if self.version_om_model_paths:
+            out[VERSION_OM_MODEL_PATHS] = json.dumps(
+                {str(v): path for v, path in self.version_om_model_paths}, separators=(",", ":")
+            )
         return dict(sorted(out.items()))
 
     @classmethod
@@ -206,6 +221,8 @@ class ModelParams:
                     f"parameters.{ACL_JSON}: expected a JSON object, got {raw[ACL_JSON]!r} ({exc})"
                 ) from None
             kwargs[ACL_JSON] = raw[ACL_JSON]
+        if raw.get(VERSION_OM_MODEL_PATHS, "").strip():
+            kwargs[VERSION_OM_MODEL_PATHS] = _version_paths(raw[VERSION_OM_MODEL_PATHS])
         return cls(**kwargs)
 
 
@@ -292,6 +309,26 @@ def _shape_tie(text: str) -> ShapeTie:
     if not name or not other or name == other:
         raise ConfigError(f"parameters.{SAME_SHAPE}: two different input names are needed, got {text!r}")
     return ShapeTie(name, other)
+
+
+def _version_paths(text: str) -> tuple[tuple[int, str], ...]:
+    """``{"2":"llama_v2.om"}`` -> ((2, "llama_v2.om"),)."""
+    expected = (
+        f"parameters.{VERSION_OM_MODEL_PATHS}: expected a JSON object of version -> OM path, e.g. "
+        f'{{"2":"llama_v2.om"}}, got {text!r}'
+    )
+    try:
+        mapping = json.loads(text)
+    except ValueError:
+        raise ConfigError(expected) from None
+    if not isinstance(mapping, dict):
+        raise ConfigError(expected)
+    out = []
+    for key, path in mapping.items():
+        if not (key.isdigit() and not key.startswith("0")) or not isinstance(path, str) or not path.strip():
+            raise ConfigError(f"{expected} ({key!r}: {path!r} is not a version >= 1 and a path)")
+        out.append((int(key), path.strip()))
+    return tuple(sorted(out))
 
 
 def _format_number(value: float) -> str:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import attrs
 
 from ge_plugin.errors import AtcError
+from ge_plugin.spec.validators import MULTI_DEVICE_ATC_FLAGS, NOT_ATC_FLAGS
 
 ONNX = 5
 FRAMEWORKS = {0: "Caffe", 1: "MindSpore", 3: "TensorFlow", 5: "ONNX"}
@@ -110,12 +111,20 @@ UNSUPPORTED = (
     "auto_tune_mode",
     "op_precision_mode",
     "modify_mixlist",
+    "cluster_config",
 )
 
 
 def invalid(value: object, flag: str, reason: str) -> AtcError:
     """ATC's E10001."""
     return AtcError(f"E10001: Value [{value}] for parameter [--{flag}] is invalid. Reason: {reason}")
+
+
+def multi_device_error(flag: str, value: object) -> AtcError:
+    """``--tp_size`` and ATC's distributed-build flags: what ATC would say, and why ge-plugin cannot serve it."""
+    if flag in NOT_ATC_FLAGS:
+        return AtcError(f"ERROR: unknown command line flag '{flag}': {MULTI_DEVICE_ATC_FLAGS[flag]}")
+    return invalid(value, flag, MULTI_DEVICE_ATC_FLAGS[flag])
 
 
 @attrs.frozen
@@ -181,6 +190,8 @@ def parse_args(argv: Sequence[str]) -> AtcOptions:
     flags: dict[str, str] = {}
     given = []
     for name, value in split_args(argv):
+        if name in MULTI_DEVICE_ATC_FLAGS:
+            raise multi_device_error(name, value)
         if name in UNSUPPORTED:
             raise AtcError(
                 f"E10001: Value [{value}] for parameter [--{name}] is invalid. Reason: --{name} is an ATC flag the "

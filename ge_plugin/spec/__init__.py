@@ -10,6 +10,8 @@ from ge_plugin.spec.model import (
     OutputSpec,
     Placement,
     QueuePolicy,
+    VersionFiles,
+    VersionPolicy,
 )
 
 __all__ = [
@@ -21,6 +23,8 @@ __all__ = [
     "OutputSpec",
     "Placement",
     "QueuePolicy",
+    "VersionFiles",
+    "VersionPolicy",
     "check_specs",
     "load_spec",
     "load_specs",

@@ -30,8 +30,16 @@ from cattrs.gen import make_dict_structure_fn, mapping_structure_factory, overri
 from ge_plugin import dtypes
 from ge_plugin.errors import SpecError
 from ge_plugin.spec import validators as v
-from ge_plugin.spec.marks import Location, MarkedDocument, load_marked
-from ge_plugin.spec.model import NOT_IN_YAML, AtcValue, DimRef, DimsGearsInput, ModelSpec
+from ge_plugin.spec.marks import AliasExpansionError, Location, MarkedDocument, load_marked
+from ge_plugin.spec.model import (
+    NOT_IN_YAML,
+    AtcValue,
+    DimRef,
+    DimsGearsInput,
+    ModelSpec,
+    VersionFiles,
+    VersionPolicy,
+)
 
 SPEC_SUFFIXES = (".yaml", ".yml")
 
@@ -138,6 +146,8 @@ def _check_file(path: Path) -> Checked:
         return Checked(path, None, (f"{path}: cannot read: {exc}",))
     try:
         document = load_marked(text)
+    except AliasExpansionError as exc:
+        return Checked(path, None, (f"{path}:{exc.line}: {show_path(exc.location)}: {exc.message}",))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
@@ -220,6 +230,9 @@ def _nested(raw: Any, type_: Any, where: Location) -> Iterable[tuple[Any, type, 
     if _is_homogeneous_tuple(type_) and attrs.has(get_args(type_)[0]) and isinstance(raw, list):
         for index, item in enumerate(raw):
             yield item, get_args(type_)[0], (*where, index)
+    if get_origin(type_) is dict and attrs.has(get_args(type_)[1]) and isinstance(raw, Mapping):
+        for key, item in raw.items():
+            yield item, get_args(type_)[1], (*where, key)
 
 
 def _cattrs_problems(exc: BaseException) -> list[Problem]:
@@ -386,6 +399,27 @@ def _structure_dims_gears(obj: Any, _type: Any) -> tuple[Union[int, tuple[int, .
     return tuple(out)
 
 
+def _version_hooks(converter: cattrs.Converter) -> None:
+    """``versions: {2: }`` (nothing) means "as ``model``"; ``version_policy: all`` is a word, not a mapping."""
+    files = _attrs_factory(VersionFiles, converter)
+    policy = _attrs_factory(VersionPolicy, converter)
+
+    def structure_files(obj: Any, type_: Any) -> VersionFiles:
+        return VersionFiles() if obj is None else files(obj, type_)
+
+    def structure_policy(obj: Any, type_: Any) -> VersionPolicy:
+        if obj == "all":
+            return VersionPolicy(all_versions=True)
+        if not isinstance(obj, Mapping):
+            raise ValueError(
+                f"expected all, {{latest: N}} or {{specific: [versions]}}, got {_describe_value(obj)}"
+            )
+        return policy(obj, type_)
+
+    converter.register_structure_hook(VersionFiles, structure_files)
+    converter.register_structure_hook(VersionPolicy, structure_policy)
+
+
 def _checked_container(kind: str, accepts: tuple[type, ...], inner: Callable[[Any, Any], Any]) -> Callable:
     def structure(obj: Any, type_: Any) -> Any:
         if not isinstance(obj, accepts):
@@ -425,6 +459,7 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook(dtypes.DType, _structure_dtype)
     converter.register_structure_hook(DimRef, _structure_dim_ref)
     converter.register_structure_hook(AtcValue, _structure_atc_value)
+    _version_hooks(converter)
     return converter
 
 

@@ -42,6 +42,36 @@ class ModelFiles:
 
 
 @attrs.frozen
+class VersionFiles:
+    """One entry of ``versions``: this version's OM and source, where they differ from ``model``'s.
+
+    Every version lives in its own folder ``<repo>/<name>/<version>/``. Keeping ``om`` the same in every
+    version (the default) keeps config.pbtxt the same when a version is added, so Triton loads only the new
+    version; a version with its own ``om`` name puts a per-version path in the config.
+    """
+
+    #: OM file name inside ``<repo>/<name>/<version>/``; default ``model.om``
+    om: Optional[str] = attrs.field(default=None, validator=attrs.validators.optional(v.om_filename))
+    #: the ONNX model ATC compiles for this version, relative to the spec file; default ``model.source``
+    source: Optional[str] = attrs.field(default=None, validator=attrs.validators.optional(v.onnx_path))
+
+
+@attrs.frozen
+class VersionPolicy:
+    """Triton's ``version_policy``: which versions found in the model's folder are served.
+
+    YAML: ``all``, ``{latest: N}`` (the N highest) or ``{specific: [1, 3]}``.
+    """
+
+    latest: Optional[int] = attrs.field(default=None, validator=attrs.validators.optional(v.latest_versions))
+    specific: Optional[tuple[int, ...]] = attrs.field(
+        default=None, validator=attrs.validators.optional(v.version_list)
+    )
+    #: ``version_policy: all``; written as that word, so not a YAML key
+    all_versions: bool = attrs.field(default=False, metadata={NOT_IN_YAML: True})
+
+
+@attrs.frozen
 class DimRef:
     """``input_ids:0``: dim 0 of input ``input_ids`` (counted like config dims)."""
 
@@ -81,9 +111,9 @@ class QueuePolicy:
     """Triton's ``default_queue_policy``: what happens to requests that wait too long."""
 
     #: requests waiting beyond this are rejected (0 = no limit)
-    max_size: int = attrs.field(default=0, validator=v.at_least(0))
+    max_size: int = attrs.field(default=0, validator=v.uint_field(32, "max_queue_size"))
     #: a request still queued after this long gets timeout_action (0 = no timeout)
-    timeout_us: int = attrs.field(default=0, validator=v.at_least(0))
+    timeout_us: int = attrs.field(default=0, validator=v.uint_field(64, "default_timeout_microseconds"))
     timeout_action: str = attrs.field(default="reject", validator=v.one_of(("reject", "delay")))
 
 
@@ -93,7 +123,9 @@ class Batching:
 
     #: batch sizes the OM is compiled for, strictly ascending; the largest is max_batch_size
     gears: tuple[int, ...] = attrs.field(validator=v.batch_gears)
-    max_queue_delay_us: int = attrs.field(default=0, validator=v.at_least(0))
+    max_queue_delay_us: int = attrs.field(
+        default=0, validator=v.uint_field(64, "max_queue_delay_microseconds")
+    )
     queue: QueuePolicy = attrs.field(factory=QueuePolicy)
     #: Triton's preferred_batch_size; None: the largest gear only. Triton sends a pending batch of a preferred
     #: size at once, so a small gear listed here (1, say) means a lone request never waits for batch-mates.
@@ -109,8 +141,24 @@ class Placement:
     """Where instances run: ``instances_per_device`` Triton instances on each NPU."""
 
     devices: tuple[int, ...] = attrs.field(default=(0,), validator=v.device_ids)
-    instances_per_device: int = attrs.field(default=1, validator=v.at_least(1))
-    streams_per_instance: int = attrs.field(default=1, validator=v.at_least(1))
+    instances_per_device: int = attrs.field(
+        default=1,
+        validator=v.between(
+            1,
+            v.MAX_INSTANCES_PER_DEVICE,
+            f"each instance takes at least two of a device's {v.DEVICE_STREAMS} streams (its context's default "
+            "stream and one to run requests on)",
+        ),
+    )
+    streams_per_instance: int = attrs.field(
+        default=1,
+        validator=v.between(
+            1,
+            v.MAX_STREAMS_PER_INSTANCE,
+            f"a device has {v.DEVICE_STREAMS} streams ({v.DEVICE_STREAMS_WHY}) and the instance's context takes "
+            "one as its default stream",
+        ),
+    )
 
 
 @attrs.frozen
@@ -133,10 +181,29 @@ class ModelSpec:
     #: runtime options for acl.init, as the acl.json file would hold them
     acl_json: dict[str, Any] = attrs.field(factory=dict, validator=v.json_object)
     #: executes per gear at start-up (0 = off)
-    warmup: int = attrs.field(default=1, validator=v.at_least(0))
+    warmup: int = attrs.field(
+        default=1,
+        validator=v.between(
+            0,
+            v.MAX_WARMUP,
+            "warm-up runs every gear this many times on every stream before Triton marks the model ready, and "
+            "first-run costs are paid by the first run",
+        ),
+    )
     #: the value padding fills inputs with, up to a gear
     pad_value: float = attrs.field(default=0.0, validator=v.finite)
-    metrics_interval_ms: int = attrs.field(default=1000, validator=v.at_least(1))
+    metrics_interval_ms: int = attrs.field(
+        default=1000,
+        validator=v.between(
+            1,
+            v.MAX_METRICS_INTERVAL_MS,
+            "the backend publishes its counters this often, so a longer interval only hides them",
+        ),
+    )
+    #: Triton versions: number -> its OM and source where they differ from ``model``; empty: version 1 only
+    versions: dict[int, VersionFiles] = attrs.field(factory=dict, validator=v.version_numbers)
+    #: None: Triton's default, the latest version only
+    version_policy: Optional[VersionPolicy] = None
     #: the spec file, as given; relative paths in the spec are relative to its folder
     path: Optional[Path] = attrs.field(default=None, eq=False, metadata={NOT_IN_YAML: True})
 
@@ -159,13 +226,35 @@ class ModelSpec:
 
     @property
     def om_filename(self) -> str:
+        """The OM file name of ``model``: every version's unless the version names its own."""
         return self.model.om
 
     @property
     def source_path(self) -> Path:
-        """The ONNX model, relative to the spec file's folder (normalised, not made absolute)."""
+        """The ONNX model of ``model``, relative to the spec file's folder (normalised, not made absolute)."""
+        return self._relative(self.model.source)
+
+    @property
+    def version_numbers(self) -> tuple[int, ...]:
+        """The versions this spec compiles and renders a folder for, ascending; (1,) without ``versions``."""
+        return tuple(sorted(self.versions)) or (1,)
+
+    def version_files(self, version: int) -> VersionFiles:
+        """``versions[version]``; ValueError naming the spec's versions for one it does not have."""
+        if version not in self.version_numbers:
+            shown = ", ".join(map(str, self.version_numbers))
+            raise ValueError(f"model {self.name!r} has no version {version} (its versions: {shown})")
+        return self.versions.get(version, VersionFiles())
+
+    def om_filename_for(self, version: int) -> str:
+        return self.version_files(version).om or self.model.om
+
+    def source_path_for(self, version: int) -> Path:
+        return self._relative(self.version_files(version).source or self.model.source)
+
+    def _relative(self, path: str) -> Path:
         base = self.path.parent if self.path is not None else Path()
-        return Path(os.path.normpath(base / self.model.source))
+        return Path(os.path.normpath(base / path))
 
     @property
     def dynamic_dims(self) -> tuple[tuple[int, int], ...]:
@@ -200,4 +289,9 @@ class ModelSpec:
             else "",
             warmup=self.warmup,
             metrics_interval_ms=self.metrics_interval_ms,
+            version_om_model_paths=tuple(
+                (version, files.om)
+                for version, files in sorted(self.versions.items())
+                if files.om is not None and files.om != self.model.om
+            ),
         )

@@ -75,7 +75,9 @@ def test_help_lists_flags_and_ends_with_examples(capsys):
         main(["atc", "--help"])
     out = capsys.readouterr().out
     assert "--dynamic_dims VALUE" in out and "--precision_mode_v2 VALUE" in out
-    assert out.rstrip().splitlines()[-1].strip() == "ge-plugin atc specs --sim --repository model_repository"
+    assert out.rstrip().splitlines()[-1].strip() == (
+        "ge-plugin atc specs/llama.yaml --sim --model-version 2    # only the OM of version 2"
+    )
 
 
 def test_spec_print_gives_the_real_atc_command(spec_dir, capsys):
