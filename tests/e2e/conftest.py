@@ -83,12 +83,26 @@ def mlp_model() -> onnx.ModelProto:
     return model
 
 
+def ids32_model() -> onnx.ModelProto:
+    """ids int32 [batch, 4] -> twice = 2 * ids: a model whose OM takes int32, served with an int64 config."""
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["ids", "ids"], ["twice"])],
+        "ids32",
+        [helper.make_tensor_value_info("ids", TensorProto.INT32, ["batch", 4])],
+        [helper.make_tensor_value_info("twice", TensorProto.INT32, ["batch", 4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    return model
+
+
 @pytest.fixture(scope="session")
 def models_dir(tmp_path_factory) -> Path:
-    """The demo ONNX models plus ``mlp.onnx``."""
+    """The demo ONNX models plus ``mlp.onnx`` and ``ids32.onnx``."""
     directory = tmp_path_factory.mktemp("e2e-models")
     write_demo_models(directory)
     write_model(directory / "mlp.onnx", mlp_model())
+    write_model(directory / "ids32.onnx", ids32_model())
     return directory
 
 
@@ -225,6 +239,25 @@ class RunningServer:
 
         with concurrent.futures.ThreadPoolExecutor(len(requests)) as pool:
             return list(pool.map(one, requests))
+
+    @contextlib.contextmanager
+    def loaded(self, model: str, *, timeout: float = 60.0) -> Iterator[RunningServer]:
+        """``model`` loaded (explicit model control) for the block, then unloaded, waiting until its instance
+        has finished: unload returns while it still finalizes, and the next load must start from a clean
+        slate (a new stub, new metric series once the old ones are deleted: docs/serving.md)."""
+        client = self.client("http")
+        client.load_model(model)
+        try:
+            yield self
+        finally:
+            client.unload_model(model)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and any(
+                entry["name"] == model and entry.get("state") in ("READY", "UNLOADING")
+                for entry in client.get_model_repository_index()
+            ):
+                time.sleep(0.1)
+            client.close()
 
     def is_ready(self) -> bool:
         client = self.client("http")
