@@ -27,6 +27,7 @@ import attrs
 
 from ge_plugin.backend.install import install_backend
 from ge_plugin.errors import ServeError
+from ge_plugin.serve.http_guard import MAX_INPUT_BYTES, HttpGuard
 
 PYTRITON_PIN = "nvidia-pytriton==0.7.0"
 
@@ -140,6 +141,13 @@ class ServerOptions:
     #: names every /dev/shm region of this server's stubs (the Python backend adds a UUID), so that what a
     #: crashed stub leaves behind can be told from other servers' regions and removed
     shm_prefix: str = attrs.Factory(_shm_prefix)
+    #: HTTP goes through ge-plugin's guard (serve/http_guard.py): one JSON request with a huge declared shape
+    #: aborts tritonserver 2.51 otherwise; tritonserver's own HTTP endpoint then listens on loopback only
+    http_guard: bool = True
+    #: the most one input of an HTTP request may declare (the guard refuses more with 400)
+    max_input_bytes: int = MAX_INPUT_BYTES
+    #: tritonserver's own HTTP port when the guard is in front (0: a free loopback port)
+    internal_http_port: int = 0
 
     def command(self, dist: Distribution, backend_dir: Path) -> list[str]:
         cmd = [
@@ -147,10 +155,10 @@ class ServerOptions:
             f"--model-repository={Path(self.repository).resolve()}",
             f"--backend-directory={backend_dir}",
             f"--cache-directory={dist.root / 'caches'}",
-            f"--http-address={self.host}",
+            f"--http-address={'127.0.0.1' if self.http_guard else self.host}",
             f"--grpc-address={self.host}",
             f"--metrics-address={self.host}",
-            f"--http-port={self.http_port}",
+            f"--http-port={self.internal_http_port if self.http_guard else self.http_port}",
             f"--grpc-port={self.grpc_port}",
             f"--metrics-port={self.metrics_port}",
             f"--model-control-mode={self.model_control_mode}",
@@ -192,8 +200,22 @@ class TritonServer:
         self.backend_dir = prepare_backends(work / "backends", self.dist)
         env = server_environment(self.dist)
         env.update(options.environment)
+        self.guard: HttpGuard | None = None
+        if options.http_guard:
+            if not options.internal_http_port:
+                options = self.options = attrs.evolve(options, internal_http_port=free_port())
+            self.guard = HttpGuard(
+                (options.host, options.http_port),
+                ("127.0.0.1", options.internal_http_port),
+                max_input_bytes=options.max_input_bytes,
+            )
         self.command = options.command(self.dist, self.backend_dir.resolve())
-        self.process = subprocess.Popen(self.command, env=env, stdout=stdout, stderr=stderr)
+        try:
+            self.process = subprocess.Popen(self.command, env=env, stdout=stdout, stderr=stderr)
+        except BaseException:
+            if self.guard is not None:
+                self.guard.close()
+            raise
 
     @property
     def http_url(self) -> str:
@@ -245,6 +267,8 @@ class TritonServer:
         if self.process.poll() is not None:
             return
         self.process.send_signal(signum)
+        if self.guard is not None:
+            self.guard.begin_stop()  # no new connection; idle keep-alive ones closed, busy ones finish
         if self.options.model_control_mode == "explicit":
             threading.Thread(target=self._unload_all, name="ge-plugin-drain", daemon=True).start()
 
@@ -277,6 +301,8 @@ class TritonServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        if self.guard is not None:
+            self.guard.close()
         return self.process.returncode
 
     def leftovers(self) -> tuple[list[int], list[Path]]:

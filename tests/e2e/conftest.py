@@ -361,6 +361,18 @@ def server_options(repo: Path, work_dir: Path, **kwargs) -> ServerOptions:
     )
 
 
+@pytest.fixture
+def start_server(
+    triton_work_dir, tmp_path
+) -> Callable[..., contextlib.AbstractContextManager[RunningServer]]:
+    """A server of the test's own: ``with start_server(repo, http_guard=False) as running: ...``."""
+
+    def start(repo: Path, **options) -> contextlib.AbstractContextManager[RunningServer]:
+        return running_server(server_options(repo, triton_work_dir, **options), tmp_path / "tritonserver.log")
+
+    return start
+
+
 @pytest.fixture(scope="session")
 def triton_work_dir(tmp_path_factory) -> Path:
     """One backend directory for every server of the session (prepared once, copied only when changed)."""
