@@ -22,11 +22,10 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ge_plugin import __version__
+from ge_plugin import __version__, simom
 from ge_plugin import acl_constants as C
 from ge_plugin.atc.flags import AtcOptions, invalid
 from ge_plugin.errors import AtcError
-from ge_plugin.sim import omfile
 
 #: ONNX TensorProto element types the simulator carries -> aclDataType
 ONNX_TO_ACL = {
@@ -148,7 +147,7 @@ def build(options: AtcOptions, *, echo: Callable[[str], None] | None = None) -> 
     if path.parent and not path.parent.is_dir():
         path.parent.mkdir(parents=True, exist_ok=True)
     onnx_bytes = runnable.SerializeToString() if runnable is not model else Path(options.model).read_bytes()
-    omfile.write(path, header, onnx_bytes)
+    simom.write(path, header, onnx_bytes)
     say(f"sim OM {path}: {options.dynamic_mode} model, {len(inputs)} inputs, {len(output_names)} outputs")
     for values, dims in gears:
         say(f"  gear {','.join(map(str, values)) or 'static'}: inputs {[list(d) for d in dims]}")

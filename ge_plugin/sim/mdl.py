@@ -15,13 +15,13 @@ from typing import Any as _Any
 import numpy as _np
 
 from ge_plugin import acl_constants as _C
+from ge_plugin import simom as _simom
 from ge_plugin.errors import ModelFileError as _ModelFileError
 from ge_plugin.sim import _args as _a
 from ge_plugin.sim import _exec
 from ge_plugin.sim import _state as _s
 from ge_plugin.sim import counters as _counters
 from ge_plugin.sim import faults as _faults
-from ge_plugin.sim import omfile as _omfile
 from ge_plugin.sim._fail import Fail as _Fail
 from ge_plugin.sim._objects import Dataset as _Dataset
 from ge_plugin.sim._objects import ModelDesc as _ModelDesc
@@ -91,12 +91,12 @@ def _fault(api: str) -> None:
 # -- load and unload ------------------------------------------------------------------------------------
 
 
-def _parse_om(data: bytes, source: str) -> "tuple[_omfile.SimOm, _ModelInfo]":
+def _parse_om(data: bytes, source: str) -> "tuple[_simom.SimOm, _ModelInfo]":
     try:
-        om = _omfile.loads(data, source)
-    except _omfile.NotSimOmError as exc:
+        om = _simom.loads(data, source)
+    except _simom.NotSimOmError as exc:
         raise _Fail(_C.ACL_ERROR_DESERIALIZE_MODEL, str(exc)) from None
-    except _omfile.SimOmVersionError as exc:
+    except _simom.SimOmVersionError as exc:
         raise _Fail(_C.ACL_ERROR_DESERIALIZE_MODEL, str(exc)) from None
     except _ModelFileError as exc:
         raise _Fail(_C.ACL_ERROR_PARSE_MODEL, str(exc)) from None
@@ -120,7 +120,7 @@ def _read_file(path: str) -> bytes:
         raise _Fail(_C.ACL_ERROR_READ_MODEL_FAILURE, f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def _memory_sizes(om: "_omfile.SimOm", info: _ModelInfo) -> tuple[int, int]:
+def _memory_sizes(om: "_simom.SimOm", info: _ModelInfo) -> tuple[int, int]:
     """``(work, weight)`` bytes a load needs on the device, what query_size reports.
 
     A sim OM has no compiled memory plan, so: work is the largest gear's inputs plus outputs (the feature maps
