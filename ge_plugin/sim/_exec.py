@@ -27,9 +27,9 @@ from ge_plugin.sim import _state, counters, device_time
 from ge_plugin.sim._fail import Fail
 from ge_plugin.sim._objects import DataBuffer, Dataset, lookup
 from ge_plugin.sim._state import SIM, Context
-from ge_plugin.sim.engine import Engine
 from ge_plugin.sim.memory import DEVICE, Allocation, malloc_size
-from ge_plugin.sim.model import Gear, ModelInfo
+from ge_plugin.sim.model import ModelInfo, OmGear
+from ge_plugin.sim.onnx_runner import OnnxRunner
 from ge_plugin.sim.streams import Stream
 
 
@@ -57,16 +57,16 @@ class LoadedModel:
         self,
         model_id: int,
         info: ModelInfo,
-        engine: Engine,
+        runner: OnnxRunner,
         context: Context,
         charged: int = 0,
         user_memory: list[Allocation] | None = None,
     ):
         self.id = model_id
         self.info = info
-        self.engine = engine
+        self.runner = runner
         self.context = context
-        self.cur_gear: Gear | None = None
+        self.cur_gear: OmGear | None = None
         self.released = False
         self.lock = threading.Lock()
         self.pending = 0  #: execute_async tasks queued or running
@@ -165,7 +165,7 @@ def mbatch_slot(model: LoadedModel, addr: int, size: int) -> np.ndarray:
     return alloc.view(addr - alloc.base, count * 8).view(np.int64)
 
 
-def read_gear(model: LoadedModel, entry: BufferEntry) -> Gear:
+def read_gear(model: LoadedModel, entry: BufferEntry) -> OmGear:
     """The gear the mbatch buffer selects."""
     info = model.info
     values = tuple(int(v) for v in mbatch_slot(model, entry.addr, entry.size))
@@ -210,7 +210,7 @@ def run(model: LoadedModel, ins: Snapshot, outs: Snapshot) -> None:
             arrays.append(alloc.view(addr - alloc.base, need).view(desc.np).reshape(gear.input_dims[n]))
     latency = device_time.latency_s(gear.label, rows(gear))
     with device_time.occupy(device) as start:  # the device computes one execute at a time
-        outputs = model.engine.run(arrays, gear) if compute else None
+        outputs = model.runner.run(arrays, gear) if compute else None
         device_time.hold(start, latency)
     for n in range(len(info.outputs)):
         desc = info.outputs[n]
@@ -236,7 +236,7 @@ def run(model: LoadedModel, ins: Snapshot, outs: Snapshot) -> None:
     counters.device(device).executed(gear.label)
 
 
-def rows(gear: Gear) -> int:
+def rows(gear: OmGear) -> int:
     """The first dim of the first input at ``gear``: the ``rows`` of a ``a + b*rows`` device-time profile."""
     dims = gear.input_dims[0] if gear.input_dims else ()
     return int(dims[0]) if dims else 1

@@ -28,14 +28,14 @@ from ge_plugin.sim._fail import Fail as _Fail
 from ge_plugin.sim._objects import Dataset as _Dataset
 from ge_plugin.sim._objects import ModelDesc as _ModelDesc
 from ge_plugin.sim._objects import lookup as _lookup
-from ge_plugin.sim.engine import Engine as _Engine
 from ge_plugin.sim.memory import HOST as _HOST
 from ge_plugin.sim.memory import PINNED as _PINNED
 from ge_plugin.sim.memory import Allocation as _Allocation
 from ge_plugin.sim.memory import align_up as _align_up
-from ge_plugin.sim.model import Gear as _Gear
 from ge_plugin.sim.model import IoDesc as _IoDesc
 from ge_plugin.sim.model import ModelInfo as _ModelInfo
+from ge_plugin.sim.model import OmGear as _OmGear
+from ge_plugin.sim.onnx_runner import OnnxRunner as _OnnxRunner
 
 __all__ = [
     "add_dataset_buffer",
@@ -174,14 +174,14 @@ def _load(
             f"{arena.capacity - arena.used} of {arena.capacity} free (GE_PLUGIN_SIM_DEVICE_MEMORY_MB)",
         )
     try:
-        engine = _Engine(om.onnx, info, _SIM.config.threads)
+        runner = _OnnxRunner(om.onnx, info, _SIM.config.threads)
     except _Fail:
         if charged:
             arena.unreserve(charged)
         raise
     with _SIM.lock:
         model_id = next(_SIM.model_ids)
-        _SIM.models[model_id] = _exec.LoadedModel(model_id, info, engine, ctx, charged, held)
+        _SIM.models[model_id] = _exec.LoadedModel(model_id, info, runner, ctx, charged, held)
     _counters.device(ctx.device).loads += 1
     return model_id
 
@@ -483,7 +483,7 @@ def get_input_dynamic_dims(desc: int, index: int, gear_count: int, /) -> "tuple[
 
 
 def _write_gear(
-    model_id: int, dataset: int, index: int, mode: str, gear_of: _Callable[[_ModelInfo], _Gear]
+    model_id: int, dataset: int, index: int, mode: str, gear_of: _Callable[[_ModelInfo], _OmGear]
 ) -> int:
     """The shared part of the three setters: checks, then the gear's values into the mbatch buffer."""
     model = _exec.loaded_model(model_id, _s.current_context())
@@ -525,7 +525,7 @@ def _not_a_gear(model_id: int, what: str, gears: list) -> _Fail:
 def set_dynamic_batch_size(model_id: int, dataset: int, index: int, batch_size: int, /) -> int:
     """``ret``; ``batch_size`` must be one of the gears (else 145013)."""
 
-    def gear_of(info: _ModelInfo) -> _Gear:
+    def gear_of(info: _ModelInfo) -> _OmGear:
         gear = info.gear_by_values.get((batch_size,))
         if gear is None:
             raise _not_a_gear(model_id, f"batch size {batch_size}", [g.values[0] for g in info.gears])
@@ -538,7 +538,7 @@ def set_dynamic_batch_size(model_id: int, dataset: int, index: int, batch_size: 
 def set_dynamic_hw_size(model_id: int, dataset: int, index: int, height: int, width: int, /) -> int:
     """``ret``; (height, width) must be one of the gears (else 145013)."""
 
-    def gear_of(info: _ModelInfo) -> _Gear:
+    def gear_of(info: _ModelInfo) -> _OmGear:
         gear = info.gear_by_values.get((height, width))
         if gear is None:
             raise _not_a_gear(model_id, f"image size {height}x{width}", [list(g.values) for g in info.gears])
@@ -588,7 +588,7 @@ def set_input_dynamic_dims(model_id: int, dataset: int, index: int, dims: dict, 
     values = [int(v) for v in dims["dims"][: dims["dimCount"]]]  # the first dimCount, as pyACL reads them
     listed = len(dims["dims"])
 
-    def gear_of(info: _ModelInfo) -> _Gear:
+    def gear_of(info: _ModelInfo) -> _OmGear:
         if len(values) != listed:
             raise _Fail(
                 _C.ACL_ERROR_INVALID_PARAM,

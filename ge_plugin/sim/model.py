@@ -46,8 +46,9 @@ class IoDesc:
         self.onnx_name = onnx_name
 
 
-class Gear:
-    """One gear: the values that select it and the concrete dims of every data input and output."""
+class OmGear:
+    """One gear as the sim OM records it: the values that select it and the concrete dims of every data input
+    and output. (``ge_plugin.engine.gears.Gear`` is the engine's view of a gear, read through pyACL.)"""
 
     __slots__ = ("index", "input_dims", "input_sizes", "label", "output_dims", "output_sizes", "values")
 
@@ -97,7 +98,7 @@ class ModelInfo:
                 {"values": [], "inputs": [i["dims"] for i in raw_in], "outputs": [o["dims"] for o in raw_out]}
             ]
         self.gears = [
-            Gear(n, tuple(int(v) for v in g["values"]), g["inputs"], g["outputs"], in_np, out_np)
+            OmGear(n, tuple(int(v) for v in g["values"]), g["inputs"], g["outputs"], in_np, out_np)
             for n, g in enumerate(raw_gears)
         ]
         if not self.gears:
@@ -162,11 +163,11 @@ class ModelInfo:
             (n, k) for n, d in enumerate(self.inputs[: self.n_data]) for k, v in enumerate(d.dims) if v < 0
         ]
 
-    def concatenated_dims(self, gear: Gear) -> list[int]:
+    def concatenated_dims(self, gear: OmGear) -> list[int]:
         """All data inputs' dims at ``gear``, concatenated: what get_input_dynamic_dims reports."""
         return [v for dims in gear.input_dims for v in dims]
 
-    def gear_for_dims(self, dims: Sequence[int]) -> Gear | None:
+    def gear_for_dims(self, dims: Sequence[int]) -> OmGear | None:
         """The gear whose concatenated input dims are ``dims``."""
         for gear in self.gears:
             if self.concatenated_dims(gear) == list(dims):
