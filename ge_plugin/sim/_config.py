@@ -44,7 +44,7 @@ class SimConfig:
 
 def _int(name: str, value: object, lo: int, hi: int) -> int:
     try:
-        if isinstance(value, bool):
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
             raise ValueError
         number = int(value) if not isinstance(value, float) or value.is_integer() else None
         if number is None:

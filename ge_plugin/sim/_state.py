@@ -355,7 +355,7 @@ def unsubscribe(s: Stream) -> None:
     with events.CHANGED:
         thread_id, s.subscriber = s.subscriber, None
         queue = events.QUEUES.get(thread_id) if thread_id is not None else None
-        if queue is not None:
+        if thread_id is not None and queue is not None:
             queue.streams.discard(s)
             if not queue.streams and not queue.items:
                 del events.QUEUES[thread_id]

@@ -219,6 +219,12 @@ class ModelSpec:
             object.__setattr__(self, "dims_gears", tuple((gear,) * slots for gear in gears))
 
     @property
+    def dims_gear_values(self) -> tuple[tuple[int, ...], ...]:
+        """``dims_gears`` as tuples, one value per -1 dim (a lone int is left only where no input has a -1
+        dim, which the cross checks refuse)."""
+        return tuple((gear,) if isinstance(gear, int) else gear for gear in self.dims_gears)
+
+    @property
     def max_batch_size(self) -> int:
         return max(self.batching.gears, default=0) if self.batching is not None else 0
 
@@ -280,7 +286,7 @@ class ModelSpec:
             om_model_path=self.model.om,
             device_ids=self.placement.devices,
             gears=self.gears,
-            dims_gears=tuple(tuple(gear) for gear in self.dims_gears),
+            dims_gears=self.dims_gear_values,
             output_dim_ties=self.dim_ties,
             input_ranges=tuple(InputRange(i.name, *i.range) for i in self.inputs if i.range is not None),
             same_shape=tuple(ShapeTie(i.name, i.same_as) for i in self.inputs if i.same_as is not None),

@@ -452,15 +452,17 @@ def _dims_gears_fit(spec: ModelSpec) -> list[Problem]:
     if not slots:
         return [(("dims_gears",), "no input has a -1 dim, so there is nothing for dims_gears to set")]
     problems: list[Problem] = []
-    wrong = [
-        i for i, gear in enumerate(spec.dims_gears) if not isinstance(gear, int) and len(gear) != len(slots)
-    ]
+    wrong = {
+        i: len(gear)
+        for i, gear in enumerate(spec.dims_gears)
+        if not isinstance(gear, int) and len(gear) != len(slots)
+    }
     expected = f"each gear lists one value per -1 input dim ({len(slots)}: {named})"
     if wrong and len(wrong) == len(spec.dims_gears):
-        sizes = sorted({len(spec.dims_gears[i]) for i in wrong})
+        sizes = sorted(set(wrong.values()))
         problems.append((("dims_gears",), f"{expected}, but the gears list {' or '.join(map(str, sizes))}"))
     else:
-        problems.extend((("dims_gears", i), f"{expected}, got {len(spec.dims_gears[i])}") for i in wrong)
+        problems.extend((("dims_gears", i), f"{expected}, got {size}") for i, size in wrong.items())
     batch = len(spec.batching.gears) if spec.batching is not None else 1
     total = batch * len(spec.dims_gears)
     if spec.batching is not None and total > MAX_GEARS:
