@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +75,10 @@ class Migration:
     source: Path  #: the model file found (or expected) next to the config
 
 
+#: ``note(line, key, reason, *, carried=False)``: records a Note
+Noter = Callable[..., None]
+
+
 def migrate(
     ge: GeConfig,
     *,
@@ -88,60 +92,110 @@ def migrate(
     def note(line: int, key: str, reason: str, *, carried: bool = False) -> None:
         notes.append(Note(line, key, carried, reason))
 
-    config = ge.config
     source = _model_file(ge, note)
-    batching = config.max_batch_size > 0
-    inputs = _tensors(ge, "input", config.input)
-    outputs = _tensors(ge, "output", config.output)
+    inputs, outputs = _io(ge)
+    _tensor_notes(ge, note)
+    gear_batches, gear_dims = _ge_gears(ge, inputs, note)
+    if batch_gears is not None:
+        gear_batches = list(batch_gears)
+    dynamic = [(t["name"], d) for t in inputs for d, dim in enumerate(t["dims"]) if dim == -1]
+    if dims_gears is not None:
+        gear_dims = _given_dims_gears(dims_gears, len(dynamic))
+    if dynamic and not gear_dims:
+        raise _no_dims_gears(ge, dynamic)
+    batching_spec, inputs, outputs = _batched(ge, gear_batches, inputs, outputs, note)
+    _note_dynamic_outputs(ge, outputs, note)
+    spec: dict[str, Any] = {
+        "name": ge.name,
+        "model": {
+            "om": f"{ge.name}.om" if source.suffix == ".onnx" else f"{source.stem}.om",
+            "source": _relative(source.with_suffix(".onnx"), spec_dir),
+            "soc_version": soc_version,
+        },
+        "inputs": [_tensor_yaml(t) for t in inputs],
+        "outputs": [_tensor_yaml(t) for t in outputs],
+    }
+    if batching_spec is not None:
+        spec["batching"] = batching_spec
+    if gear_dims and _dims_gears_apply(ge, dynamic, note):
+        spec["dims_gears"] = [list(g) for g in gear_dims]
+    spec["placement"] = _placement(ge, note)
+    spec["precision"] = _precision(ge, note)
+    _other_parameters(ge, note)
+    _other_fields(ge, note)
+    notes.sort(key=lambda n: (n.line, n.key))
+    return Migration(spec=spec, notes=tuple(notes), source=source)
+
+
+def _given_dims_gears(dims_gears: Sequence[Sequence[int]], dynamic: int) -> list[list[int]]:
+    """``--dims-gears``: one value per -1 dim, or one value that every -1 dim takes (16,32)."""
+    gears = [list(g) for g in dims_gears]
+    if dynamic and all(len(g) == 1 for g in gears):
+        return [g * dynamic for g in gears]
+    return gears
+
+
+def _dims_gears_apply(ge: GeConfig, dynamic: list[tuple[str, int]], note: Noter) -> bool:
+    """Whether dims gears go into the spec: only where the config has -1 dims (else a note says why not)."""
+    if not dynamic:
+        note(
+            ge.line_of_parameter(_gear_key(ge)),
+            _gear_key(ge),
+            "gears over dims the config declares fixed: the config's dims win",
+        )
+    return bool(dynamic)
+
+
+def _io(ge: GeConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The config's inputs and outputs; a GE config may omit them (GE read the model), a spec may not."""
+    inputs = _tensors(ge, "input", ge.config.input)
+    outputs = _tensors(ge, "output", ge.config.output)
     if not inputs or not outputs:
         raise MigrateError(
             f"{ge.path}: the config lists no {'inputs' if not inputs else 'outputs'}; the GE backend read them "
             "from the ONNX model, ge-plugin needs them in the spec: add input/output to the config (names, "
             "data_type, dims) and migrate again"
         )
-    _tensor_notes(ge, note)
+    return inputs, outputs
 
-    gear_batches, gear_dims = _ge_gears(ge, inputs, note)
-    if batch_gears is not None:
-        gear_batches = list(batch_gears)
-    if dims_gears is not None:
-        gear_dims = [list(g) for g in dims_gears]
 
-    spec: dict[str, Any] = {"name": ge.name}
-    om = f"{ge.name}.om" if source.suffix == ".onnx" else f"{source.stem}.om"
-    spec["model"] = {
-        "om": om,
-        "source": _relative(source.with_suffix(".onnx"), spec_dir),
-        "soc_version": soc_version,
-    }
-    dynamic = [(t["name"], d) for t in inputs for d, dim in enumerate(t["dims"]) if dim == -1]
-    if dims_gears is not None and dynamic and all(len(g) == 1 for g in gear_dims):
-        gear_dims = [g * len(dynamic) for g in gear_dims]  # 16,32: every -1 dim takes each value in turn
-    if dynamic and not gear_dims:
-        names = ", ".join(f"{name} dims[{d}]" for name, d in dynamic)
-        first = dynamic[0][0]
-        raise MigrateError(
-            f"{ge.path}:{ge.line_of_tensor('input', 0, first)}: {names} {'is' if len(dynamic) == 1 else 'are'} -1 and the config "
-            "names no gears for them (graph.ge.inputShape with graph.ge.dynamicDims): the GE backend compiled "
-            "a dynamic-shape graph, an OM needs the values; give them with --dims-gears, e.g. --dims-gears 16,32,64"
-        )
+def _no_dims_gears(ge: GeConfig, dynamic: list[tuple[str, int]]) -> MigrateError:
+    names = ", ".join(f"{name} dims[{d}]" for name, d in dynamic)
+    first = dynamic[0][0]
+    return MigrateError(
+        f"{ge.path}:{ge.line_of_tensor('input', 0, first)}: {names} {'is' if len(dynamic) == 1 else 'are'} -1 and the config "
+        "names no gears for them (graph.ge.inputShape with graph.ge.dynamicDims): the GE backend compiled "
+        "a dynamic-shape graph, an OM needs the values; give them with --dims-gears, e.g. --dims-gears 16,32,64"
+    )
 
-    if batching:
+
+def _batched(
+    ge: GeConfig,
+    gear_batches: list[int],
+    inputs: list[dict[str, Any]],
+    outputs: list[dict[str, Any]],
+    note: Noter,
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[dict[str, Any]]]:
+    """The spec's batching section, and the tensors (with a leading 1 where max_batch_size 1 becomes a model
+    without batching)."""
+    if ge.config.max_batch_size > 0:
         batching_spec = _batching(ge, gear_batches, note)
         if batching_spec is None:
             # max_batch_size 1: one batch size is not a gear list (ATC takes 2 to 100); the same requests are a
             # model without batching whose dims start with that batch of 1
             inputs = [{**t, "dims": [1, *t["dims"]]} for t in inputs]
             outputs = [{**t, "dims": [1, *t["dims"]]} for t in outputs]
-    else:
-        batching_spec = None
-        if gear_batches and set(gear_batches) != {1}:
-            note(
-                ge.line_of_parameter(_gear_key(ge)),
-                _gear_key(ge),
-                "batch values in the gears of a model without max_batch_size: the spec's dims take them",
-            )
+        return batching_spec, inputs, outputs
+    if gear_batches and set(gear_batches) != {1}:
+        note(
+            ge.line_of_parameter(_gear_key(ge)),
+            _gear_key(ge),
+            "batch values in the gears of a model without max_batch_size: the spec's dims take them",
+        )
+    return None, inputs, outputs
 
+
+def _note_dynamic_outputs(ge: GeConfig, outputs: list[dict[str, Any]], note: Noter) -> None:
     for index, tensor in enumerate(outputs):
         for d, dim in enumerate(tensor["dims"]):
             if dim == -1:
@@ -152,25 +206,6 @@ def migrate(
                     f"follows: {{{d}: INPUT:DIM}} to {tensor['name']} in the spec to trim it back per request",
                     carried=True,
                 )
-    spec["inputs"] = [_tensor_yaml(t) for t in inputs]
-    spec["outputs"] = [_tensor_yaml(t) for t in outputs]
-    if batching_spec is not None:
-        spec["batching"] = batching_spec
-    if gear_dims:
-        if not dynamic:
-            note(
-                ge.line_of_parameter(_gear_key(ge)),
-                _gear_key(ge),
-                "gears over dims the config declares fixed: the config's dims win",
-            )
-        else:
-            spec["dims_gears"] = [list(g) for g in gear_dims]
-    spec["placement"] = _placement(ge, note)
-    spec["precision"] = _precision(ge, note)
-    _other_parameters(ge, note)
-    _other_fields(ge, note)
-    notes.sort(key=lambda n: (n.line, n.key))
-    return Migration(spec=spec, notes=tuple(notes), source=source)
 
 
 # --- the model file ------------------------------------------------------------------------------------
@@ -271,12 +306,11 @@ def _gear_key(ge: GeConfig) -> str:
     return found[0] if found else "graph.ge.dynamicDims"
 
 
-def _ge_gears(ge: GeConfig, inputs: list[dict[str, Any]], note) -> tuple[list[int], list[list[int]]]:
+def _ge_gears(ge: GeConfig, inputs: list[dict[str, Any]], note: Noter) -> tuple[list[int], list[list[int]]]:
     """(batch gears, dims gears) from ``ge.inputShape`` + ``ge.dynamicDims``; ([], []) without them."""
     shape = ge.ge_option("ge.inputShape")
     gears = ge.ge_option("ge.dynamicDims")
-    node_type = ge.ge_option("ge.dynamicNodeType")
-    for found in (shape, gears, node_type):
+    for found in (shape, gears, ge.ge_option("ge.dynamicNodeType")):
         if found is not None:
             note(
                 ge.line_of_parameter(found[0]),
@@ -285,9 +319,8 @@ def _ge_gears(ge: GeConfig, inputs: list[dict[str, Any]], note) -> tuple[list[in
                 carried=True,
             )
     if shape is None or gears is None:
-        if (shape is None) != (gears is None):
-            given = shape or gears
-            assert given is not None
+        given = shape or gears
+        if given is not None:
             note(
                 ge.line_of_parameter(given[0]),
                 given[0],
@@ -301,22 +334,51 @@ def _ge_gears(ge: GeConfig, inputs: list[dict[str, Any]], note) -> tuple[list[in
         raise MigrateError(
             f"{ge.path}:{ge.line_of_parameter(shape[0])}: {shape[0]}/{gears[0]}: {exc}"
         ) from None
-    by_name = {t["name"]: t for t in inputs}
-    batching = ge.config.max_batch_size > 0
-    slots: list[tuple[str, int]] = []  # (input, full dim index) of every -1 in inputShape, in order
-    for name, dims in shapes:
-        if name not in by_name:
-            raise MigrateError(
-                f"{ge.path}:{ge.line_of_parameter(shape[0])}: {shape[0]} names input {name!r}, which the config "
-                f"does not declare ({', '.join(by_name)})"
-            )
-        slots.extend((name, d) for d, dim in enumerate(dims) if dim == -1)
+    slots = _ge_slots(ge, shape[0], shapes, inputs)
     if len(values[0]) != len(slots):
         raise MigrateError(
             f"{ge.path}:{ge.line_of_parameter(gears[0])}: {gears[0]}: each gear has {len(values[0])} values but "
             f"{shape[0]} has {len(slots)} -1 dims"
         )
-    # The spec's order of -1 dims: inputs in config order, dims in order (batch dim excluded when batching).
+    batches, dims_gears = _split_gears(ge, (shape[0], gears[0]), values, slots, inputs)
+    if batches and dims_gears and len(batches) * len(dims_gears) != len(values):
+        note(
+            ge.line_of_parameter(gears[0]),
+            gears[0],
+            f"{len(values)} gears that are not a full grid: ATC compiles batch gears x dims gears, "
+            f"{len(batches)} x {len(dims_gears)} = {len(batches) * len(dims_gears)} gears",
+            carried=True,
+        )
+    return batches, dims_gears
+
+
+def _ge_slots(
+    ge: GeConfig, key: str, shapes: Sequence[tuple[str, Sequence[int]]], inputs: list[dict[str, Any]]
+) -> list[tuple[str, int]]:
+    """(input, full dim index) of every -1 in ``ge.inputShape`` (option ``key``), in order."""
+    declared = [t["name"] for t in inputs]
+    slots: list[tuple[str, int]] = []
+    for name, dims in shapes:
+        if name not in declared:
+            raise MigrateError(
+                f"{ge.path}:{ge.line_of_parameter(key)}: {key} names input {name!r}, which the config "
+                f"does not declare ({', '.join(declared)})"
+            )
+        slots.extend((name, d) for d, dim in enumerate(dims) if dim == -1)
+    return slots
+
+
+def _split_gears(
+    ge: GeConfig,
+    keys: tuple[str, str],
+    values: Sequence[Sequence[int]],
+    slots: list[tuple[str, int]],
+    inputs: list[dict[str, Any]],
+) -> tuple[list[int], list[list[int]]]:
+    """GE's gears (each a value per slot) as the spec's: sorted batch gears, and dims gears over the spec's
+    -1 dims (inputs in config order, dims in order, the batch dim excluded when batching)."""
+    shape_key, gears_key = keys
+    batching = ge.config.max_batch_size > 0
     order = [
         (t["name"], d + (1 if batching else 0))
         for t in inputs
@@ -327,36 +389,31 @@ def _ge_gears(ge: GeConfig, inputs: list[dict[str, Any]], note) -> tuple[list[in
     dims_gears: list[list[int]] = []
     for gear in values:
         value = dict(zip(slots, gear))
-        batch = {v for (name, d), v in value.items() if batching and d == 0}
-        if len(batch) > 1:
-            raise MigrateError(
-                f"{ge.path}:{ge.line_of_parameter(gears[0])}: {gears[0]}: a gear gives inputs different batch "
-                f"sizes ({sorted(batch)}); Triton batches every input alike"
-            )
+        size = _batch_size(ge, gears_key, value) if batching else None
         missing = [slot for slot in order if slot not in value]
         if missing:
             name, d = missing[0]
             raise MigrateError(
-                f"{ge.path}:{ge.line_of_parameter(shape[0])}: {shape[0]} does not make {name} dim {d} dynamic "
+                f"{ge.path}:{ge.line_of_parameter(shape_key)}: {shape_key} does not make {name} dim {d} dynamic "
                 "(-1), but the config's dims do"
             )
-        if batch:
-            (size,) = batch
-            if size not in batches:
-                batches.append(size)
+        if size is not None and size not in batches:
+            batches.append(size)
         dims = [value[slot] for slot in order]
         if dims and dims not in dims_gears:
             dims_gears.append(dims)
-    batches.sort()
-    if batches and dims_gears and len(batches) * len(dims_gears) != len(values):
-        note(
-            ge.line_of_parameter(gears[0]),
-            gears[0],
-            f"{len(values)} gears that are not a full grid: ATC compiles batch gears x dims gears, "
-            f"{len(batches)} x {len(dims_gears)} = {len(batches) * len(dims_gears)} gears",
-            carried=True,
+    return sorted(batches), dims_gears
+
+
+def _batch_size(ge: GeConfig, key: str, value: dict[tuple[str, int], int]) -> int | None:
+    """The batch size a GE gear gives (its value of every dim 0), None when dim 0 is not a slot."""
+    batch = {v for (_name, d), v in value.items() if d == 0}
+    if len(batch) > 1:
+        raise MigrateError(
+            f"{ge.path}:{ge.line_of_parameter(key)}: {key}: a gear gives inputs different batch "
+            f"sizes ({sorted(batch)}); Triton batches every input alike"
         )
-    return batches, dims_gears
+    return next(iter(batch), None)
 
 
 def _derived_gears(max_batch: int, preferred: Sequence[int]) -> list[int]:
