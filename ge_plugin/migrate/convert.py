@@ -211,7 +211,7 @@ def _note_dynamic_outputs(ge: GeConfig, outputs: list[dict[str, Any]], note: Not
 # --- the model file ------------------------------------------------------------------------------------
 
 
-def _model_file(ge: GeConfig, note) -> Path:
+def _model_file(ge: GeConfig, note: Noter) -> Path:
     """What the GE backend compiled: the first ``*.onnx`` under the model folder, else the first ``*.pb``."""
     folder = ge.path.resolve().parent
     shown = ge.path.parent  # as the user named it, in messages
@@ -273,7 +273,7 @@ def _tensors(ge: GeConfig, field: str, tensors: Sequence[Any]) -> list[dict[str,
     return out
 
 
-def _tensor_notes(ge: GeConfig, note) -> None:
+def _tensor_notes(ge: GeConfig, note: Noter) -> None:
     for field, tensors in (("input", ge.config.input), ("output", ge.config.output)):
         for index, tensor in enumerate(tensors):
             line = ge.line_of_tensor(field, index, tensor.name)
@@ -425,14 +425,10 @@ def _derived_gears(max_batch: int, preferred: Sequence[int]) -> list[int]:
     return sorted(g for g in gears if 1 <= g <= max_batch)
 
 
-def _batching(ge: GeConfig, gears: list[int], note) -> dict[str, Any] | None:
+def _batching(ge: GeConfig, gears: list[int], note: Noter) -> dict[str, Any] | None:
     config = ge.config
-    max_batch = config.max_batch_size
     line = ge.line_of_field("max_batch_size")
-    dynamic = config.dynamic_batching
-    has_dynamic = config.HasField("dynamic_batching")
-    preferred = list(dynamic.preferred_batch_size)
-    if max_batch == 1 and not gears:
+    if config.max_batch_size == 1 and not gears:
         note(
             line,
             "max_batch_size",
@@ -441,6 +437,42 @@ def _batching(ge: GeConfig, gears: list[int], note) -> dict[str, Any] | None:
             carried=True,
         )
         return None
+    out: dict[str, Any] = {"gears": _batch_gears(ge, gears, note)}
+    if not config.HasField("dynamic_batching"):
+        note(
+            line,
+            "dynamic_batching",
+            "absent: Triton did not combine requests; a rendered ge config always has dynamic_batching "
+            "(max_queue_delay_us 0: no request waits for batch-mates)",
+            carried=True,
+        )
+        return out
+    dynamic = config.dynamic_batching
+    out["max_queue_delay_us"] = int(dynamic.max_queue_delay_microseconds)
+    if dynamic.preferred_batch_size:
+        out["preferred_batch_sizes"] = sorted(set(dynamic.preferred_batch_size))
+    if dynamic.HasField("default_queue_policy"):
+        out["queue"] = _queue(ge, dynamic.default_queue_policy, note)
+    for descriptor, _value in dynamic.ListFields():
+        if descriptor.name not in (
+            "preferred_batch_size",
+            "max_queue_delay_microseconds",
+            "default_queue_policy",
+        ):
+            note(
+                ge.line_of_field(descriptor.name),
+                f"dynamic_batching.{descriptor.name}",
+                "no spec field; the rendered config does not set it",
+            )
+    return out
+
+
+def _batch_gears(ge: GeConfig, gears: list[int], note: Noter) -> list[int]:
+    """The spec's batch gears: GE's (or derived from max_batch_size when GE had none), plus the preferred
+    batch sizes, at most MAX_GEARS."""
+    max_batch = ge.config.max_batch_size
+    line = ge.line_of_field("max_batch_size")
+    preferred = list(ge.config.dynamic_batching.preferred_batch_size)
     if not gears:
         gears = _derived_gears(max_batch, preferred)
         static = ge.parameters.get("static_model", "").strip() == "1"
@@ -475,44 +507,22 @@ def _batching(ge: GeConfig, gears: list[int], note) -> dict[str, Any] | None:
         raise MigrateError(
             f"{ge.path}:{line}: {len(gears)} batch gears; ATC takes at most {MAX_GEARS} (--batch-gears)"
         )
-    out: dict[str, Any] = {"gears": gears}
-    if not has_dynamic:
+    return gears
+
+
+def _queue(ge: GeConfig, policy: Any, note: Noter) -> dict[str, Any]:
+    """``dynamic_batching.default_queue_policy`` as the spec's ``queue``."""
+    if policy.allow_timeout_override:
         note(
-            line,
-            "dynamic_batching",
-            "absent: Triton did not combine requests; a rendered ge config always has dynamic_batching "
-            "(max_queue_delay_us 0: no request waits for batch-mates)",
-            carried=True,
+            ge.line_of_field("allow_timeout_override"),
+            "dynamic_batching.default_queue_policy.allow_timeout_override",
+            "no spec field",
         )
-        return out
-    out["max_queue_delay_us"] = int(dynamic.max_queue_delay_microseconds)
-    if preferred:
-        out["preferred_batch_sizes"] = sorted(set(preferred))
-    policy = dynamic.default_queue_policy
-    if dynamic.HasField("default_queue_policy"):
-        out["queue"] = {
-            "max_size": int(policy.max_queue_size),
-            "timeout_us": int(policy.default_timeout_microseconds),
-            "timeout_action": "delay" if policy.timeout_action == mc.ModelQueuePolicy.DELAY else "reject",
-        }
-        if policy.allow_timeout_override:
-            note(
-                ge.line_of_field("allow_timeout_override"),
-                "dynamic_batching.default_queue_policy.allow_timeout_override",
-                "no spec field",
-            )
-    for descriptor, _value in dynamic.ListFields():
-        if descriptor.name not in (
-            "preferred_batch_size",
-            "max_queue_delay_microseconds",
-            "default_queue_policy",
-        ):
-            note(
-                ge.line_of_field(descriptor.name),
-                f"dynamic_batching.{descriptor.name}",
-                "no spec field; the rendered config does not set it",
-            )
-    return out
+    return {
+        "max_size": int(policy.max_queue_size),
+        "timeout_us": int(policy.default_timeout_microseconds),
+        "timeout_action": "delay" if policy.timeout_action == mc.ModelQueuePolicy.DELAY else "reject",
+    }
 
 
 # --- devices, instances, streams -----------------------------------------------------------------------
@@ -535,24 +545,8 @@ def _int_parameter(ge: GeConfig, key: str, minimum: int) -> int | None:
     return value
 
 
-def _placement(ge: GeConfig, note) -> dict[str, Any]:
-    if "device_ids" in ge.parameters:
-        line = ge.line_of_parameter("device_ids")
-        try:
-            devices = [int(d) for d in ge.parameters["device_ids"].split(",")]
-        except ValueError:
-            raise MigrateError(
-                f"{ge.path}:{line}: parameters.device_ids: expected comma-separated NPU ids, got "
-                f"{ge.parameters['device_ids']!r}"
-            ) from None
-    else:
-        devices = [0]
-        note(
-            1,
-            "parameters.device_ids",
-            "unset: the GE backend used every NPU it saw; the spec lists NPU 0 (add the others to placement.devices)",
-            carried=True,
-        )
+def _placement(ge: GeConfig, note: Noter) -> dict[str, Any]:
+    devices = _devices(ge, note)
     groups = ge.config.instance_group
     total = sum(group.count or 1 for group in groups) if groups else 1
     exec_blocks = _int_parameter(ge, "instance_exec_blocks", 1) or 1
@@ -584,7 +578,32 @@ def _placement(ge: GeConfig, note) -> dict[str, Any]:
             "runs a batch once at its gear and splits only batches beyond the largest gear across an instance's "
             "streams (counted into streams_per_instance above)",
         )
-    for index, group in enumerate(groups):
+    _note_instance_fields(ge, note)
+    return {"devices": devices, "instances_per_device": instances, "streams_per_instance": streams}
+
+
+def _devices(ge: GeConfig, note: Noter) -> list[int]:
+    """``device_ids`` as a list of NPUs; NPU 0 (with a note) when the config leaves it out."""
+    if "device_ids" not in ge.parameters:
+        note(
+            1,
+            "parameters.device_ids",
+            "unset: the GE backend used every NPU it saw; the spec lists NPU 0 (add the others to placement.devices)",
+            carried=True,
+        )
+        return [0]
+    try:
+        return [int(d) for d in ge.parameters["device_ids"].split(",")]
+    except ValueError:
+        raise MigrateError(
+            f"{ge.path}:{ge.line_of_parameter('device_ids')}: parameters.device_ids: expected comma-separated NPU "
+            f"ids, got {ge.parameters['device_ids']!r}"
+        ) from None
+
+
+def _note_instance_fields(ge: GeConfig, note: Noter) -> None:
+    """Every instance_group field but count, name and a CPU (or auto) kind: ge-plugin renders its own groups."""
+    for index, group in enumerate(ge.config.instance_group):
         for descriptor, value in group.ListFields():
             if descriptor.name in ("count", "name") or (
                 descriptor.name == "kind"
@@ -596,13 +615,12 @@ def _placement(ge: GeConfig, note) -> dict[str, Any]:
                 f"instance_group[{index}].{descriptor.name}",
                 "ge-plugin renders one KIND_CPU group per NPU, named npuN (the backend places instances by that name)",
             )
-    return {"devices": devices, "instances_per_device": instances, "streams_per_instance": streams}
 
 
 # --- precision, other parameters and fields ------------------------------------------------------------
 
 
-def _precision(ge: GeConfig, note) -> str:
+def _precision(ge: GeConfig, note: Noter) -> str:
     for ge_key, table in PRECISIONS.items():
         found = ge.ge_option(ge_key)
         if found is None:
@@ -636,7 +654,7 @@ FIXED_REASONS = {
 }
 
 
-def _other_parameters(ge: GeConfig, note) -> None:
+def _other_parameters(ge: GeConfig, note: Noter) -> None:
     handled = {"device_ids", "device_exec_blocks", "instance_exec_blocks"}
     handled |= {prefix + key for key in GEAR_OPTIONS for prefix in ("session.", "graph.")}
     handled |= {prefix + key for key in PRECISIONS for prefix in ("session.", "graph.")}
@@ -687,7 +705,7 @@ CARRIED_FIELDS = {
 }
 
 
-def _other_fields(ge: GeConfig, note) -> None:
+def _other_fields(ge: GeConfig, note: Noter) -> None:
     for descriptor, _value in ge.config.ListFields():
         if descriptor.name in CARRIED_FIELDS:
             continue
