@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import attrs
 
@@ -127,6 +128,14 @@ def multi_device_error(flag: str, value: object) -> AtcError:
     return invalid(value, flag, MULTI_DEVICE_ATC_FLAGS[flag])
 
 
+class OutputType(NamedTuple):
+    """One item of a per-output ``--output_type``: output ``output_index`` of ``node`` has type ``dtype``."""
+
+    node: str
+    output_index: int
+    dtype: str
+
+
 @attrs.frozen
 class AtcOptions:
     """One ATC invocation, checked as far as possible without the model."""
@@ -144,7 +153,7 @@ class AtcOptions:
     input_fp16_nodes: tuple[str, ...] = ()
     out_nodes: tuple[str, ...] = ()
     output_type: str | None = None  #: one type for every output
-    output_type_per_node: tuple[tuple[str, int, str], ...] = ()  #: (node, index, type)
+    output_type_per_node: tuple[OutputType, ...] = ()
     log: str = "null"
     given: tuple[tuple[str, str], ...] = ()  #: every flag as given, in order
 
@@ -461,9 +470,7 @@ def _check_image_dims(shapes: _Shapes, input_format: str | None) -> None:
             )
 
 
-def _output_type(
-    text: str | None, out_nodes: tuple[str, ...]
-) -> tuple[str | None, tuple[tuple[str, int, str], ...]]:
+def _output_type(text: str | None, out_nodes: tuple[str, ...]) -> tuple[str | None, tuple[OutputType, ...]]:
     if text is None or not text.strip():
         return None, ()
     text = text.strip()
@@ -473,7 +480,7 @@ def _output_type(
         return text.upper(), ()
     if not out_nodes:
         raise invalid(text, "output_type", "a per-output --output_type (node:index:type) needs --out_nodes")
-    per_node = []
+    per_node: list[OutputType] = []
     for item in _names(text):
         node, sep1, rest = item.partition(":")
         index, sep2, dtype = rest.partition(":")
@@ -483,5 +490,5 @@ def _output_type(
             raise invalid(
                 text, "output_type", f"[{dtype}] in [{item}] is not one of {', '.join(OUTPUT_TYPES)}"
             )
-        per_node.append((node.strip(), int(index), dtype.strip().upper()))
+        per_node.append(OutputType(node.strip(), int(index), dtype.strip().upper()))
     return None, tuple(per_node)

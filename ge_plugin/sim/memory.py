@@ -344,8 +344,8 @@ class Memory:
             raise Fail(_BAD, f"{name} {place.why}")
         return place
 
-    def plan_memset(self, ptr: int, max_count: int, count: int) -> tuple[int, Allocation | None]:
-        """(real address, allocation) to set ``count`` bytes at ``ptr``; raises Fail."""
+    def plan_memset(self, ptr: int, max_count: int, count: int) -> Place:
+        """Where ``count`` bytes at ``ptr`` are to be set, checked; raises Fail."""
         if count > max_count:
             raise Fail(_BAD, f"count {count} is larger than max_count {max_count}")
         place = self.locate(ptr)
@@ -357,4 +357,4 @@ class Memory:
                 f"range 0x{ptr:x}+{count} runs past the end of its allocation (0x{place.alloc.base:x}, "
                 f"{place.alloc.size} bytes)",
             )
-        return place.real(ptr), place.alloc
+        return place

@@ -378,8 +378,8 @@ class _MemsetPlan(_NamedTuple):
 
 
 def _memset_plan(ptr: int, max_count: int, value: int, count: int) -> _MemsetPlan:
-    addr, alloc = _s.memory().plan_memset(ptr, max_count, count)
-    return _MemsetPlan(addr, value & 0xFF, count, alloc)
+    place = _s.memory().plan_memset(ptr, max_count, count)
+    return _MemsetPlan(place.real(ptr), value & 0xFF, count, place.alloc)
 
 
 @_acl_call("acl.rt.memset", _a.k, _a.k, _a.i, _a.k)
