@@ -101,7 +101,7 @@ def dynamic_dims_gears(spec: ModelSpec) -> list[tuple[int, ...]]:
     batches: tuple[Union[int, None], ...] = spec.gears or (None,)
     grid = []
     for batch in batches:
-        for gear in spec.dims_gears:
+        for gear in spec.dims_gear_values:
             values = iter(gear)
             row: list[int] = []
             for tensor in spec.inputs:

@@ -128,48 +128,68 @@ def run(args: argparse.Namespace) -> int:
         value = getattr(args, f"atc_{flag}", None)
         if value is not None:
             return _fail(atc_flags.multi_device_error(flag, value))
+    _check_usage(args, given)
+    if not args.specs:
+        return _run_flags(given)
+    from ge_plugin.spec import load_specs
+
+    specs = load_specs(args.specs)
+    try:
+        chosen = [(spec, _versions(spec, args.model_versions)) for spec in specs]
+    except AtcError as exc:
+        return _fail(exc)
+    if args.print_command:
+        return _print_commands(chosen, Path(args.repository))
+    return _build_specs(chosen, Path(args.repository))
+
+
+def _check_usage(args: argparse.Namespace, given: list[str]) -> None:
+    """ATC flags, or SPECs with --print or --sim; a usage error (exit 2) otherwise."""
     if args.model_versions and not args.specs:
         args._parser.error("--model-version applies to SPECs (with --print or --sim)")
     if args.specs and given:
         args._parser.error("give either ATC flags or SPECs with --print/--sim, not both")
     if args.specs and not (args.print_command or args.sim):
         args._parser.error("with SPECs, say what to do: --print (the atc command) or --sim (build sim OMs)")
-    if not args.specs:
-        if args.print_command or args.sim:
-            args._parser.error("--print and --sim take SPEC files or directories")
-        if not given:
-            args._parser.error(
-                "no ATC flags given; start with --model=MODEL.onnx --framework=5 --output=NAME"
-            )
-        print(START)
-        try:
-            path = build_from_flags(given)
-        except AtcError as exc:
-            return _fail(exc)
-        print(f"sim OM written to {path}")
-        print(SUCCESS)
-        return 0
-    from ge_plugin.atc.command import atc_args, atc_command
-    from ge_plugin.spec import load_specs
+    if not args.specs and (args.print_command or args.sim):
+        args._parser.error("--print and --sim take SPEC files or directories")
+    if not args.specs and not given:
+        args._parser.error("no ATC flags given; start with --model=MODEL.onnx --framework=5 --output=NAME")
 
-    specs = load_specs(args.specs)
-    repository = Path(args.repository)
+
+def _run_flags(given: list[str]) -> int:
+    """Mode 1: ATC's own flags -> one sim OM, with ATC's messages."""
+    print(START)
     try:
-        chosen = [(spec, _versions(spec, args.model_versions)) for spec in specs]
+        path = build_from_flags(given)
     except AtcError as exc:
         return _fail(exc)
-    if args.print_command:
-        for spec, versions in chosen:
-            for version in versions:
-                try:
-                    if spec.versions:  # several OMs: each into its own version folder
-                        print(f"# {spec.name} version {version}")
-                        print(atc_command(spec, version=version, output=_output(repository, spec, version)))
-                    else:
-                        print(atc_command(spec))
-                except AtcError as exc:
-                    return _fail(exc)
-        return 0
+    print(f"sim OM written to {path}")
+    print(SUCCESS)
+    return 0
+
+
+def _print_commands(chosen: list[tuple[ModelSpec, list[int]]], repository: Path) -> int:
+    """SPEC --print: the atc command of each spec (and version) for a real Ascend host."""
+    from ge_plugin.atc.command import atc_command
+
+    for spec, versions in chosen:
+        for version in versions:
+            try:
+                if spec.versions:  # several OMs: each into its own version folder
+                    print(f"# {spec.name} version {version}")
+                    print(atc_command(spec, version=version, output=_output(repository, spec, version)))
+                else:
+                    print(atc_command(spec))
+            except AtcError as exc:
+                return _fail(exc)
+    return 0
+
+
+def _build_specs(chosen: list[tuple[ModelSpec, list[int]]], repository: Path) -> int:
+    """SPEC --sim: a sim OM for each spec (and version), in its Triton version folder."""
+    from ge_plugin.atc.command import atc_args
+
     print(START)
     for spec, versions in chosen:
         for version in versions:

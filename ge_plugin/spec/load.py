@@ -160,8 +160,8 @@ def _check_file(path: Path) -> Checked:
         *((d.location, f"duplicate key (first at line {d.first_line})") for d in document.duplicates),
         *problems,
     ]
-    if problems:
-        return Checked(path, None, _format(path, document, problems))
+    if spec is None or problems:
+        return Checked(path, None, _format(path, document, problems or [((), "the spec does not structure")]))
     return Checked(path, attrs.evolve(spec, path=path), ())
 
 
@@ -257,7 +257,7 @@ def _describe(error: BaseException) -> list[tuple[Location, str]]:
     """(location suffix, message) for one leaf error; an unknown-key error is one problem per key."""
     if isinstance(error, ForbiddenExtraKeysError):
         known = [f.name for f in attrs.fields(error.cl) if not f.metadata.get(NOT_IN_YAML)]
-        out = []
+        out: list[tuple[Location, str]] = []
         for key in sorted(error.extra_fields, key=str):
             message = f"unknown key {key!r}"
             close = difflib.get_close_matches(str(key), known, n=1)
@@ -266,7 +266,7 @@ def _describe(error: BaseException) -> list[tuple[Location, str]]:
         return out
     if isinstance(error, KeyError):
         return [((), "required key missing")]
-    args = getattr(error, "args", ())
+    args = error.args
     if len(args) >= 2 and isinstance(args[1], attrs.Attribute):
         # An attrs validator: its message is args[0]; cattrs only knows the class, so add the field (and
         # the item the validator pointed at).
@@ -431,7 +431,9 @@ def _checked_container(kind: str, accepts: tuple[type, ...], inner: Callable[[An
 
 def _attrs_factory(cls: type, converter: cattrs.Converter) -> Callable:
     omitted = {f.name: override(omit=True) for f in attrs.fields(cls) if f.metadata.get(NOT_IN_YAML)}
-    return _checked_container("a mapping", (Mapping,), make_dict_structure_fn(cls, converter, **omitted))
+    # mypy matches the unpacked dict against every keyword parameter, not only the **overrides it fills
+    structure: Callable = make_dict_structure_fn(cls, converter, **omitted)  # type: ignore[arg-type]
+    return _checked_container("a mapping", (Mapping,), structure)
 
 
 def _tuple_factory(type_: Any, converter: cattrs.Converter) -> Callable:
@@ -447,11 +449,15 @@ def _is_homogeneous_tuple(type_: Any) -> bool:
     return get_origin(type_) is tuple and len(args) == 2 and args[1] is Ellipsis
 
 
+def _is_dict(type_: Any) -> bool:
+    return get_origin(type_) is dict
+
+
 def _make_converter() -> cattrs.Converter:
     converter = cattrs.Converter(forbid_extra_keys=True)
     converter.register_structure_hook_factory(attrs.has, _attrs_factory)
     converter.register_structure_hook_factory(_is_homogeneous_tuple, _tuple_factory)
-    converter.register_structure_hook_factory(lambda t: get_origin(t) is dict, _dict_factory)
+    converter.register_structure_hook_factory(_is_dict, _dict_factory)
     converter.register_structure_hook_func(lambda t: t == DimsGearsInput, _structure_dims_gears)
     converter.register_structure_hook(str, _structure_str)
     converter.register_structure_hook(int, _structure_int)

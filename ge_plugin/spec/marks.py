@@ -67,7 +67,7 @@ class MarkedLoader(yaml.SafeLoader):
         self._seen: set[int] = set()
         self._revisited = 0
 
-    def compose_node(self, parent: Node | None, index: Any) -> Node:
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
         event = self.peek_event()
         node = super().compose_node(parent, index)
         if not isinstance(event, AliasEvent) and getattr(event, "anchor", None):

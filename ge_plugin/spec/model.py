@@ -83,7 +83,10 @@ class DimRef:
 
 
 @attrs.frozen
-class TensorSpec:
+class TensorDecl:
+    """One entry of a spec's ``inputs`` or ``outputs``: a tensor as the model's author declares it. (The fast
+    path's ``TensorSpec`` is what the engine builds from the config to check requests against.)"""
+
     name: str = attrs.field(validator=v.tensor_name)
     #: ``fp32``, ``TYPE_FP32``, ``float32``... (``ge_plugin.dtypes.by_name``); not bf16 or string
     dtype: DType = attrs.field(validator=v.tensor_dtype)
@@ -92,7 +95,7 @@ class TensorSpec:
 
 
 @attrs.frozen
-class InputSpec(TensorSpec):
+class InputDecl(TensorDecl):
     #: [low, high], inclusive: the values a request may hold (token ids within the vocabulary, a 0/1 mask);
     #: anything else is refused with 400 before it reaches the device
     range: Optional[tuple[Any, Any]] = attrs.field(default=None, validator=v.value_range)
@@ -101,7 +104,7 @@ class InputSpec(TensorSpec):
 
 
 @attrs.frozen
-class OutputSpec(TensorSpec):
+class OutputDecl(TensorDecl):
     #: output dim -> the input dim whose length it has, so padded outputs can be trimmed back per request
     follows: dict[int, DimRef] = attrs.field(factory=dict)
 
@@ -168,8 +171,8 @@ class ModelSpec:
     #: Triton model name (its directory in the repository)
     name: str = attrs.field(validator=v.model_name)
     model: ModelFiles
-    inputs: tuple[InputSpec, ...] = attrs.field(validator=v.non_empty)
-    outputs: tuple[OutputSpec, ...] = attrs.field(validator=v.non_empty)
+    inputs: tuple[InputDecl, ...] = attrs.field(validator=v.non_empty)
+    outputs: tuple[OutputDecl, ...] = attrs.field(validator=v.non_empty)
     #: None: no Triton batching, max_batch_size 0, dims are the model's full dims
     batching: Optional[Batching] = None
     #: per gear, the value of every -1 input dim (not the batch dim), in input order; ATC ``--dynamic_dims``
@@ -214,6 +217,12 @@ class ModelSpec:
         slots = len(self.dynamic_dims)
         if gears and slots and all(isinstance(gear, int) for gear in gears):
             object.__setattr__(self, "dims_gears", tuple((gear,) * slots for gear in gears))
+
+    @property
+    def dims_gear_values(self) -> tuple[tuple[int, ...], ...]:
+        """``dims_gears`` as tuples, one value per -1 dim (a lone int is left only where no input has a -1
+        dim, which the cross checks refuse)."""
+        return tuple((gear,) if isinstance(gear, int) else gear for gear in self.dims_gears)
 
     @property
     def max_batch_size(self) -> int:
@@ -277,7 +286,7 @@ class ModelSpec:
             om_model_path=self.model.om,
             device_ids=self.placement.devices,
             gears=self.gears,
-            dims_gears=tuple(tuple(gear) for gear in self.dims_gears),
+            dims_gears=self.dims_gear_values,
             output_dim_ties=self.dim_ties,
             input_ranges=tuple(InputRange(i.name, *i.range) for i in self.inputs if i.range is not None),
             same_shape=tuple(ShapeTie(i.name, i.same_as) for i in self.inputs if i.same_as is not None),

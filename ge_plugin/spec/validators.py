@@ -440,7 +440,6 @@ def _unique_tensor_names(spec: ModelSpec) -> list[Problem]:
 
 def _dims_gears_fit(spec: ModelSpec) -> list[Problem]:
     slots = spec.dynamic_dims
-    named = ", ".join(f"{spec.inputs[i].name} dims[{d}]" for i, d in slots)
     if not spec.dims_gears:
         return [
             (
@@ -451,16 +450,27 @@ def _dims_gears_fit(spec: ModelSpec) -> list[Problem]:
         ]
     if not slots:
         return [(("dims_gears",), "no input has a -1 dim, so there is nothing for dims_gears to set")]
-    problems: list[Problem] = []
-    wrong = [
-        i for i, gear in enumerate(spec.dims_gears) if not isinstance(gear, int) and len(gear) != len(slots)
-    ]
+    return [*_dims_gear_widths(spec, slots), *_atc_gear_count(spec)]
+
+
+def _dims_gear_widths(spec: ModelSpec, slots: Sequence[tuple[int, int]]) -> list[Problem]:
+    """Each dims gear lists one value per -1 input dim; one problem when every gear is off, else one each."""
+    named = ", ".join(f"{spec.inputs[i].name} dims[{d}]" for i, d in slots)
+    wrong = {
+        i: len(gear)
+        for i, gear in enumerate(spec.dims_gears)
+        if not isinstance(gear, int) and len(gear) != len(slots)
+    }
     expected = f"each gear lists one value per -1 input dim ({len(slots)}: {named})"
     if wrong and len(wrong) == len(spec.dims_gears):
-        sizes = sorted({len(spec.dims_gears[i]) for i in wrong})
-        problems.append((("dims_gears",), f"{expected}, but the gears list {' or '.join(map(str, sizes))}"))
-    else:
-        problems.extend((("dims_gears", i), f"{expected}, got {len(spec.dims_gears[i])}") for i in wrong)
+        sizes = sorted(set(wrong.values()))
+        return [(("dims_gears",), f"{expected}, but the gears list {' or '.join(map(str, sizes))}")]
+    return [(("dims_gears", i), f"{expected}, got {size}") for i, size in wrong.items()]
+
+
+def _atc_gear_count(spec: ModelSpec) -> list[Problem]:
+    """Batch gears x dims gears are the ATC gears (one --dynamic_dims): MIN_GEARS to MAX_GEARS of them."""
+    problems: list[Problem] = []
     batch = len(spec.batching.gears) if spec.batching is not None else 1
     total = batch * len(spec.dims_gears)
     if spec.batching is not None and total > MAX_GEARS:

@@ -8,11 +8,11 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from ge_plugin import simom
 from ge_plugin.atc.command import atc_args
 from ge_plugin.cli import main
 from ge_plugin.errors import AtcError
 from ge_plugin.models import identity
-from ge_plugin.sim import omfile
 from ge_plugin.spec import load_spec
 
 SPEC = """\
@@ -83,7 +83,7 @@ def test_sim_builds_every_version_into_its_folder(spec_path, tmp_path, capsys):
     }
     for path in built.values():
         assert f"ident: sim OM written to {path}\n" in out
-    sources = {v: omfile.read(path).header["atc_options"]["model"] for v, path in built.items()}
+    sources = {v: simom.read(path).header["atc_options"]["model"] for v, path in built.items()}
     assert sources == {
         "1": str(spec_path.parent / "identity.onnx"),
         "2": str(spec_path.parent / "plus_one.onnx"),

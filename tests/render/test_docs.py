@@ -38,7 +38,7 @@ def test_spec_doc_describes_every_spec_field():
     classes = [
         model.ModelSpec,
         model.ModelFiles,
-        model.OutputSpec,
+        model.OutputDecl,
         model.Batching,
         model.QueuePolicy,
         model.Placement,
