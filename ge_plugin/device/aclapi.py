@@ -69,7 +69,12 @@ def _resolve() -> None:
                         "GE_PLUGIN_DEVICE=ascend but pyACL cannot be imported "
                         f"({exc}); source the CANN set_env.sh first"
                     ) from exc
-        if module is None or getattr(module, "__name__", "") == "ge_plugin.sim.acl":
+        simulated = getattr(module, "__name__", "") == "ge_plugin.sim.acl"
+        if choice == "ascend" and simulated:  # `python -m ge_plugin.sim run` puts the simulator under `acl`
+            raise ConfigError(
+                "GE_PLUGIN_DEVICE=ascend but `import acl` gives ge-plugin's simulator, not CANN's pyACL"
+            )
+        if module is None or simulated:
             module = importlib.import_module("ge_plugin.sim.acl")
             kind = "sim"
         _acl, _kind = module, kind
