@@ -131,14 +131,15 @@ class HttpGuard:
 
     def close(self) -> None:
         """Stop listening and close every client connection (requests in flight are cut)."""
-        if self._server is None or self._loop.is_closed():
+        server = self._server
+        if server is None or self._loop.is_closed():
             return
 
         async def shut() -> None:
-            self._server.close()
+            server.close()
             for writer in list(self._clients):
                 writer.close()
-            await self._server.wait_closed()
+            await server.wait_closed()
 
         with contextlib.suppress(RuntimeError):
             asyncio.run_coroutine_threadsafe(shut(), self._loop).result(timeout=10)
@@ -149,12 +150,13 @@ class HttpGuard:
         """Take no new connection and close the idle ones (a client waiting between requests), which would
         otherwise hold tritonserver's stop for its whole exit timeout; requests in flight are answered, and
         their connections close after the answer."""
-        if self._server is None or self._loop.is_closed():
+        server = self._server
+        if server is None or self._loop.is_closed():
             return
 
         def stop_accepting() -> None:
             self._stopping = True
-            self._server.close()
+            server.close()
             for writer in list(self._clients):
                 if getattr(writer, "ge_idle", False):
                     writer.close()
@@ -335,7 +337,7 @@ class _BadMessage(Exception):
 
 
 async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
-    parts = []
+    parts: list[bytes] = []
     while True:
         size_line = await reader.readuntil(b"\r\n")
         size = int(size_line.split(b";", 1)[0].strip() or b"0", 16)
