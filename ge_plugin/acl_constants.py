@@ -1,8 +1,10 @@
 """pyACL's numbers: data types, formats, memcpy kinds, malloc policies and error codes.
 
 pyACL exports no constants (every user defines its own), so ge-plugin keeps them here, once, for both the
-device layer and the simulator. Values follow ../shared/reference/pyacl.md sections 4, 11 and 12, which
-checked them against the CANN headers.
+device layer and the simulator. Values are CANN's own: ``aclDataType`` and ``aclFormat`` from
+``acl/acl_base.h``, the memcpy kinds and malloc policies from ``acl/acl_rt.h``, the error codes from
+``acl/error_codes/rt_error_codes.h`` and ``ge/ge_error_codes.h`` (all in the CANN toolkit's ``include``,
+and in the AscendCL API reference on hiascend.com).
 """
 
 # aclDataType

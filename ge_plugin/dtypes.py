@@ -79,9 +79,10 @@ for _alias, _short in {
 
 _BY_ACL = {d.acl: d for d in _TABLE}
 
-#: names accepted by ``by_name``, for error messages
-SHORT_NAMES = tuple(d.short for d in _TABLE)
-TRITON_NAMES = tuple(d.triton for d in _TABLE)
+#: the names an unknown name's error offers: only types a tensor can be served as. ``by_name`` also knows bf16
+#: and string (an OM reports them), but specs and configs refuse both, so suggesting them would mislead.
+SHORT_NAMES = tuple(d.short for d in _TABLE if d.short not in ("bf16", "string"))
+TRITON_NAMES = tuple(d.triton for d in _TABLE if d.short not in ("bf16", "string"))
 
 
 def by_name(name: str) -> DType:

@@ -72,8 +72,8 @@ class MigrateError(ValueError, GePluginError):
 class AclError(RuntimeError, GePluginError):
     """A pyACL call returned a non-zero code.
 
-    pyACL never raises for runtime failures; it returns an int. ``check_acl`` turns that int into this
-    exception at the device layer, so nothing above the device layer ever looks at raw codes.
+    pyACL never raises for runtime failures; it returns an int. ``ge_plugin.device.check`` turns that int into
+    this exception at the device layer, so nothing above the device layer ever looks at raw codes.
     """
 
     def __init__(self, code: int, call: str, detail: str = ""):

@@ -8,8 +8,10 @@ CANN's GE backend keep its names (``device_ids``).
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Protocol, TypeVar
 
 import attrs
 
@@ -28,22 +30,8 @@ WARMUP = "warmup"
 METRICS_INTERVAL_MS = "metrics_interval_ms"
 INPUT_RANGES = "input_ranges"
 SAME_SHAPE = "same_shape"
+VERSION_OM_MODEL_PATHS = "version_om_model_paths"
 
-KEYS = (
-    OM_MODEL_PATH,
-    DEVICE_IDS,
-    GEARS,
-    DIMS_GEARS,
-    OUTPUT_DIM_TIES,
-    PAD_VALUE,
-    PRECISION,
-    STREAMS_PER_INSTANCE,
-    ACL_JSON,
-    WARMUP,
-    METRICS_INTERVAL_MS,
-    INPUT_RANGES,
-    SAME_SHAPE,
-)
 
 PRECISIONS = ("origin", "fp16", "bf16")
 
@@ -114,31 +102,24 @@ class ModelParams:
     metrics_interval_ms: int = 1000
     input_ranges: tuple[InputRange, ...] = ()
     same_shape: tuple[ShapeTie, ...] = ()
+    #: (version, OM path) for the versions whose OM is not ``om_model_path``; relative to their own folder
+    version_om_model_paths: tuple[tuple[int, str], ...] = ()
+
+    def om_model_path_for(self, version: str) -> str:
+        """The OM of Triton version ``version`` (a version folder's name): its own path or ``om_model_path``."""
+        for number, path in self.version_om_model_paths:
+            if str(number) == version:
+                return path
+        return self.om_model_path
 
     def to_parameters(self) -> dict[str, str]:
-        """The config.pbtxt ``parameters``, as strings, defaults included, in a stable order."""
-        out = {
-            OM_MODEL_PATH: self.om_model_path,
-            DEVICE_IDS: ",".join(str(d) for d in self.device_ids),
-            STREAMS_PER_INSTANCE: str(self.streams_per_instance),
-            PAD_VALUE: _format_number(self.pad_value),
-            WARMUP: str(self.warmup),
-            METRICS_INTERVAL_MS: str(self.metrics_interval_ms),
-        }
-        if self.gears:
-            out[GEARS] = ",".join(str(g) for g in self.gears)
-        if self.dims_gears:
-            out[DIMS_GEARS] = ";".join(",".join(str(v) for v in gear) for gear in self.dims_gears)
-        if self.output_dim_ties:
-            out[OUTPUT_DIM_TIES] = ";".join(t.encode() for t in self.output_dim_ties)
-        if self.acl_json:
-            out[ACL_JSON] = self.acl_json
-        if self.precision is not None:
-            out[PRECISION] = self.precision
-        if self.input_ranges:
-            out[INPUT_RANGES] = ";".join(r.encode() for r in self.input_ranges)
-        if self.same_shape:
-            out[SAME_SHAPE] = ";".join(t.encode() for t in self.same_shape)
+        """The config.pbtxt ``parameters``, as strings, defaults included, in a stable order; a parameter
+        that is not set (None, empty) is left out."""
+        out = {}
+        for key, param in _PARAMS.items():
+            value = getattr(self, key)
+            if value is not None and value != () and value != "":
+                out[key] = param.encode(value)
         return dict(sorted(out.items()))
 
     @classmethod
@@ -150,62 +131,12 @@ class ModelParams:
         every malformed value raises ConfigError naming the key and what was expected.
         """
         raw = {key: _string_value(key, value) for key, value in parameters.items()}
-        if not raw.get(OM_MODEL_PATH, "").strip():
-            raise ConfigError(f"parameters.{OM_MODEL_PATH} is required: the path of the .om file to serve")
-        kwargs: dict[str, object] = {OM_MODEL_PATH: raw[OM_MODEL_PATH].strip()}
-        if DEVICE_IDS in raw:
-            kwargs[DEVICE_IDS] = _int_list(raw, DEVICE_IDS, minimum=0)
-            if len(set(kwargs[DEVICE_IDS])) != len(kwargs[DEVICE_IDS]):
-                raise ConfigError(
-                    f"parameters.{DEVICE_IDS}: device ids must be unique, got {raw[DEVICE_IDS]!r}"
-                )
-        if raw.get(GEARS, "").strip():
-            kwargs[GEARS] = _int_list(raw, GEARS, minimum=1)
-        if raw.get(DIMS_GEARS, "").strip():
-            kwargs[DIMS_GEARS] = tuple(
-                _int_list({DIMS_GEARS: part}, DIMS_GEARS, minimum=1, whole=raw[DIMS_GEARS])
-                for part in raw[DIMS_GEARS].split(";")
-            )
-            if len({len(g) for g in kwargs[DIMS_GEARS]}) != 1:
-                raise ConfigError(
-                    f"parameters.{DIMS_GEARS}: every gear must list the same number of dims, "
-                    f"got {raw[DIMS_GEARS]!r}"
-                )
-        if raw.get(OUTPUT_DIM_TIES, "").strip():
-            kwargs[OUTPUT_DIM_TIES] = tuple(_dim_tie(part) for part in raw[OUTPUT_DIM_TIES].split(";"))
-        if PAD_VALUE in raw:
-            try:
-                kwargs[PAD_VALUE] = float(raw[PAD_VALUE])
-            except ValueError:
-                raise ConfigError(
-                    f"parameters.{PAD_VALUE}: expected a number, got {raw[PAD_VALUE]!r}"
-                ) from None
-        if PRECISION in raw:
-            if raw[PRECISION] not in PRECISIONS:
-                raise ConfigError(
-                    f"parameters.{PRECISION}: expected one of {', '.join(PRECISIONS)}, got {raw[PRECISION]!r}"
-                )
-            kwargs[PRECISION] = raw[PRECISION]
-        if raw.get(INPUT_RANGES, "").strip():
-            kwargs[INPUT_RANGES] = tuple(_input_range(part) for part in raw[INPUT_RANGES].split(";"))
-        if raw.get(SAME_SHAPE, "").strip():
-            kwargs[SAME_SHAPE] = tuple(_shape_tie(part) for part in raw[SAME_SHAPE].split(";"))
-        for key in (INPUT_RANGES, SAME_SHAPE):
-            names = [item.input for item in kwargs.get(key, ())]
-            if len(set(names)) != len(names):
-                raise ConfigError(f"parameters.{key}: an input is listed twice in {raw[key]!r}")
-        for key, minimum in ((STREAMS_PER_INSTANCE, 1), (WARMUP, 0), (METRICS_INTERVAL_MS, 1)):
-            if key in raw:
-                (kwargs[key],) = _int_list(raw, key, minimum=minimum, single=True)
-        if raw.get(ACL_JSON, "").strip():
-            try:
-                if not isinstance(json.loads(raw[ACL_JSON]), dict):
-                    raise ValueError("not an object")
-            except ValueError as exc:
-                raise ConfigError(
-                    f"parameters.{ACL_JSON}: expected a JSON object, got {raw[ACL_JSON]!r} ({exc})"
-                ) from None
-            kwargs[ACL_JSON] = raw[ACL_JSON]
+        raw.setdefault(OM_MODEL_PATH, "")
+        kwargs: dict[str, Any] = {}
+        for key, param in _PARAMS.items():
+            text = raw.get(key)
+            if text is not None and (text.strip() or not param.blank_is_unset):
+                kwargs[key] = param.parse(text)
         return cls(**kwargs)
 
 
@@ -217,22 +148,96 @@ def _string_value(key: str, value: object) -> str:
     return value
 
 
-def _int_list(
-    raw: Mapping[str, str], key: str, *, minimum: int, single: bool = False, whole: str | None = None
-) -> tuple[int, ...]:
-    text = raw[key]
+def _int_list(key: str, text: str, *, minimum: int, whole: str | None = None) -> tuple[int, ...]:
+    """Comma-separated integers >= ``minimum`` (``whole``: the full value, when ``text`` is part of it)."""
     shown = whole if whole is not None else text
     try:
         values = tuple(int(part) for part in text.split(","))
     except ValueError:
-        what = "an integer" if single else "comma-separated integers"
-        raise ConfigError(f"parameters.{key}: expected {what}, got {shown!r}") from None
-    if single and len(values) != 1:
-        raise ConfigError(f"parameters.{key}: expected one integer, got {shown!r}")
+        raise ConfigError(f"parameters.{key}: expected comma-separated integers, got {shown!r}") from None
+    _check_minimum(key, values, minimum, shown)
+    return values
+
+
+def _int(key: str, text: str, *, minimum: int) -> int:
+    try:
+        values = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise ConfigError(f"parameters.{key}: expected an integer, got {text!r}") from None
+    if len(values) != 1:
+        raise ConfigError(f"parameters.{key}: expected one integer, got {text!r}")
+    _check_minimum(key, values, minimum, text)
+    return values[0]
+
+
+def _check_minimum(key: str, values: tuple[int, ...], minimum: int, shown: str) -> None:
     bad = [v for v in values if v < minimum]
     if bad:
         raise ConfigError(f"parameters.{key}: values must be >= {minimum}, got {bad[0]} in {shown!r}")
-    return values
+
+
+def _device_ids(text: str) -> tuple[int, ...]:
+    ids = _int_list(DEVICE_IDS, text, minimum=0)
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"parameters.{DEVICE_IDS}: device ids must be unique, got {text!r}")
+    return ids
+
+
+def _dims_gears(text: str) -> tuple[tuple[int, ...], ...]:
+    """``1,16;1,32``: per gear, comma-separated dims; every gear lists as many."""
+    gears = tuple(_int_list(DIMS_GEARS, part, minimum=1, whole=text) for part in text.split(";"))
+    if len({len(g) for g in gears}) != 1:
+        raise ConfigError(
+            f"parameters.{DIMS_GEARS}: every gear must list the same number of dims, got {text!r}"
+        )
+    return gears
+
+
+def _pad_value(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ConfigError(f"parameters.{PAD_VALUE}: expected a number, got {text!r}") from None
+
+
+def _precision(text: str) -> str:
+    if text not in PRECISIONS:
+        raise ConfigError(f"parameters.{PRECISION}: expected one of {', '.join(PRECISIONS)}, got {text!r}")
+    return text
+
+
+def _acl_json(text: str) -> str:
+    try:
+        if not isinstance(json.loads(text), dict):
+            raise ValueError("not an object")
+    except ValueError as exc:
+        raise ConfigError(f"parameters.{ACL_JSON}: expected a JSON object, got {text!r} ({exc})") from None
+    return text
+
+
+class _Encodable(Protocol):
+    def encode(self) -> str: ...
+
+
+class _OfInput(Protocol):
+    @property
+    def input(self) -> str: ...
+
+
+_Item = TypeVar("_Item", bound=_OfInput)
+
+
+def _items(key: str, parse: Callable[[str], _Item], *, unique: bool) -> Callable[[str], tuple[_Item, ...]]:
+    """A reader of ``;``-separated items; ``unique``: no input may be listed twice."""
+
+    def read(text: str) -> tuple[_Item, ...]:
+        items = tuple(parse(part) for part in text.split(";"))
+        names = [item.input for item in items]
+        if unique and len(set(names)) != len(names):
+            raise ConfigError(f"parameters.{key}: an input is listed twice in {text!r}")
+        return items
+
+    return read
 
 
 def _dim_tie(text: str) -> DimTie:
@@ -294,5 +299,79 @@ def _shape_tie(text: str) -> ShapeTie:
     return ShapeTie(name, other)
 
 
+def _version_paths(text: str) -> tuple[tuple[int, str], ...]:
+    """``{"2":"llama_v2.om"}`` -> ((2, "llama_v2.om"),)."""
+    expected = (
+        f"parameters.{VERSION_OM_MODEL_PATHS}: expected a JSON object of version -> OM path, e.g. "
+        f'{{"2":"llama_v2.om"}}, got {text!r}'
+    )
+    try:
+        mapping = json.loads(text)
+    except ValueError:
+        raise ConfigError(expected) from None
+    if not isinstance(mapping, dict):
+        raise ConfigError(expected)
+    out = []
+    for key, path in mapping.items():
+        if not (key.isdigit() and not key.startswith("0")) or not isinstance(path, str) or not path.strip():
+            raise ConfigError(f"{expected} ({key!r}: {path!r} is not a version >= 1 and a path)")
+        out.append((int(key), path.strip()))
+    return tuple(sorted(out))
+
+
 def _format_number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _om_model_path(text: str) -> str:
+    if not text.strip():
+        raise ConfigError(f"parameters.{OM_MODEL_PATH} is required: the path of the .om file to serve")
+    return text.strip()
+
+
+def _ints(values: Iterable[int]) -> str:
+    return ",".join(str(v) for v in values)
+
+
+def _encoded(items: Iterable[_Encodable]) -> str:
+    return ";".join(item.encode() for item in items)
+
+
+def _encode_version_paths(paths: tuple[tuple[int, str], ...]) -> str:
+    return json.dumps({str(v): path for v, path in paths}, separators=(",", ":"))
+
+
+@attrs.frozen
+class _Param:
+    """One parameter: its parser (raising ConfigError with the key and what was expected), its encoder, and
+    whether an empty value means "not set" (else it is parsed, and refused, like any other)."""
+
+    parse: Callable[[str], Any]
+    encode: Callable[[Any], str]
+    blank_is_unset: bool = True
+
+
+#: every parameter, in the order they are checked
+_PARAMS: dict[str, _Param] = {
+    OM_MODEL_PATH: _Param(_om_model_path, str, blank_is_unset=False),
+    DEVICE_IDS: _Param(_device_ids, _ints, blank_is_unset=False),
+    GEARS: _Param(functools.partial(_int_list, GEARS, minimum=1), _ints),
+    DIMS_GEARS: _Param(_dims_gears, lambda gears: ";".join(_ints(gear) for gear in gears)),
+    OUTPUT_DIM_TIES: _Param(_items(OUTPUT_DIM_TIES, _dim_tie, unique=False), _encoded),
+    PAD_VALUE: _Param(_pad_value, _format_number, blank_is_unset=False),
+    PRECISION: _Param(_precision, str, blank_is_unset=False),
+    INPUT_RANGES: _Param(_items(INPUT_RANGES, _input_range, unique=True), _encoded),
+    SAME_SHAPE: _Param(_items(SAME_SHAPE, _shape_tie, unique=True), _encoded),
+    STREAMS_PER_INSTANCE: _Param(
+        functools.partial(_int, STREAMS_PER_INSTANCE, minimum=1), str, blank_is_unset=False
+    ),
+    WARMUP: _Param(functools.partial(_int, WARMUP, minimum=0), str, blank_is_unset=False),
+    METRICS_INTERVAL_MS: _Param(
+        functools.partial(_int, METRICS_INTERVAL_MS, minimum=1), str, blank_is_unset=False
+    ),
+    ACL_JSON: _Param(_acl_json, str),
+    VERSION_OM_MODEL_PATHS: _Param(_version_paths, _encode_version_paths),
+}
+
+#: every parameter's key
+KEYS = tuple(_PARAMS)

@@ -12,6 +12,9 @@ the gears, the chip and the precision. ATC takes one dynamic mode per model, so:
 Precision uses ``--precision_mode`` (understood by every CANN release; ``--precision_mode_v2`` is not): origin
 -> must_keep_origin_dtype, fp16 -> force_fp16, bf16 -> allow_mix_precision_bf16. The spec's ``atc_options``
 follow as ``--flag=value`` in the order written.
+
+A spec with ``versions`` compiles one OM per version, each from its own source into its own folder; every
+version shares the spec's tensors and gears (a version with other tensors is another model).
 """
 
 from __future__ import annotations
@@ -35,13 +38,16 @@ PRECISION_MODES = {
 }
 
 
-def atc_args(spec: ModelSpec, *, output: Union[str, os.PathLike[str], None] = None) -> list[str]:
-    """ATC's flags for ``spec`` (without the leading ``atc``).
+def atc_args(
+    spec: ModelSpec, *, version: Union[int, None] = None, output: Union[str, os.PathLike[str], None] = None
+) -> list[str]:
+    """ATC's flags for ``spec`` (without the leading ``atc``), for ``version`` (default: ``model``'s files).
 
     ``output`` is where ATC writes the OM, without ``.om`` (ATC appends it; a trailing ``.om`` given here is
     dropped). Default: the ONNX source's folder and the OM's file name, e.g. ``build/models/llama`` for
     ``source: ../build/models/tiny_llama.onnx`` and ``om: llama.om``; pass ``REPO/<name>/1/llama`` to
-    compile straight into a model repository. AtcError when the spec is one ATC would reject.
+    compile straight into a model repository. AtcError when the spec is one ATC would reject or has no such
+    version.
     """
     problems = validators.cross_checks(spec)
     if problems:
@@ -49,10 +55,15 @@ def atc_args(spec: ModelSpec, *, output: Union[str, os.PathLike[str], None] = No
             f"{spec.path or spec.name}: ATC would reject this model: "
             + "; ".join(f"{show_path(where)}: {message}" for where, message in problems)
         )
+    try:
+        source = spec.source_path if version is None else spec.source_path_for(version)
+        om = spec.om_filename if version is None else spec.om_filename_for(version)
+    except ValueError as exc:
+        raise AtcError(str(exc)) from None
     args = [
-        f"--model={spec.source_path}",
+        f"--model={source}",
         f"--framework={ONNX_FRAMEWORK}",
-        f"--output={_output(spec, output)}",
+        f"--output={_output(source, om, output)}",
         f"--input_shape={input_shape(spec)}",
     ]
     if spec.dims_gears:
@@ -71,9 +82,11 @@ def atc_args(spec: ModelSpec, *, output: Union[str, os.PathLike[str], None] = No
     return args
 
 
-def atc_command(spec: ModelSpec, *, output: Union[str, os.PathLike[str], None] = None) -> str:
+def atc_command(
+    spec: ModelSpec, *, version: Union[int, None] = None, output: Union[str, os.PathLike[str], None] = None
+) -> str:
     """The whole ``atc ...`` line, shell-quoted, to paste on an Ascend host."""
-    return shlex.join(["atc", *atc_args(spec, output=output)])
+    return shlex.join(["atc", *atc_args(spec, version=version, output=output)])
 
 
 def input_shape(spec: ModelSpec) -> str:
@@ -88,7 +101,7 @@ def dynamic_dims_gears(spec: ModelSpec) -> list[tuple[int, ...]]:
     batches: tuple[Union[int, None], ...] = spec.gears or (None,)
     grid = []
     for batch in batches:
-        for gear in spec.dims_gears:
+        for gear in spec.dims_gear_values:
             values = iter(gear)
             row: list[int] = []
             for tensor in spec.inputs:
@@ -99,8 +112,8 @@ def dynamic_dims_gears(spec: ModelSpec) -> list[tuple[int, ...]]:
     return grid
 
 
-def _output(spec: ModelSpec, output: Union[str, os.PathLike[str], None]) -> str:
+def _output(source: Path, om: str, output: Union[str, os.PathLike[str], None]) -> str:
     if output is None:
-        return str(spec.source_path.parent / Path(spec.om_filename).stem)
+        return str(source.parent / Path(om).stem)
     text = os.fspath(output)
     return text[: -len(".om")] if text.endswith(".om") else text

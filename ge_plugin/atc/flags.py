@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import attrs
 
 from ge_plugin.errors import AtcError
+from ge_plugin.spec.validators import MULTI_DEVICE_ATC_FLAGS, NOT_ATC_FLAGS
 
 ONNX = 5
 FRAMEWORKS = {0: "Caffe", 1: "MindSpore", 3: "TensorFlow", 5: "ONNX"}
@@ -110,12 +112,28 @@ UNSUPPORTED = (
     "auto_tune_mode",
     "op_precision_mode",
     "modify_mixlist",
+    "cluster_config",
 )
 
 
 def invalid(value: object, flag: str, reason: str) -> AtcError:
     """ATC's E10001."""
     return AtcError(f"E10001: Value [{value}] for parameter [--{flag}] is invalid. Reason: {reason}")
+
+
+def multi_device_error(flag: str, value: object) -> AtcError:
+    """``--tp_size`` and ATC's distributed-build flags: what ATC would say, and why ge-plugin cannot serve it."""
+    if flag in NOT_ATC_FLAGS:
+        return AtcError(f"ERROR: unknown command line flag '{flag}': {MULTI_DEVICE_ATC_FLAGS[flag]}")
+    return invalid(value, flag, MULTI_DEVICE_ATC_FLAGS[flag])
+
+
+class OutputType(NamedTuple):
+    """One item of a per-output ``--output_type``: output ``output_index`` of ``node`` has type ``dtype``."""
+
+    node: str
+    output_index: int
+    dtype: str
 
 
 @attrs.frozen
@@ -135,7 +153,7 @@ class AtcOptions:
     input_fp16_nodes: tuple[str, ...] = ()
     out_nodes: tuple[str, ...] = ()
     output_type: str | None = None  #: one type for every output
-    output_type_per_node: tuple[tuple[str, int, str], ...] = ()  #: (node, index, type)
+    output_type_per_node: tuple[OutputType, ...] = ()
     log: str = "null"
     given: tuple[tuple[str, str], ...] = ()  #: every flag as given, in order
 
@@ -178,45 +196,23 @@ def split_args(argv: Sequence[str]) -> list[tuple[str, str]]:
 
 def parse_args(argv: Sequence[str]) -> AtcOptions:
     """Check ATC flags as ATC does; AtcError with ATC's message for the first problem."""
-    flags: dict[str, str] = {}
-    given = []
-    for name, value in split_args(argv):
-        if name in UNSUPPORTED:
-            raise AtcError(
-                f"E10001: Value [{value}] for parameter [--{name}] is invalid. Reason: --{name} is an ATC flag the "
-                "ge-plugin simulator does not support (see docs/atc.md)"
-            )
-        if name not in SUPPORTED and name not in IGNORED:
-            raise AtcError(f"ERROR: unknown command line flag '{name}'")
-        flags[name] = value
-        given.append((name, value))
+    given = _known_flags(argv)
+    flags = dict(given)
     for name in ("model", "framework", "output", "soc_version"):
         if not flags.get(name, "").strip():
             raise AtcError(f"E10004: Value for --{name} is empty.")
-
     mode = flags.get("mode", "0").strip()
     if mode != "0":
         raise invalid(mode, "mode", "the ge-plugin simulator builds OM files (--mode=0) only")
     framework = _framework(flags["framework"])
-    output = flags["output"].strip()
-    if output.endswith(".om"):
-        output = output[: -len(".om")]
     input_format = flags.get("input_format")
     if input_format is not None and input_format not in INPUT_FORMATS:
         raise invalid(input_format, "input_format", f"ONNX models take {', '.join(INPUT_FORMATS)}")
     shapes = _input_shape(flags["input_shape"]) if "input_shape" in flags else ()
     mode_name, gears = _gears(flags, shapes, input_format)
-    precision_mode = flags.get("precision_mode")
-    precision_mode_v2 = flags.get("precision_mode_v2")
-    if precision_mode is not None and precision_mode_v2 is not None:
-        raise AtcError("E10047: --precision_mode and --precision_mode_v2 are mutually exclusive.")
-    if precision_mode is not None and precision_mode not in PRECISION_MODES:
-        raise invalid(precision_mode, "precision_mode", f"use one of {', '.join(PRECISION_MODES)}")
-    if precision_mode_v2 is not None and precision_mode_v2 not in PRECISION_MODES_V2:
-        reason = f"use one of {', '.join(PRECISION_MODES_V2)}"
-        if precision_mode_v2 == "mixed_hif8":
-            reason = "HiFloat8 (Atlas 350) is not simulated; " + reason
-        raise invalid(precision_mode_v2, "precision_mode_v2", reason)
+    precision_mode, precision_mode_v2 = _precision_modes(
+        flags.get("precision_mode"), flags.get("precision_mode_v2")
+    )
     out_nodes = _names(flags.get("out_nodes", ""))
     output_type, per_node = _output_type(flags.get("output_type"), out_nodes)
     log = flags.get("log", "null")
@@ -224,10 +220,11 @@ def parse_args(argv: Sequence[str]) -> AtcOptions:
         raise AtcError(
             f"E10010: Value [{log}] for parameter [--log] is invalid. Use {', '.join(LOG_LEVELS)}."
         )
+    output = flags["output"].strip()
     return AtcOptions(
         model=flags["model"].strip(),
         framework=framework,
-        output=output,
+        output=output[: -len(".om")] if output.endswith(".om") else output,
         soc_version=flags["soc_version"].strip(),
         input_shape=shapes,
         input_format=input_format,
@@ -242,6 +239,36 @@ def parse_args(argv: Sequence[str]) -> AtcOptions:
         log=log,
         given=tuple(given),
     )
+
+
+def _known_flags(argv: Sequence[str]) -> list[tuple[str, str]]:
+    """The (flag, value) pairs, each a flag the simulator supports or ignores; AtcError for any other."""
+    pairs = split_args(argv)
+    for name, value in pairs:
+        if name in MULTI_DEVICE_ATC_FLAGS:
+            raise multi_device_error(name, value)
+        if name in UNSUPPORTED:
+            raise AtcError(
+                f"E10001: Value [{value}] for parameter [--{name}] is invalid. Reason: --{name} is an ATC flag the "
+                "ge-plugin simulator does not support (see docs/atc.md)"
+            )
+        if name not in SUPPORTED and name not in IGNORED:
+            raise AtcError(f"ERROR: unknown command line flag '{name}'")
+    return pairs
+
+
+def _precision_modes(mode: str | None, mode_v2: str | None) -> tuple[str | None, str | None]:
+    """--precision_mode or --precision_mode_v2 (not both), each one of its values."""
+    if mode is not None and mode_v2 is not None:
+        raise AtcError("E10047: --precision_mode and --precision_mode_v2 are mutually exclusive.")
+    if mode is not None and mode not in PRECISION_MODES:
+        raise invalid(mode, "precision_mode", f"use one of {', '.join(PRECISION_MODES)}")
+    if mode_v2 is not None and mode_v2 not in PRECISION_MODES_V2:
+        reason = f"use one of {', '.join(PRECISION_MODES_V2)}"
+        if mode_v2 == "mixed_hif8":
+            reason = "HiFloat8 (Atlas 350) is not simulated; " + reason
+        raise invalid(mode_v2, "precision_mode_v2", reason)
+    return mode, mode_v2
 
 
 def _framework(text: str) -> int:
@@ -319,25 +346,31 @@ def _gear_list(flag: str, text: str, width: int | None) -> tuple[tuple[int, ...]
         profiles = [[item] for item in text.split(",") if item.strip()]
     else:
         profiles = [p.split(",") for p in text.split(";") if p.strip()]
-    gears = []
-    for profile in profiles:
-        values = []
-        for item in profile:
-            try:
-                value = int(item.strip())
-            except ValueError:
-                raise invalid(text, flag, f"[{item.strip()}] is not an integer") from None
-            if value <= 0:
-                raise AtcError(
-                    f"E10038: Dimension size [{value}] in --{flag} is invalid. The value must be greater than 0."
-                )
-            values.append(value)
-        gears.append(tuple(values))
+    gears = [tuple(_gear_value(flag, text, item) for item in profile) for profile in profiles]
     if flag == "dynamic_image_size" and any(len(g) != 2 for g in gears):
         raise AtcError(
             f"E10020: Value [{text}] for parameter --dynamic_image_size is invalid. Each profile must be "
             '"height,width", profiles separated by ";".'
         )
+    _check_profiles(flag, gears, width)
+    return tuple(gears)
+
+
+def _gear_value(flag: str, text: str, item: str) -> int:
+    try:
+        value = int(item.strip())
+    except ValueError:
+        raise invalid(text, flag, f"[{item.strip()}] is not an integer") from None
+    if value <= 0:
+        raise AtcError(
+            f"E10038: Dimension size [{value}] in --{flag} is invalid. The value must be greater than 0."
+        )
+    return value
+
+
+def _check_profiles(flag: str, gears: list[tuple[int, ...]], width: int | None) -> None:
+    """ATC's checks of a gear list as a whole: how many, the same width (``width`` when the -1 dims say),
+    no duplicates."""
     if len(gears) < MIN_GEARS:
         raise AtcError(
             f"E10035: --{flag} has {len(gears)} profiles, which is less than the minimum {MIN_GEARS}."
@@ -360,12 +393,15 @@ def _gear_list(flag: str, text: str, width: int | None) -> tuple[tuple[int, ...]
         )
     if len(set(gears)) != len(gears):
         raise AtcError(f"E10039: The --{flag} argument has duplicate profiles.")
-    return tuple(gears)
+
+
+_Shapes = tuple[tuple[str, tuple[int, ...]], ...]
 
 
 def _gears(
-    flags: dict[str, str], shapes: tuple[tuple[str, tuple[int, ...]], ...], input_format: str | None
+    flags: dict[str, str], shapes: _Shapes, input_format: str | None
 ) -> tuple[str, tuple[tuple[int, ...], ...]]:
+    """The dynamic mode and its gears, from the one gear flag given (none: a static model)."""
     present = [f for f in ("dynamic_batch_size", "dynamic_image_size", "dynamic_dims") if f in flags]
     if len(present) > 1:
         raise AtcError(
@@ -375,51 +411,66 @@ def _gears(
     minus = [(name, k) for name, dims in shapes for k, d in enumerate(dims) if d == -1]
     if not present:
         if minus:
-            name, k = minus[0]
-            raise AtcError(
-                f"E10011: Value [{flags['input_shape']}] for parameter [--input_shape] is invalid. Shape values must "
-                f"be positive integers. The error value in the shape is [-1] (input {name}, dim {k}). Add "
-                "--dynamic_batch_size, --dynamic_image_size or --dynamic_dims to choose gears for -1 dims (ATC would "
-                "build a dynamic-shape model, which the ge-plugin simulator does not support)."
-            )
+            raise _dynamic_without_gears(flags["input_shape"], *minus[0])
         return "static", ()
     flag = present[0]
     if not minus:
-        if flag == "dynamic_batch_size":
-            raise AtcError(
-                "E10031: --dynamic_batch_size is included, but none of the nodes specified in --input_shape has a "
-                "batch size equaling -1."
-            )
-        raise AtcError(
-            f"E10040: As --{flag} is included, the corresponding nodes specified in --input_shape must have -1 axes."
-        )
+        raise _gears_without_dynamic(flag)
     if flag == "dynamic_batch_size":
-        for name, k in minus:
-            if k != 0:
-                raise AtcError(
-                    f"E10018: Value [{dict(shapes)[name]}] for shape [{name}] is invalid. When --dynamic_batch_size "
-                    "is included, only batch size N can be -1 in --input_shape."
-                )
+        _check_batch_dims(shapes, minus)
         return "batch", _gear_list(flag, flags[flag], None)
     if flag == "dynamic_image_size":
-        if input_format not in (None, "NCHW"):
-            raise invalid(input_format, "input_format", "--dynamic_image_size needs NCHW inputs")
-        for name, dims in shapes:
-            marked = [k for k, d in enumerate(dims) if d == -1]
-            if marked and (len(dims) != 4 or marked != [2, 3]):
-                raise AtcError(
-                    "E10019: When --dynamic_image_size is included, only the height and width axes can be -1 in "
-                    f"--input_shape (input {name} is {list(dims)})."
-                )
+        _check_image_dims(shapes, input_format)
         return "hw", _gear_list(flag, flags[flag], None)
     if input_format != "ND":
         raise invalid(input_format or "NCHW", "input_format", "--dynamic_dims needs --input_format=ND")
     return "dims", _gear_list(flag, flags[flag], len(minus))
 
 
-def _output_type(
-    text: str | None, out_nodes: tuple[str, ...]
-) -> tuple[str | None, tuple[tuple[str, int, str], ...]]:
+def _dynamic_without_gears(input_shape: str, name: str, k: int) -> AtcError:
+    return AtcError(
+        f"E10011: Value [{input_shape}] for parameter [--input_shape] is invalid. Shape values must "
+        f"be positive integers. The error value in the shape is [-1] (input {name}, dim {k}). Add "
+        "--dynamic_batch_size, --dynamic_image_size or --dynamic_dims to choose gears for -1 dims (ATC would "
+        "build a dynamic-shape model, which the ge-plugin simulator does not support)."
+    )
+
+
+def _gears_without_dynamic(flag: str) -> AtcError:
+    if flag == "dynamic_batch_size":
+        return AtcError(
+            "E10031: --dynamic_batch_size is included, but none of the nodes specified in --input_shape has a "
+            "batch size equaling -1."
+        )
+    return AtcError(
+        f"E10040: As --{flag} is included, the corresponding nodes specified in --input_shape must have -1 axes."
+    )
+
+
+def _check_batch_dims(shapes: _Shapes, minus: list[tuple[str, int]]) -> None:
+    """With --dynamic_batch_size, only dim 0 may be -1."""
+    for name, k in minus:
+        if k != 0:
+            raise AtcError(
+                f"E10018: Value [{dict(shapes)[name]}] for shape [{name}] is invalid. When --dynamic_batch_size "
+                "is included, only batch size N can be -1 in --input_shape."
+            )
+
+
+def _check_image_dims(shapes: _Shapes, input_format: str | None) -> None:
+    """With --dynamic_image_size: NCHW inputs whose -1 dims are exactly h and w."""
+    if input_format not in (None, "NCHW"):
+        raise invalid(input_format, "input_format", "--dynamic_image_size needs NCHW inputs")
+    for name, dims in shapes:
+        marked = [k for k, d in enumerate(dims) if d == -1]
+        if marked and (len(dims) != 4 or marked != [2, 3]):
+            raise AtcError(
+                "E10019: When --dynamic_image_size is included, only the height and width axes can be -1 in "
+                f"--input_shape (input {name} is {list(dims)})."
+            )
+
+
+def _output_type(text: str | None, out_nodes: tuple[str, ...]) -> tuple[str | None, tuple[OutputType, ...]]:
     if text is None or not text.strip():
         return None, ()
     text = text.strip()
@@ -429,7 +480,7 @@ def _output_type(
         return text.upper(), ()
     if not out_nodes:
         raise invalid(text, "output_type", "a per-output --output_type (node:index:type) needs --out_nodes")
-    per_node = []
+    per_node: list[OutputType] = []
     for item in _names(text):
         node, sep1, rest = item.partition(":")
         index, sep2, dtype = rest.partition(":")
@@ -439,5 +490,5 @@ def _output_type(
             raise invalid(
                 text, "output_type", f"[{dtype}] in [{item}] is not one of {', '.join(OUTPUT_TYPES)}"
             )
-        per_node.append((node.strip(), int(index), dtype.strip().upper()))
+        per_node.append(OutputType(node.strip(), int(index), dtype.strip().upper()))
     return None, tuple(per_node)

@@ -15,18 +15,17 @@ from __future__ import annotations
 import copy
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 import numpy as np
 
-from ge_plugin import __version__
+from ge_plugin import __version__, simom
 from ge_plugin import acl_constants as C
 from ge_plugin.atc.flags import AtcOptions, invalid
 from ge_plugin.errors import AtcError
-from ge_plugin.sim import omfile
 
 #: ONNX TensorProto element types the simulator carries -> aclDataType
 ONNX_TO_ACL = {
@@ -67,8 +66,16 @@ class BuildResult:
     header: dict[str, Any]
 
 
-#: one gear: (the values it was given, every input's concrete dims)
-_Gear = tuple[tuple[int, ...], list[tuple[int, ...]]]
+@attrs.frozen
+class _GearDims:
+    """One gear: the values it was given, and every input's concrete dims at it."""
+
+    values: tuple[int, ...]
+    inputs: list[tuple[int, ...]]
+
+    @property
+    def label(self) -> str:
+        return ",".join(map(str, self.values)) or "static"
 
 
 @attrs.frozen
@@ -78,48 +85,47 @@ class _Input:
     dims: tuple[int, ...]  #: -1 where a gear chooses
 
 
+@attrs.frozen
+class _Outputs:
+    """The OM's outputs: names, each one's dims per gear, and their ONNX element types."""
+
+    names: list[str]
+    per_gear: list[list[tuple[int, ...]]]
+    types: list[int]
+
+
 def build(options: AtcOptions, *, echo: Callable[[str], None] | None = None) -> BuildResult:
     """Write ``options.output + ".om"``; AtcError (with ATC's message code) for what ATC would reject."""
-    say = echo if echo is not None and options.log in ("debug", "info") else (lambda _text: None)
     model = _load(options.model)
-    graph = model.graph
-    initialized = {t.name for t in graph.initializer}
-    graph_inputs = [vi for vi in graph.input if vi.name not in initialized]
-    inputs = _inputs(options, graph_inputs)
+    initialized = {t.name for t in model.graph.initializer}
+    inputs = _inputs(options, [vi for vi in model.graph.input if vi.name not in initialized])
     gears = _gear_dims(options, inputs)
     output_names, runnable = _outputs(options, model)
-    shapes, types = _output_shapes(runnable, inputs, gears, output_names)
-    out_dtypes = _output_dtypes(options, model, output_names, types)
+    outputs = _output_shapes(runnable, inputs, gears, output_names)
+    header = _header(options, inputs, gears, outputs, _output_dtypes(options, model, outputs))
+    path = Path(options.om_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # the ONNX file as given, unless --out_nodes changed the graph's outputs
+    onnx_bytes = runnable.SerializeToString() if runnable is not model else Path(options.model).read_bytes()
+    simom.write(path, header, onnx_bytes)
+    if echo is not None and options.log in ("debug", "info"):
+        echo(
+            f"sim OM {path}: {options.dynamic_mode} model, {len(inputs)} inputs, {len(output_names)} outputs"
+        )
+        for gear in gears:
+            echo(f"  gear {gear.label}: inputs {[list(d) for d in gear.inputs]}")
+    return BuildResult(path, header)
 
-    fmt = options.input_format
-    header_inputs = []
-    for item in inputs:
-        graph_dtype = _acl_dtype(item.elem_type, f"input {item.name}")
-        dtype = C.ACL_FLOAT16 if item.name in options.input_fp16_nodes else graph_dtype
-        in_fmt = _FORMATS[fmt] if fmt else (C.ACL_FORMAT_NCHW if len(item.dims) == 4 else C.ACL_FORMAT_ND)
-        header_inputs.append(
-            {
-                "name": item.name,
-                "dtype": dtype,
-                "graph_dtype": graph_dtype,
-                "format": in_fmt,
-                "dims": list(item.dims),
-            }
-        )
-    header_outputs = []
-    for n, name in enumerate(output_names):
-        dims = [d if all(g[n][k] == d for g in shapes) else -1 for k, d in enumerate(shapes[0][n])]
-        header_outputs.append(
-            {
-                "name": name,
-                "onnx_name": name,
-                "dtype": out_dtypes[n],
-                "graph_dtype": _acl_dtype(types[n], f"output {name}"),
-                "format": C.ACL_FORMAT_ND,
-                "dims": dims,
-            }
-        )
-    header: dict[str, Any] = {
+
+def _header(
+    options: AtcOptions,
+    inputs: Sequence[_Input],
+    gears: Sequence[_GearDims],
+    outputs: _Outputs,
+    out_dtypes: Sequence[int],
+) -> dict[str, Any]:
+    """The sim OM header (ge_plugin.simom describes its fields)."""
+    return {
         "format": "ge-plugin sim OM",
         "built_by": f"ge-plugin {__version__}",
         "soc_version": options.soc_version,
@@ -128,31 +134,52 @@ def build(options: AtcOptions, *, echo: Callable[[str], None] | None = None) -> 
         "precision_mode": options.precision_mode_v2 or options.precision_mode or "force_fp16",
         "atc_options": dict(options.given),
         "atc_command": options.command(),
-        "inputs": header_inputs,
-        "outputs": header_outputs,
+        "inputs": [_header_input(options, item) for item in inputs],
+        "outputs": _header_outputs(outputs, out_dtypes),
         "dynamic": {
             "mode": options.dynamic_mode,
             "gears": [
                 {
-                    "values": list(values),
-                    "inputs": [list(d) for d in dims],
-                    "outputs": [list(d) for d in shapes[n]],
+                    "values": list(gear.values),
+                    "inputs": [list(d) for d in gear.inputs],
+                    "outputs": [list(d) for d in outputs.per_gear[n]],
                 }
-                for n, (values, dims) in enumerate(gears)
+                for n, gear in enumerate(gears)
             ]
             if options.dynamic_mode != "static"
             else [],
         },
     }
-    path = Path(options.om_path)
-    if path.parent and not path.parent.is_dir():
-        path.parent.mkdir(parents=True, exist_ok=True)
-    onnx_bytes = runnable.SerializeToString() if runnable is not model else Path(options.model).read_bytes()
-    omfile.write(path, header, onnx_bytes)
-    say(f"sim OM {path}: {options.dynamic_mode} model, {len(inputs)} inputs, {len(output_names)} outputs")
-    for values, dims in gears:
-        say(f"  gear {','.join(map(str, values)) or 'static'}: inputs {[list(d) for d in dims]}")
-    return BuildResult(path, header)
+
+
+def _header_input(options: AtcOptions, item: _Input) -> dict[str, Any]:
+    graph_dtype = _acl_dtype(item.elem_type, f"input {item.name}")
+    fmt = options.input_format
+    return {
+        "name": item.name,
+        "dtype": C.ACL_FLOAT16 if item.name in options.input_fp16_nodes else graph_dtype,
+        "graph_dtype": graph_dtype,
+        "format": _FORMATS[fmt] if fmt else (C.ACL_FORMAT_NCHW if len(item.dims) == 4 else C.ACL_FORMAT_ND),
+        "dims": list(item.dims),
+    }
+
+
+def _header_outputs(outputs: _Outputs, out_dtypes: Sequence[int]) -> list[dict[str, Any]]:
+    """Each output, with -1 in the dims that differ between gears."""
+    first = outputs.per_gear[0]
+    return [
+        {
+            "name": name,
+            "onnx_name": name,
+            "dtype": out_dtypes[n],
+            "graph_dtype": _acl_dtype(outputs.types[n], f"output {name}"),
+            "format": C.ACL_FORMAT_ND,
+            "dims": [
+                d if all(g[n][k] == d for g in outputs.per_gear) else -1 for k, d in enumerate(first[n])
+            ],
+        }
+        for n, name in enumerate(outputs.names)
+    ]
 
 
 def _load(path: str) -> Any:
@@ -196,83 +223,97 @@ def _graph_dims(vi: Any) -> list[int | None] | None:
 def _inputs(options: AtcOptions, graph_inputs: Sequence[Any]) -> list[_Input]:
     given = dict(options.input_shape)
     names = [vi.name for vi in graph_inputs]
-    for name in given:
-        if name not in names:
-            raise AtcError(
-                f"E10016: Opname [{name}] specified in [--input_shape] is not found in the model; its inputs are "
-                f"{', '.join(names)}."
-            )
-    for name in options.input_fp16_nodes:
-        if name not in names:
-            raise AtcError(
-                f"E10016: Opname [{name}] specified in [--input_fp16_nodes] is not found in the model; its inputs "
-                f"are {', '.join(names)}."
-            )
+    _check_named(given, "input_shape", names)
+    _check_named(options.input_fp16_nodes, "input_fp16_nodes", names)
     inputs = []
     for vi in graph_inputs:
         elem_type = vi.type.tensor_type.elem_type
         _acl_dtype(elem_type, f"input {vi.name}")
-        graph = _graph_dims(vi)
         if vi.name in options.input_fp16_nodes and elem_type not in (1, 10, 11):
             raise invalid(
                 options.input_fp16_nodes, "input_fp16_nodes", f"input {vi.name} is not a float input"
             )
+        graph = _graph_dims(vi)
         if vi.name in given:
-            dims = given[vi.name]
-            if graph is not None and len(graph) != len(dims):
-                raise AtcError(
-                    f"E10049: Dimension count {len(dims)} configured in --input_shape does not match dimension count "
-                    f"{len(graph)} of the node {vi.name}."
-                )
-            for k, (want, have) in enumerate(zip(dims, graph or dims)):
-                if have is not None and want != have and want != -1:
-                    raise invalid(
-                        f"{vi.name}:{','.join(map(str, dims))}",
-                        "input_shape",
-                        f"dim {k} of input {vi.name} is fixed at {have} in the model",
-                    )
-                if have is not None and want == -1 and graph is not None:
-                    raise invalid(
-                        f"{vi.name}:{','.join(map(str, dims))}",
-                        "input_shape",
-                        f"dim {k} of input {vi.name} is fixed at {have} in the model; only its dynamic dims can be -1",
-                    )
+            dims = _given_dims(vi.name, given[vi.name], graph)
         else:
-            if graph is None or any(d is None for d in graph):
-                shown = (
-                    "unknown"
-                    if graph is None
-                    else "[" + ",".join("?" if d is None else str(d) for d in graph) + "]"
-                )
-                raise AtcError(
-                    f"E11005: The shape of input {vi.name} is not fully defined in the model ({shown}); give it "
-                    "with --input_shape (and -1 plus a gear flag for dims that vary)."
-                )
-            dims = tuple(int(d) for d in graph)  # type: ignore[arg-type]
-        inputs.append(_Input(vi.name, elem_type, tuple(dims)))
+            dims = _model_dims(vi.name, graph)
+        inputs.append(_Input(vi.name, elem_type, dims))
     return inputs
 
 
-def _gear_dims(options: AtcOptions, inputs: Sequence[_Input]) -> list[_Gear]:
-    """Per gear: (the values it was given, every input's concrete dims). Static models: one entry."""
+def _check_named(listed: Iterable[str], flag: str, names: Sequence[str]) -> None:
+    """Every input ``flag`` names is an input of the model (E10016 otherwise)."""
+    for name in listed:
+        if name not in names:
+            raise AtcError(
+                f"E10016: Opname [{name}] specified in [--{flag}] is not found in the model; its inputs are "
+                f"{', '.join(names)}."
+            )
+
+
+def _given_dims(name: str, dims: tuple[int, ...], graph: list[int | None] | None) -> tuple[int, ...]:
+    """``--input_shape``'s dims of input ``name``, checked against the model's: same rank, the same fixed
+    dims, -1 only where the model's dim is dynamic."""
+    if graph is not None and len(graph) != len(dims):
+        raise AtcError(
+            f"E10049: Dimension count {len(dims)} configured in --input_shape does not match dimension count "
+            f"{len(graph)} of the node {name}."
+        )
+    value = f"{name}:{','.join(map(str, dims))}"
+    for k, (want, have) in enumerate(zip(dims, graph or dims)):
+        if have is None:
+            continue
+        if want != have and want != -1:
+            raise invalid(value, "input_shape", f"dim {k} of input {name} is fixed at {have} in the model")
+        if want == -1 and graph is not None:
+            raise invalid(
+                value,
+                "input_shape",
+                f"dim {k} of input {name} is fixed at {have} in the model; only its dynamic dims can be -1",
+            )
+    return tuple(dims)
+
+
+def _model_dims(name: str, graph: list[int | None] | None) -> tuple[int, ...]:
+    """The model's own dims of an input ``--input_shape`` leaves out, which must all be known (E11005)."""
+    known = [] if graph is None else [d for d in graph if d is not None]
+    if graph is None or len(known) != len(graph):
+        shown = (
+            "unknown" if graph is None else "[" + ",".join("?" if d is None else str(d) for d in graph) + "]"
+        )
+        raise AtcError(
+            f"E11005: The shape of input {name} is not fully defined in the model ({shown}); give it "
+            "with --input_shape (and -1 plus a gear flag for dims that vary)."
+        )
+    return tuple(known)
+
+
+def _gear_dims(options: AtcOptions, inputs: Sequence[_Input]) -> list[_GearDims]:
+    """Per gear: the values it was given and every input's concrete dims. Static models: one entry."""
     if options.dynamic_mode == "static":
-        return [((), [i.dims for i in inputs])]
-    order = [name for name, _ in options.input_shape]
-    positions = [
-        (name, k) for name in order for k, d in enumerate(dict(options.input_shape)[name]) if d == -1
-    ]
+        return [_GearDims((), [i.dims for i in inputs])]
+    given = dict(options.input_shape)
+    #: the -1 dims, in --input_shape order: (input name, dim)
+    positions = [(name, k) for name, _ in options.input_shape for k, d in enumerate(given[name]) if d == -1]
     gears = []
     for values in options.gears:
-        fill: dict[tuple[str, int], int] = {}
-        if options.dynamic_mode == "batch":
-            fill = {pos: values[0] for pos in positions}
-        elif options.dynamic_mode == "hw":
-            fill = {(name, k): values[k - 2] for name, k in positions}
-        else:
-            fill = dict(zip(positions, values))
+        fill = _gear_fill(options.dynamic_mode, positions, values)
         dims = [tuple(fill.get((i.name, k), d) for k, d in enumerate(i.dims)) for i in inputs]
-        gears.append((values, dims))
+        gears.append(_GearDims(values, dims))
     return gears
+
+
+def _gear_fill(
+    mode: str, positions: Sequence[tuple[str, int]], values: tuple[int, ...]
+) -> dict[tuple[str, int], int]:
+    """What each -1 dim is at the gear ``values``: the batch size in every one (batch), h and w in dims 2
+    and 3 (hw), or the values one each, in order (dims)."""
+    if mode == "batch":
+        return {pos: values[0] for pos in positions}
+    if mode == "hw":
+        return {(name, k): values[k - 2] for name, k in positions}
+    return dict(zip(positions, values))
 
 
 def _outputs(options: AtcOptions, model: Any) -> tuple[list[str], Any]:
@@ -282,11 +323,10 @@ def _outputs(options: AtcOptions, model: Any) -> tuple[list[str], Any]:
     graph = model.graph
     if not options.out_nodes:
         return [o.name for o in graph.output], model
-    produced = {name for node in graph.node for name in node.output} | {o.name for o in graph.output}
-    nodes = {node.name: node for node in graph.node if node.name}
+    resolve = _Resolver(model)
     names = []
     for item in options.out_nodes:
-        name = _resolve(item, produced, nodes)
+        name = resolve(item)
         if name is None:
             raise AtcError(
                 f"E10016: Opname [{item}] specified in [--out_nodes] is not found in the model. Give ONNX output "
@@ -303,13 +343,27 @@ def _outputs(options: AtcOptions, model: Any) -> tuple[list[str], Any]:
     return names, runnable
 
 
-def _resolve(item: str, produced: set[str], nodes: dict[str, Any]) -> str | None:
-    if item in produced:
-        return item
-    node_name, sep, index = item.rpartition(":")
-    if sep and index.isdigit() and node_name in nodes and int(index) < len(nodes[node_name].output):
-        return nodes[node_name].output[int(index)]
-    return None
+class _Resolver:
+    """``resolve(item)``: the tensor an ``--out_nodes`` / ``--output_type`` item names, an ONNX tensor name or
+    ``node:index``; None when the model has no such tensor."""
+
+    def __init__(self, model: Any):
+        graph = model.graph
+        self.produced = {name for node in graph.node for name in node.output} | {o.name for o in graph.output}
+        self.nodes = {node.name: node for node in graph.node if node.name}
+
+    def __call__(self, item: str) -> str | None:
+        if item in self.produced:
+            return item
+        node_name, sep, index = item.rpartition(":")
+        if (
+            sep
+            and index.isdigit()
+            and node_name in self.nodes
+            and int(index) < len(self.nodes[node_name].output)
+        ):
+            return self.nodes[node_name].output[int(index)]
+        return None
 
 
 def _skeleton(model: Any) -> Any:
@@ -341,6 +395,20 @@ def _inferred(
     """(dims, elem_type) of each output at these input dims, or None where inference cannot tell."""
     import onnx
 
+    try:
+        inferred = onnx.shape_inference.infer_shapes(
+            _at_dims(skeleton, inputs, dims), strict_mode=False, data_prop=True
+        )
+    except Exception:  # onnx raises InferenceError and friends; fall back to running the model
+        return [None] * len(names)
+    infos = {vi.name: vi for vi in (*inferred.graph.value_info, *inferred.graph.output)}
+    return [_known_shape(infos.get(name)) for name in names]
+
+
+def _at_dims(skeleton: Any, inputs: Sequence[_Input], dims: Sequence[tuple[int, ...]]) -> Any:
+    """A copy of ``skeleton`` whose inputs have these dims and whose outputs and values have none yet."""
+    import onnx
+
     trial = onnx.ModelProto()
     trial.CopyFrom(skeleton)
     by_name = {vi.name: vi for vi in trial.graph.input}
@@ -351,40 +419,36 @@ def _inferred(
     for vi in trial.graph.output:
         vi.type.tensor_type.ClearField("shape")
     del trial.graph.value_info[:]
-    try:
-        inferred = onnx.shape_inference.infer_shapes(trial, strict_mode=False, data_prop=True)
-    except Exception:  # onnx raises InferenceError and friends; fall back to running the model
-        return [None] * len(names)
-    infos = {vi.name: vi for vi in (*inferred.graph.value_info, *inferred.graph.output)}
-    results = []
-    for name in names:
-        vi = infos.get(name)
-        ttype = vi.type.tensor_type if vi is not None else None
-        if ttype is None or not ttype.HasField("shape") or not ttype.elem_type:
-            results.append(None)
-            continue
-        out = [d.dim_value if d.HasField("dim_value") else None for d in ttype.shape.dim]
-        results.append(None if any(d is None for d in out) else (tuple(out), ttype.elem_type))
-    return results
+    return trial
+
+
+def _known_shape(vi: Any) -> tuple[tuple[int, ...], int] | None:
+    """(dims, elem_type) of an inferred value, or None unless inference found its type and every dim."""
+    ttype = vi.type.tensor_type if vi is not None else None
+    if ttype is None or not ttype.HasField("shape") or not ttype.elem_type:
+        return None
+    dims = [d.dim_value for d in ttype.shape.dim if d.HasField("dim_value")]
+    return (tuple(dims), ttype.elem_type) if len(dims) == len(ttype.shape.dim) else None
 
 
 def _output_shapes(
-    runnable: Any, inputs: Sequence[_Input], gears: Sequence[_Gear], names: Sequence[str]
-) -> tuple[list[list[tuple[int, ...]]], list[int]]:
+    runnable: Any, inputs: Sequence[_Input], gears: Sequence[_GearDims], names: list[str]
+) -> _Outputs:
     """Per gear, each output's dims; and each output's ONNX elem type."""
     skeleton = _skeleton(runnable)
     shapes: list[list[tuple[int, ...]]] = []
     types: list[int] = [0] * len(names)
     session = None
-    for values, dims in gears:
-        found = _inferred(skeleton, inputs, dims, names)
-        if any(f is None for f in found):
+    for gear in gears:
+        inferred = _inferred(skeleton, inputs, gear.inputs, names)
+        found = [f for f in inferred if f is not None]
+        if len(found) < len(names):
             session = session or _session(runnable)
-            found = _run_once(session, inputs, dims, names, values)
+            found = _run_once(session, inputs, gear, names)
         shapes.append([f[0] for f in found])
         for n, f in enumerate(found):
             types[n] = types[n] or f[1]
-    return shapes, types
+    return _Outputs(names, shapes, types)
 
 
 def _session(model: Any) -> Any:
@@ -416,36 +480,29 @@ _NUMPY_ONNX = {np.dtype(v): k for k, v in _ONNX_NUMPY.items()}
 
 
 def _run_once(
-    session: Any,
-    inputs: Sequence[_Input],
-    dims: Sequence[tuple[int, ...]],
-    names: Sequence[str],
-    values: tuple[int, ...],
+    session: Any, inputs: Sequence[_Input], gear: _GearDims, names: Sequence[str]
 ) -> list[tuple[tuple[int, ...], int]]:
-    feeds = {i.name: np.zeros(d, dtype=_ONNX_NUMPY[i.elem_type]) for i, d in zip(inputs, dims)}
+    feeds = {i.name: np.zeros(d, dtype=_ONNX_NUMPY[i.elem_type]) for i, d in zip(inputs, gear.inputs)}
     try:
         outs = session.run(list(names), feeds)
     except Exception as exc:  # onnxruntime's own exception types
-        label = ",".join(map(str, values)) or "static"
         raise AtcError(
-            f"E10059: Building gear [{label}] failed. Reason: the model does not run at input dims "
-            f"{[list(d) for d in dims]}: {exc}"
+            f"E10059: Building gear [{gear.label}] failed. Reason: the model does not run at input dims "
+            f"{[list(d) for d in gear.inputs]}: {exc}"
         ) from None
     return [(tuple(o.shape), _NUMPY_ONNX.get(np.asarray(o).dtype, 0)) for o in outs]
 
 
-def _output_dtypes(options: AtcOptions, model: Any, names: Sequence[str], types: Sequence[int]) -> list[int]:
-    dtypes = [_acl_dtype(t, f"output {name}") for name, t in zip(names, types)]
+def _output_dtypes(options: AtcOptions, model: Any, outputs: _Outputs) -> list[int]:
+    names = outputs.names
+    dtypes = [_acl_dtype(t, f"output {name}") for name, t in zip(names, outputs.types)]
     if options.output_type is not None:
         return [OUTPUT_TYPE_TO_ACL[options.output_type]] * len(names)
     if options.output_type_per_node:
-        produced = {name for node in model.graph.node for name in node.output} | {
-            o.name for o in model.graph.output
-        }
-        nodes = {node.name: node for node in model.graph.node if node.name}
+        resolve = _Resolver(model)
         for node, index, dtype in options.output_type_per_node:
-            name = _resolve(f"{node}:{index}", produced, nodes)
-            if name is None and index == 0 and node in produced:
+            name = resolve(f"{node}:{index}")
+            if name is None and index == 0 and node in resolve.produced:
                 name = node
             if name is None or name not in names:
                 raise AtcError(

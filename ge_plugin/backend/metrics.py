@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from types import ModuleType
+from typing import Protocol
 
 from ge_plugin.engine.stats import EXECUTE_BUCKETS_US, EngineStats
 from ge_plugin.errors import GePluginError
@@ -81,6 +82,20 @@ DURATION = "ge_execute_duration_us"
 INFO = "ge_backend_info"
 #: how often an instance whose labels are still held by its predecessor tries again
 LEASE_RETRY_S = 0.05
+
+
+class _Metric(Protocol):
+    """A ``pb_utils.Metric``: each call is one IPC to the server."""
+
+    def increment(self, value: float) -> None: ...
+
+    def set(self, value: float) -> None: ...
+
+
+class _Family(Protocol):
+    """A ``pb_utils.MetricFamily``."""
+
+    def Metric(self, labels: dict[str, str]) -> _Metric: ...  # pb_utils spells it so
 
 
 class LabelLease:
@@ -161,11 +176,11 @@ class MetricsPublisher:
         self._interval = interval_ms / 1000.0
         self._lock = threading.Lock()
         self._sent: dict[str, float] = {}
-        self._families: list[object] = []
-        self._metrics: dict[str, object] = {}
-        self._by_gear: dict[str, object] = {}
-        self._buckets: list[object] = []
-        self._executes_family: object | None = None
+        self._families: list[_Family] = []
+        self._metrics: dict[str, _Metric] = {}
+        self._by_gear: dict[str, _Metric] = {}
+        self._buckets: list[_Metric] = []
+        self._executes_family: _Family | None = None
         self.lease = lease if lease is not None else LabelLease(labels)
         if self.lease.acquire():
             self._create()
@@ -220,7 +235,7 @@ class MetricsPublisher:
             f"{DURATION}_count", "Executes timed", counter
         ).Metric(labels=labels)
 
-    def _family(self, name: str, description: str, kind):
+    def _family(self, name: str, description: str, kind: int) -> _Family:
         family = self._pb.MetricFamily(name=name, description=description, kind=kind)
         self._families.append(family)
         return family
@@ -234,12 +249,12 @@ class MetricsPublisher:
                 self._increment(name, self._metrics[name], getattr(stats, attr))
             for name, (_, attr) in GAUGES.items():
                 self._set(name, getattr(stats, attr))
+            by_gear = self._executes_family
+            assert by_gear is not None  # created with the other metrics
             for gear, count in list(stats.executes_by_gear.items()):
                 metric = self._by_gear.get(gear)
                 if metric is None:
-                    metric = self._by_gear[gear] = self._executes_family.Metric(
-                        labels={**self._labels, "gear": gear}
-                    )
+                    metric = self._by_gear[gear] = by_gear.Metric(labels={**self._labels, "gear": gear})
                 self._increment(f"{EXECUTES}:{gear}", metric, count)
             cumulative = 0
             for bound, (metric, count) in enumerate(zip(self._buckets, stats.execute_buckets)):
@@ -275,7 +290,7 @@ class MetricsPublisher:
             self._metrics[name].set(value)
             self._sent[name] = value
 
-    def _increment(self, key: str, metric, total: float) -> None:
+    def _increment(self, key: str, metric: _Metric, total: float) -> None:
         delta = total - self._sent.get(key, 0)
         if delta > 0:
             metric.increment(delta)

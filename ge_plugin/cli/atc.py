@@ -7,6 +7,10 @@ Three ways to call it:
 - ``SPEC... --print``: the ``atc`` command that compiles each spec's OM on an Ascend host;
 - ``SPEC... --sim [--repository REPO]``: build each spec's sim OM into ``REPO/<name>/1/`` from those same ATC
   flags, through the same code as the first form. A directory means every spec in it.
+
+A spec with ``versions`` has one OM per version, in ``REPO/<name>/<version>/``; ``--model-version N`` limits
+both forms to version N, which is how a rolling update compiles only the version it adds (rebuilding a
+served version's OM would make Triton reload it).
 """
 
 from __future__ import annotations
@@ -14,10 +18,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ge_plugin.atc import flags as atc_flags
 from ge_plugin.cli._common import add_command
 from ge_plugin.errors import AtcError
+from ge_plugin.spec.validators import MULTI_DEVICE_ATC_FLAGS
+
+if TYPE_CHECKING:
+    from ge_plugin.spec.model import ModelSpec
 
 START = "ATC start working now, please wait for a moment."
 SUCCESS = "ATC run success, welcome to the next use."
@@ -31,6 +40,7 @@ EXAMPLES = """\
       --input_shape="x:-1,3,224,224" --dynamic_batch_size="1,2,4,8"
   ge-plugin atc specs/llama.yaml --print
   ge-plugin atc specs --sim --repository model_repository
+  ge-plugin atc specs/llama.yaml --sim --model-version 2    # only the OM of version 2
 """
 
 
@@ -59,12 +69,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--repository",
         metavar="REPO",
         default="model_repository",
-        help="with --sim (default: model_repository)",
+        help="with --sim, and with --print for specs that list versions (default: model_repository)",
+    )
+    parser.add_argument(
+        "--model-version",
+        metavar="N",
+        type=int,
+        action="append",
+        dest="model_versions",
+        help="with SPECs: only this version (repeatable; default: every version of each spec)",
     )
     group = parser.add_argument_group("ATC flags, as ATC takes them (--flag=value or --flag value)")
     for flag, text in atc_flags.SUPPORTED.items():
         group.add_argument(f"--{flag}", dest=f"atc_{flag}", metavar="VALUE", help=text)
-    for flag in (*atc_flags.IGNORED, *atc_flags.UNSUPPORTED):
+    for flag in (*atc_flags.IGNORED, *atc_flags.UNSUPPORTED, *MULTI_DEVICE_ATC_FLAGS):
         group.add_argument(f"--{flag}", dest=f"atc_{flag}", help=argparse.SUPPRESS)
     parser.set_defaults(func=run, _parser=parser)
 
@@ -91,47 +109,101 @@ def build_from_flags(argv: list[str]) -> Path:
     return simbuild.build(options, echo=print).path
 
 
+def _versions(spec: ModelSpec, wanted: list[int] | None) -> list[int]:
+    """The spec's versions to compile: all, or those of ``--model-version`` (AtcError for one it lacks)."""
+    if not wanted:
+        return list(spec.version_numbers)
+    for version in wanted:
+        if version not in spec.version_numbers:
+            shown = ", ".join(map(str, spec.version_numbers))
+            raise AtcError(
+                f"{spec.name}: --model-version {version}: the spec has no such version (its versions: {shown})"
+            )
+    return sorted(set(wanted))
+
+
 def run(args: argparse.Namespace) -> int:
     given = _given_flags(args)
+    for flag in MULTI_DEVICE_ATC_FLAGS:  # before any other check: the answer to "split over 8 NPUs"
+        value = getattr(args, f"atc_{flag}", None)
+        if value is not None:
+            return _fail(atc_flags.multi_device_error(flag, value))
+    _check_usage(args, given)
+    if not args.specs:
+        return _run_flags(given)
+    from ge_plugin.spec import load_specs
+
+    specs = load_specs(args.specs)
+    try:
+        chosen = [(spec, _versions(spec, args.model_versions)) for spec in specs]
+    except AtcError as exc:
+        return _fail(exc)
+    if args.print_command:
+        return _print_commands(chosen, Path(args.repository))
+    return _build_specs(chosen, Path(args.repository))
+
+
+def _check_usage(args: argparse.Namespace, given: list[str]) -> None:
+    """ATC flags, or SPECs with --print or --sim; a usage error (exit 2) otherwise."""
+    if args.model_versions and not args.specs:
+        args._parser.error("--model-version applies to SPECs (with --print or --sim)")
     if args.specs and given:
         args._parser.error("give either ATC flags or SPECs with --print/--sim, not both")
     if args.specs and not (args.print_command or args.sim):
         args._parser.error("with SPECs, say what to do: --print (the atc command) or --sim (build sim OMs)")
-    if not args.specs:
-        if args.print_command or args.sim:
-            args._parser.error("--print and --sim take SPEC files or directories")
-        if not given:
-            args._parser.error(
-                "no ATC flags given; start with --model=MODEL.onnx --framework=5 --output=NAME"
-            )
-        print(START)
-        try:
-            path = build_from_flags(given)
-        except AtcError as exc:
-            return _fail(exc)
-        print(f"sim OM written to {path}")
-        print(SUCCESS)
-        return 0
-    from ge_plugin.atc.command import atc_args, atc_command
-    from ge_plugin.spec import load_specs
+    if not args.specs and (args.print_command or args.sim):
+        args._parser.error("--print and --sim take SPEC files or directories")
+    if not args.specs and not given:
+        args._parser.error("no ATC flags given; start with --model=MODEL.onnx --framework=5 --output=NAME")
 
-    specs = load_specs(args.specs)
-    if args.print_command:
-        for spec in specs:
-            try:
-                print(atc_command(spec))
-            except AtcError as exc:
-                return _fail(exc)
-        return 0
+
+def _run_flags(given: list[str]) -> int:
+    """Mode 1: ATC's own flags -> one sim OM, with ATC's messages."""
     print(START)
-    repository = Path(args.repository)
-    for spec in specs:
-        output = repository / spec.name / "1" / Path(spec.om_filename).stem
-        output.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            path = build_from_flags(atc_args(spec, output=output))
-        except AtcError as exc:
-            return _fail(AtcError(f"{spec.name}: {exc}"))
-        print(f"{spec.name}: sim OM written to {path}")
+    try:
+        path = build_from_flags(given)
+    except AtcError as exc:
+        return _fail(exc)
+    print(f"sim OM written to {path}")
     print(SUCCESS)
     return 0
+
+
+def _print_commands(chosen: list[tuple[ModelSpec, list[int]]], repository: Path) -> int:
+    """SPEC --print: the atc command of each spec (and version) for a real Ascend host."""
+    from ge_plugin.atc.command import atc_command
+
+    for spec, versions in chosen:
+        for version in versions:
+            try:
+                if spec.versions:  # several OMs: each into its own version folder
+                    print(f"# {spec.name} version {version}")
+                    print(atc_command(spec, version=version, output=_output(repository, spec, version)))
+                else:
+                    print(atc_command(spec))
+            except AtcError as exc:
+                return _fail(exc)
+    return 0
+
+
+def _build_specs(chosen: list[tuple[ModelSpec, list[int]]], repository: Path) -> int:
+    """SPEC --sim: a sim OM for each spec (and version), in its Triton version folder."""
+    from ge_plugin.atc.command import atc_args
+
+    print(START)
+    for spec, versions in chosen:
+        for version in versions:
+            output = _output(repository, spec, version)
+            output.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                path = build_from_flags(atc_args(spec, version=version, output=output))
+            except AtcError as exc:
+                return _fail(AtcError(f"{spec.name}: {exc}"))
+            print(f"{spec.name}: sim OM written to {path}")
+    print(SUCCESS)
+    return 0
+
+
+def _output(repository: Path, spec: ModelSpec, version: int) -> Path:
+    """``REPO/<name>/<version>/<om stem>``: where Triton's version folder holds the OM."""
+    return repository / spec.name / str(version) / Path(spec.om_filename_for(version)).stem

@@ -7,7 +7,7 @@ import sys
 
 from ge_plugin.cli._common import add_command
 from ge_plugin.errors import SpecError
-from ge_plugin.render import diff_repository, stale_models, write_repository
+from ge_plugin.render import diff_repository, stale_models, stale_versions, write_repository
 from ge_plugin.spec import load_specs
 
 EXAMPLES = """
@@ -23,10 +23,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "render",
         help="write a Triton model repository from model specs",
         description=(
-            "Write REPO/<name>/config.pbtxt and the version folder REPO/<name>/1/ for every spec.\n"
-            "Other files in REPO are left alone.\n\n"
+            "Write REPO/<name>/config.pbtxt and a version folder REPO/<name>/<version>/ for every\n"
+            "version of every spec (REPO/<name>/1/ for a spec without versions). Other files in REPO\n"
+            "are left alone, and files whose content stays the same keep their times.\n\n"
             "With --check nothing is written: exit 1 with a unified diff when REPO differs from the\n"
-            'specs, including backend "ge" models in REPO that none of the given specs renders.'
+            'specs, including backend "ge" models in REPO that none of the given specs renders and\n'
+            "version folders no spec lists that Triton would serve."
         ),
         examples=EXAMPLES,
     )
@@ -62,4 +64,6 @@ def run(args: argparse.Namespace) -> int:
             f"warning: {config} is a ge model that no given spec renders; delete it if it is stale",
             file=sys.stderr,
         )
+    for folder, why in stale_versions(specs, args.output):
+        print(f"warning: {folder}: {why}", file=sys.stderr)
     return 0

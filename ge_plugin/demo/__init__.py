@@ -17,7 +17,6 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import time
-import urllib.request
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
@@ -32,6 +31,7 @@ from ge_plugin.atc.flags import parse_args
 from ge_plugin.atc.simbuild import build
 from ge_plugin.errors import DemoFailed
 from ge_plugin.models import write_demo_models
+from ge_plugin.promtext import scrape
 from ge_plugin.render import write_repository
 from ge_plugin.serve import ServerOptions, TritonServer, free_port
 from ge_plugin.spec import load_spec
@@ -183,8 +183,7 @@ def _ask(server: TritonServer, models: Path, say: Callable[[str], None]) -> None
         for length, predicted in zip(lengths, answers):
             if not np.array_equal(predicted, np.arange(101, 101 + length)):
                 raise DemoFailed(f"a concurrent request of {length} tokens got {predicted.tolist()}")
-        time.sleep(1.2)  # the backend flushes its metrics every second
-        gears = _metric_lines(server.metrics_url, "ge_executes_total", 'model="llama_model"')
+        gears = _executes_by_gear(server.metrics_url, "llama_model")
         say(f"        all 16 correct in {elapsed:.0f} ms; executes by gear: {', '.join(gears)}")
     finally:
         http.close()
@@ -198,11 +197,17 @@ def _onnxruntime(path: Path, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
 
 
-def _metric_lines(url: str, family: str, selector: str) -> list[str]:
-    text = urllib.request.urlopen(url, timeout=10).read().decode()
+def _executes_by_gear(url: str, model: str, timeout: float = 10.0) -> list[str]:
+    """``gear xN`` per gear, once the backend's timer has flushed at least one engine execute per execute
+    Triton counted (each Triton execute is one or more engine executes)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        metrics = scrape(url)
+        engine = metrics.total("ge_executes_total", model=model)
+        if engine >= metrics.total("nv_inference_exec_count", model=model) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     totals: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith(family + "{") and selector in line:
-            gear = line.split('gear="', 1)[1].split('"', 1)[0]
-            totals[gear] = totals.get(gear, 0) + float(line.rsplit(" ", 1)[1])
+    for labels, value in metrics.select("ge_executes_total", model=model):
+        totals[labels["gear"]] = totals.get(labels["gear"], 0) + value
     return [f"{gear} x{int(count)}" for gear, count in sorted(totals.items())]

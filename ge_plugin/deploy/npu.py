@@ -66,21 +66,45 @@ def npu_request(specs: Sequence[ModelSpec], resource: str | None = None) -> NpuR
     """
     if not specs:
         raise SpecError(["no specs to deploy"])
-    problems: list[str] = []
     first = specs[0]
-    for spec in specs[1:]:
-        if spec.model.soc_version != first.model.soc_version:
-            problems.append(
-                _at(
-                    spec,
-                    ("model", "soc_version"),
-                    f"one pod runs on one kind of NPU: {first.name} ({first.path}) is compiled for "
-                    f"{first.model.soc_version}, this model for {spec.model.soc_version}; deploy them "
-                    "separately (ge-plugin deploy k8s --name)",
-                )
-            )
     used = sorted({device for spec in specs for device in spec.placement.devices})
+    chosen = resource or resource_for(first.model.soc_version)
+    problems = [*_mixed_chips(specs), *_devices_beyond(specs, used)]
+    if chosen is None:
+        known = ", ".join(resource for _pattern, resource in DEVICE_PLUGIN_RESOURCES)
+        problems.append(
+            _at(
+                first,
+                ("model", "soc_version"),
+                f"no Ascend device plugin resource is known for {first.model.soc_version} (known: {known}); "
+                "name it with --npu-resource",
+            )
+        )
+    if problems or chosen is None:
+        raise SpecError(problems)
+    return NpuRequest(resource=chosen, count=len(used), soc_version=first.model.soc_version)
+
+
+def _mixed_chips(specs: Sequence[ModelSpec]) -> list[str]:
+    """One problem per spec compiled for another chip than the first: one pod runs on one kind of NPU."""
+    first = specs[0]
+    return [
+        _at(
+            spec,
+            ("model", "soc_version"),
+            f"one pod runs on one kind of NPU: {first.name} ({first.path}) is compiled for "
+            f"{first.model.soc_version}, this model for {spec.model.soc_version}; deploy them "
+            "separately (ge-plugin deploy k8s --name)",
+        )
+        for spec in specs[1:]
+        if spec.model.soc_version != first.model.soc_version
+    ]
+
+
+def _devices_beyond(specs: Sequence[ModelSpec], used: list[int]) -> list[str]:
+    """The device plugin numbers a pod's NPUs 0..count-1: one problem per spec placing a model beyond."""
     count = len(used)
+    problems = []
     for spec in specs:
         beyond = [device for device in spec.placement.devices if device >= count]
         if beyond:
@@ -94,21 +118,7 @@ def npu_request(specs: Sequence[ModelSpec], resource: str | None = None) -> NpuR
                     f"{', '.join(map(str, used))}); number them from 0",
                 )
             )
-    chosen = resource or resource_for(first.model.soc_version)
-    if chosen is None:
-        known = ", ".join(resource for _pattern, resource in DEVICE_PLUGIN_RESOURCES)
-        problems.append(
-            _at(
-                first,
-                ("model", "soc_version"),
-                f"no Ascend device plugin resource is known for {first.model.soc_version} (known: {known}); "
-                "name it with --npu-resource",
-            )
-        )
-    if problems:
-        raise SpecError(problems)
-    assert chosen is not None
-    return NpuRequest(resource=chosen, count=count, soc_version=first.model.soc_version)
+    return problems
 
 
 def _range(count: int) -> str:

@@ -2,8 +2,9 @@
 
 ``GE_PLUGIN_DEVICE`` chooses: ``ascend`` (real ``acl``, an error if it is missing), ``sim`` (the simulator)
 or ``auto`` (default: real ``acl`` if it imports, else the simulator). The choice is logged once. This
-module is the only place in ge-plugin that imports ``acl``; everything above the device layer talks to
-the objects in ``ge_plugin.device``.
+module is the only place in ge-plugin's serving path that imports ``acl``; everything above the device layer
+talks to the objects in ``ge_plugin.device``. (The bench's naive baseline imports it itself, as the
+hand-written Python-backend code it stands for does.)
 """
 
 from __future__ import annotations
@@ -68,7 +69,12 @@ def _resolve() -> None:
                         "GE_PLUGIN_DEVICE=ascend but pyACL cannot be imported "
                         f"({exc}); source the CANN set_env.sh first"
                     ) from exc
-        if module is None or getattr(module, "__name__", "") == "ge_plugin.sim.acl":
+        simulated = getattr(module, "__name__", "") == "ge_plugin.sim.acl"
+        if choice == "ascend" and simulated:  # `python -m ge_plugin.sim run` puts the simulator under `acl`
+            raise ConfigError(
+                "GE_PLUGIN_DEVICE=ascend but `import acl` gives ge-plugin's simulator, not CANN's pyACL"
+            )
+        if module is None or simulated:
             module = importlib.import_module("ge_plugin.sim.acl")
             kind = "sim"
         _acl, _kind = module, kind

@@ -16,6 +16,7 @@ from ge_plugin.device.aclapi import acl
 from ge_plugin.device.context import Context
 from ge_plugin.device.runtime import check
 from ge_plugin.errors import ModelFileError
+from ge_plugin.simom import read_header
 
 
 @attrs.frozen
@@ -104,8 +105,6 @@ class OmModel:
         pyACL has no call for it; a sim OM records it in its header (ATC's --precision_mode). A real OM
         keeps its build options in a binary model definition that ge-plugin does not parse, so there the
         config's ``precision`` cannot be checked."""
-        from ge_plugin.sim.omfile import read_header
-
         header = read_header(self.path)
         return None if header is None else header.get("precision")
 

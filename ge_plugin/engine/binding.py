@@ -13,7 +13,8 @@ import numpy as np
 from ge_plugin import device, dtypes
 from ge_plugin import fastpath as fp
 from ge_plugin.engine.config import IOConfig, ServingConfig
-from ge_plugin.engine.gears import Gear, GearTable
+from ge_plugin.engine.gear_reading import read_gear_table
+from ge_plugin.engine.gears import GearTable
 from ge_plugin.engine.lane import Lane
 from ge_plugin.errors import ConfigError
 
@@ -46,9 +47,18 @@ class Binding:
         self.where = f"model {config.name!r} ({om_path})"
         #: what the instance's log should say at start-up about a config that works but may surprise
         self.warnings: list[str] = []
-        self._bind_tensors(lane.model)
-        self._check_precision(lane.model)
-        self.gears = self._gear_table(lane)
+        model = lane.model
+        self._bind_tensors(model)
+        self._check_precision(model)
+        self.gears = read_gear_table(lane, self.where)
+        self._check_gears(self.gears, model)
+        self.specs = [self._input_spec(k, io, model) for k, io in enumerate(self.in_cfg)]
+        #: per flat dim (as ``Gear.flat``): is it the rows dim, which adds up when requests share an execute
+        extra = 1 if config.batched else 0
+        self.rows_at = tuple(
+            bool(extra and d == 0) for limits in self.gears.limits for d in range(len(limits))
+        )
+        self.in_bytes, self.out_bytes = self._sizes()
 
     def _bind_tensors(self, model: device.OmModel) -> None:
         """Match config inputs/outputs to the OM's by name; refuse mismatches now, not per request."""
@@ -162,114 +172,75 @@ class Binding:
                 f"precision; rebuild the OM (ATC --precision_mode) or declare precision {om_precision!r}"
             )
 
-    def _gear_table(self, lane: Lane) -> GearTable:
-        model = lane.model
+    def _check_gears(self, table: GearTable, model: device.OmModel) -> None:
         cfg = self.config
-        where = self.where
-        ranks = [len(info.dims) for info in model.inputs]
-        settings: list[tuple[str, object, list[tuple[int, ...]]]] = []
-        if model.mode == "batch":
-            for b in model.batch_gears:
-                dims = [
-                    tuple(b if (d == 0 and n < 0) else n for d, n in enumerate(info.dims))
-                    for info in model.inputs
-                ]
-                settings.append((str(b), b, dims))
-        elif model.mode == "dims":
-            dynamic = [(k, d) for k, info in enumerate(model.inputs) for d in info.dynamic]
-            for flat in model.dims_gears:
-                dims = [list(info.dims) for info in model.inputs]
-                if len(flat) == sum(ranks):
-                    it = iter(flat)
-                    dims = [[next(it) for _ in range(r)] for r in ranks]
-                elif len(flat) == len(dynamic):
-                    for (k, d), v in zip(dynamic, flat):
-                        dims[k][d] = v
-                else:
-                    raise ConfigError(
-                        f"{where}: the OM reports a dims gear {list(flat)} that fits no input layout"
-                    )
-                full = tuple(v for ds in dims for v in ds)
-                per_input = {
-                    tuple(dims[k][d] for k2, d in dynamic if k2 == k) for k in {k for k, _ in dynamic}
-                }
-                shown = per_input.pop() if len(per_input) == 1 else tuple(dims[k][d] for k, d in dynamic)
-                label = "x".join(map(str, shown))
-                settings.append((label, full, [tuple(ds) for ds in dims]))
-        else:
-            dims = [info.dims for info in model.inputs]
-            if any(d < 0 for ds in dims for d in ds):
-                raise ConfigError(
-                    f"{where}: the OM has dynamic dims but no gears (shape-range OMs are not supported)"
-                )
-            settings.append(("static", None, [tuple(ds) for ds in dims]))
-        gears = []
-        for index, (label, setting, in_dims) in enumerate(settings):
-            probe = Gear(index, tuple(in_dims), (), setting, label)
-            lane.select(probe)
-            out_dims = tuple(model.cur_output_dims(info.index) for info in model.outputs)
-            gears.append(Gear(index, tuple(in_dims), out_dims, setting, label))
-        table = GearTable(gears)
         if cfg.params.gears and model.mode == "batch" and tuple(cfg.params.gears) != model.batch_gears:
             raise ConfigError(
-                f"{where}: parameters.gears {list(cfg.params.gears)} differ from the OM's batch gears "
+                f"{self.where}: parameters.gears {list(cfg.params.gears)} differ from the OM's batch gears "
                 f"{list(model.batch_gears)}; render the config again or rebuild the OM"
             )
         if cfg.batched and cfg.max_batch_size > table.max_rows:
             raise ConfigError(
-                f"{where}: max_batch_size {cfg.max_batch_size} exceeds the OM's largest batch gear {table.max_rows}"
+                f"{self.where}: max_batch_size {cfg.max_batch_size} exceeds the OM's largest batch gear "
+                f"{table.max_rows}"
             )
+
+    def _input_spec(self, k: int, io: IOConfig, model: device.OmModel) -> fp.TensorSpec:
+        """What request validation checks for input ``k``: its dims and their limits (the config's fixed
+        dims, the gears' largest dynamic ones), its value range and its shape tie."""
+        cfg = self.config
         extra = 1 if cfg.batched else 0
-        ranges = {r.input: (r.low, r.high) for r in cfg.params.input_ranges}
-        ties = {t.input: t.other for t in cfg.params.same_shape}
-        self.specs = []
-        for k, io in enumerate(self.in_cfg):
-            limits = list(table.limits[k])
-            full = ([-1] if extra else []) + list(io.dims)
-            if extra:
-                limits[0] = min(limits[0], cfg.max_batch_size)
-            for d, v in enumerate(full):
-                if v > 0:
-                    if v > limits[d]:
-                        raise ConfigError(
-                            f"{where}: input {io.name!r} dim {d - extra} is {v} in the config, longer than the "
-                            f"OM's largest gear for it ({limits[d]})"
-                        )
-                    limits[d] = v
-            value_range = ranges.get(io.name)
-            if io.dtype.short == "int64" and self.in_om_type[k] == "int32":
-                # found per request in validation, not half-way through a batch's copy
-                low, high = value_range or INT32_RANGE
-                value_range = (max(low, INT32_RANGE[0]), min(high, INT32_RANGE[1]))
-                if value_range[0] > value_range[1]:
+        limits = list(self.gears.limits[k])
+        full = ([-1] if extra else []) + list(io.dims)
+        if extra:
+            limits[0] = min(limits[0], cfg.max_batch_size)
+        for d, v in enumerate(full):
+            if v > 0:
+                if v > limits[d]:
                     raise ConfigError(
-                        f"{where}: input {io.name!r} range [{low}, {high}] holds no int32 value, and the OM "
-                        "takes the input as int32"
+                        f"{self.where}: input {io.name!r} dim {d - extra} is {v} in the config, longer than "
+                        f"the OM's largest gear for it ({limits[d]})"
                     )
-            self.specs.append(
-                fp.TensorSpec(
-                    io.name,
-                    io.dtype.short,
-                    tuple(full),
-                    tuple(limits),
-                    # dim 0 is the OM's batch even when the config leaves batching to the client
-                    batched=cfg.batched or model.mode == "batch",
-                    value_range=value_range,
-                    same_shape_as=ties.get(io.name),
-                )
-            )
-        self.rows_at = tuple(
-            extra and d == 0 for k in range(len(self.in_cfg)) for d in range(len(table.limits[k]))
+                limits[d] = v
+        return fp.TensorSpec(
+            io.name,
+            io.dtype.short,
+            tuple(full),
+            tuple(limits),
+            # dim 0 is the OM's batch even when the config leaves batching to the client
+            batched=cfg.batched or model.mode == "batch",
+            value_range=self._value_range(k, io),
+            same_shape_as=next((t.other for t in cfg.params.same_shape if t.input == io.name), None),
         )
-        self.in_bytes = {}
-        self.out_bytes = {}
-        for g in table.gears:
-            self.in_bytes[g.index] = [
+
+    def _value_range(self, k: int, io: IOConfig) -> tuple[float, float] | None:
+        """The declared range, narrowed to int32's when an int32 OM takes an int64 input: a value that does
+        not fit is then the request's error, found in validation, not half-way through a batch's copy."""
+        declared = next(
+            ((r.low, r.high) for r in self.config.params.input_ranges if r.input == io.name), None
+        )
+        if not (io.dtype.short == "int64" and self.in_om_type[k] == "int32"):
+            return declared
+        low, high = declared or INT32_RANGE
+        narrowed = (max(low, INT32_RANGE[0]), min(high, INT32_RANGE[1]))
+        if narrowed[0] > narrowed[1]:
+            raise ConfigError(
+                f"{self.where}: input {io.name!r} range [{low}, {high}] holds no int32 value, and the OM takes "
+                "the input as int32"
+            )
+        return narrowed
+
+    def _sizes(self) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+        """Per gear index, the bytes of each input (OM order) and each output (config order) at that gear."""
+        in_bytes = {}
+        out_bytes = {}
+        for g in self.gears.gears:
+            in_bytes[g.index] = [
                 int(np.prod(dims)) * dtypes.by_name(t).itemsize
                 for dims, t in zip(g.input_dims, self.in_om_type)
             ]
-            self.out_bytes[g.index] = [
+            out_bytes[g.index] = [
                 int(np.prod(g.output_dims[self.out_index[k]])) * dtypes.by_name(t).itemsize
                 for k, t in enumerate(self.out_om_type)
             ]
-        return table
+        return in_bytes, out_bytes

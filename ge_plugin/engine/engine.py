@@ -132,9 +132,16 @@ class Engine:
         instance_name: str = "",
         device_id: int | None = None,
     ) -> Engine:
-        """Build from Triton's model config mapping; a relative om_model_path is under ``version_dir``."""
+        """Build from Triton's model config mapping; a relative OM path is under ``version_dir``.
+
+        ``version_dir`` is Triton's ``<model>/<version>``: its name picks the version's own OM when
+        ``version_om_model_paths`` lists one, else ``om_model_path``.
+        """
         config = ServingConfig.from_model_config(model_config)
-        om_path = os.path.join(os.fspath(version_dir), os.path.expanduser(config.params.om_model_path))
+        version = os.path.basename(os.path.normpath(os.fspath(version_dir)))
+        om_path = os.path.join(
+            os.fspath(version_dir), os.path.expanduser(config.params.om_model_path_for(version))
+        )
         if device_id is None:
             device_id = device_for_instance(instance_name, config.params.device_ids)
         return cls(config, om_path=om_path, device_id=device_id)

@@ -25,7 +25,7 @@ class EngineStats:
     #: rows the requests brought, and rows added to reach a gear (padding waste)
     rows: int = 0
     padded_rows: int = 0
-    #: elements computed on padding (all inputs), and elements the requests brought
+    #: input elements computed on padding (all inputs)
     padded_elements: int = 0
     #: extra executes run to find which request of a failed multi-request execute fails on its own
     isolation_executes: int = 0

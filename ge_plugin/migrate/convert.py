@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +75,10 @@ class Migration:
     source: Path  #: the model file found (or expected) next to the config
 
 
+#: ``note(line, key, reason, *, carried=False)``: records a Note
+Noter = Callable[..., None]
+
+
 def migrate(
     ge: GeConfig,
     *,
@@ -88,60 +92,110 @@ def migrate(
     def note(line: int, key: str, reason: str, *, carried: bool = False) -> None:
         notes.append(Note(line, key, carried, reason))
 
-    config = ge.config
     source = _model_file(ge, note)
-    batching = config.max_batch_size > 0
-    inputs = _tensors(ge, "input", config.input)
-    outputs = _tensors(ge, "output", config.output)
+    inputs, outputs = _io(ge)
+    _tensor_notes(ge, note)
+    gear_batches, gear_dims = _ge_gears(ge, inputs, note)
+    if batch_gears is not None:
+        gear_batches = list(batch_gears)
+    dynamic = [(t["name"], d) for t in inputs for d, dim in enumerate(t["dims"]) if dim == -1]
+    if dims_gears is not None:
+        gear_dims = _given_dims_gears(dims_gears, len(dynamic))
+    if dynamic and not gear_dims:
+        raise _no_dims_gears(ge, dynamic)
+    batching_spec, inputs, outputs = _batched(ge, gear_batches, inputs, outputs, note)
+    _note_dynamic_outputs(ge, outputs, note)
+    spec: dict[str, Any] = {
+        "name": ge.name,
+        "model": {
+            "om": f"{ge.name}.om" if source.suffix == ".onnx" else f"{source.stem}.om",
+            "source": _relative(source.with_suffix(".onnx"), spec_dir),
+            "soc_version": soc_version,
+        },
+        "inputs": [_tensor_yaml(t) for t in inputs],
+        "outputs": [_tensor_yaml(t) for t in outputs],
+    }
+    if batching_spec is not None:
+        spec["batching"] = batching_spec
+    if gear_dims and _dims_gears_apply(ge, dynamic, note):
+        spec["dims_gears"] = [list(g) for g in gear_dims]
+    spec["placement"] = _placement(ge, note)
+    spec["precision"] = _precision(ge, note)
+    _other_parameters(ge, note)
+    _other_fields(ge, note)
+    notes.sort(key=lambda n: (n.line, n.key))
+    return Migration(spec=spec, notes=tuple(notes), source=source)
+
+
+def _given_dims_gears(dims_gears: Sequence[Sequence[int]], dynamic: int) -> list[list[int]]:
+    """``--dims-gears``: one value per -1 dim, or one value that every -1 dim takes (16,32)."""
+    gears = [list(g) for g in dims_gears]
+    if dynamic and all(len(g) == 1 for g in gears):
+        return [g * dynamic for g in gears]
+    return gears
+
+
+def _dims_gears_apply(ge: GeConfig, dynamic: list[tuple[str, int]], note: Noter) -> bool:
+    """Whether dims gears go into the spec: only where the config has -1 dims (else a note says why not)."""
+    if not dynamic:
+        note(
+            ge.line_of_parameter(_gear_key(ge)),
+            _gear_key(ge),
+            "gears over dims the config declares fixed: the config's dims win",
+        )
+    return bool(dynamic)
+
+
+def _io(ge: GeConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The config's inputs and outputs; a GE config may omit them (GE read the model), a spec may not."""
+    inputs = _tensors(ge, "input", ge.config.input)
+    outputs = _tensors(ge, "output", ge.config.output)
     if not inputs or not outputs:
         raise MigrateError(
             f"{ge.path}: the config lists no {'inputs' if not inputs else 'outputs'}; the GE backend read them "
             "from the ONNX model, ge-plugin needs them in the spec: add input/output to the config (names, "
             "data_type, dims) and migrate again"
         )
-    _tensor_notes(ge, note)
+    return inputs, outputs
 
-    gear_batches, gear_dims = _ge_gears(ge, inputs, note)
-    if batch_gears is not None:
-        gear_batches = list(batch_gears)
-    if dims_gears is not None:
-        gear_dims = [list(g) for g in dims_gears]
 
-    spec: dict[str, Any] = {"name": ge.name}
-    om = f"{ge.name}.om" if source.suffix == ".onnx" else f"{source.stem}.om"
-    spec["model"] = {
-        "om": om,
-        "source": _relative(source.with_suffix(".onnx"), spec_dir),
-        "soc_version": soc_version,
-    }
-    dynamic = [(t["name"], d) for t in inputs for d, dim in enumerate(t["dims"]) if dim == -1]
-    if dims_gears is not None and dynamic and all(len(g) == 1 for g in gear_dims):
-        gear_dims = [g * len(dynamic) for g in gear_dims]  # 16,32: every -1 dim takes each value in turn
-    if dynamic and not gear_dims:
-        names = ", ".join(f"{name} dims[{d}]" for name, d in dynamic)
-        first = dynamic[0][0]
-        raise MigrateError(
-            f"{ge.path}:{ge.line_of_tensor('input', 0, first)}: {names} {'is' if len(dynamic) == 1 else 'are'} -1 and the config "
-            "names no gears for them (graph.ge.inputShape with graph.ge.dynamicDims): the GE backend compiled "
-            "a dynamic-shape graph, an OM needs the values; give them with --dims-gears, e.g. --dims-gears 16,32,64"
-        )
+def _no_dims_gears(ge: GeConfig, dynamic: list[tuple[str, int]]) -> MigrateError:
+    names = ", ".join(f"{name} dims[{d}]" for name, d in dynamic)
+    first = dynamic[0][0]
+    return MigrateError(
+        f"{ge.path}:{ge.line_of_tensor('input', 0, first)}: {names} {'is' if len(dynamic) == 1 else 'are'} -1 and the config "
+        "names no gears for them (graph.ge.inputShape with graph.ge.dynamicDims): the GE backend compiled "
+        "a dynamic-shape graph, an OM needs the values; give them with --dims-gears, e.g. --dims-gears 16,32,64"
+    )
 
-    if batching:
+
+def _batched(
+    ge: GeConfig,
+    gear_batches: list[int],
+    inputs: list[dict[str, Any]],
+    outputs: list[dict[str, Any]],
+    note: Noter,
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[dict[str, Any]]]:
+    """The spec's batching section, and the tensors (with a leading 1 where max_batch_size 1 becomes a model
+    without batching)."""
+    if ge.config.max_batch_size > 0:
         batching_spec = _batching(ge, gear_batches, note)
         if batching_spec is None:
             # max_batch_size 1: one batch size is not a gear list (ATC takes 2 to 100); the same requests are a
             # model without batching whose dims start with that batch of 1
             inputs = [{**t, "dims": [1, *t["dims"]]} for t in inputs]
             outputs = [{**t, "dims": [1, *t["dims"]]} for t in outputs]
-    else:
-        batching_spec = None
-        if gear_batches and set(gear_batches) != {1}:
-            note(
-                ge.line_of_parameter(_gear_key(ge)),
-                _gear_key(ge),
-                "batch values in the gears of a model without max_batch_size: the spec's dims take them",
-            )
+        return batching_spec, inputs, outputs
+    if gear_batches and set(gear_batches) != {1}:
+        note(
+            ge.line_of_parameter(_gear_key(ge)),
+            _gear_key(ge),
+            "batch values in the gears of a model without max_batch_size: the spec's dims take them",
+        )
+    return None, inputs, outputs
 
+
+def _note_dynamic_outputs(ge: GeConfig, outputs: list[dict[str, Any]], note: Noter) -> None:
     for index, tensor in enumerate(outputs):
         for d, dim in enumerate(tensor["dims"]):
             if dim == -1:
@@ -152,31 +206,12 @@ def migrate(
                     f"follows: {{{d}: INPUT:DIM}} to {tensor['name']} in the spec to trim it back per request",
                     carried=True,
                 )
-    spec["inputs"] = [_tensor_yaml(t) for t in inputs]
-    spec["outputs"] = [_tensor_yaml(t) for t in outputs]
-    if batching_spec is not None:
-        spec["batching"] = batching_spec
-    if gear_dims:
-        if not dynamic:
-            note(
-                ge.line_of_parameter(_gear_key(ge)),
-                _gear_key(ge),
-                "gears over dims the config declares fixed: the config's dims win",
-            )
-        else:
-            spec["dims_gears"] = [list(g) for g in gear_dims]
-    spec["placement"] = _placement(ge, note)
-    spec["precision"] = _precision(ge, note)
-    _other_parameters(ge, note)
-    _other_fields(ge, note)
-    notes.sort(key=lambda n: (n.line, n.key))
-    return Migration(spec=spec, notes=tuple(notes), source=source)
 
 
 # --- the model file ------------------------------------------------------------------------------------
 
 
-def _model_file(ge: GeConfig, note) -> Path:
+def _model_file(ge: GeConfig, note: Noter) -> Path:
     """What the GE backend compiled: the first ``*.onnx`` under the model folder, else the first ``*.pb``."""
     folder = ge.path.resolve().parent
     shown = ge.path.parent  # as the user named it, in messages
@@ -238,7 +273,7 @@ def _tensors(ge: GeConfig, field: str, tensors: Sequence[Any]) -> list[dict[str,
     return out
 
 
-def _tensor_notes(ge: GeConfig, note) -> None:
+def _tensor_notes(ge: GeConfig, note: Noter) -> None:
     for field, tensors in (("input", ge.config.input), ("output", ge.config.output)):
         for index, tensor in enumerate(tensors):
             line = ge.line_of_tensor(field, index, tensor.name)
@@ -271,12 +306,11 @@ def _gear_key(ge: GeConfig) -> str:
     return found[0] if found else "graph.ge.dynamicDims"
 
 
-def _ge_gears(ge: GeConfig, inputs: list[dict[str, Any]], note) -> tuple[list[int], list[list[int]]]:
+def _ge_gears(ge: GeConfig, inputs: list[dict[str, Any]], note: Noter) -> tuple[list[int], list[list[int]]]:
     """(batch gears, dims gears) from ``ge.inputShape`` + ``ge.dynamicDims``; ([], []) without them."""
     shape = ge.ge_option("ge.inputShape")
     gears = ge.ge_option("ge.dynamicDims")
-    node_type = ge.ge_option("ge.dynamicNodeType")
-    for found in (shape, gears, node_type):
+    for found in (shape, gears, ge.ge_option("ge.dynamicNodeType")):
         if found is not None:
             note(
                 ge.line_of_parameter(found[0]),
@@ -285,9 +319,8 @@ def _ge_gears(ge: GeConfig, inputs: list[dict[str, Any]], note) -> tuple[list[in
                 carried=True,
             )
     if shape is None or gears is None:
-        if (shape is None) != (gears is None):
-            given = shape or gears
-            assert given is not None
+        given = shape or gears
+        if given is not None:
             note(
                 ge.line_of_parameter(given[0]),
                 given[0],
@@ -301,53 +334,13 @@ def _ge_gears(ge: GeConfig, inputs: list[dict[str, Any]], note) -> tuple[list[in
         raise MigrateError(
             f"{ge.path}:{ge.line_of_parameter(shape[0])}: {shape[0]}/{gears[0]}: {exc}"
         ) from None
-    by_name = {t["name"]: t for t in inputs}
-    batching = ge.config.max_batch_size > 0
-    slots: list[tuple[str, int]] = []  # (input, full dim index) of every -1 in inputShape, in order
-    for name, dims in shapes:
-        if name not in by_name:
-            raise MigrateError(
-                f"{ge.path}:{ge.line_of_parameter(shape[0])}: {shape[0]} names input {name!r}, which the config "
-                f"does not declare ({', '.join(by_name)})"
-            )
-        slots.extend((name, d) for d, dim in enumerate(dims) if dim == -1)
+    slots = _ge_slots(ge, shape[0], shapes, inputs)
     if len(values[0]) != len(slots):
         raise MigrateError(
             f"{ge.path}:{ge.line_of_parameter(gears[0])}: {gears[0]}: each gear has {len(values[0])} values but "
             f"{shape[0]} has {len(slots)} -1 dims"
         )
-    # The spec's order of -1 dims: inputs in config order, dims in order (batch dim excluded when batching).
-    order = [
-        (t["name"], d + (1 if batching else 0))
-        for t in inputs
-        for d, dim in enumerate(t["dims"])
-        if dim == -1
-    ]
-    batches: list[int] = []
-    dims_gears: list[list[int]] = []
-    for gear in values:
-        value = dict(zip(slots, gear))
-        batch = {v for (name, d), v in value.items() if batching and d == 0}
-        if len(batch) > 1:
-            raise MigrateError(
-                f"{ge.path}:{ge.line_of_parameter(gears[0])}: {gears[0]}: a gear gives inputs different batch "
-                f"sizes ({sorted(batch)}); Triton batches every input alike"
-            )
-        missing = [slot for slot in order if slot not in value]
-        if missing:
-            name, d = missing[0]
-            raise MigrateError(
-                f"{ge.path}:{ge.line_of_parameter(shape[0])}: {shape[0]} does not make {name} dim {d} dynamic "
-                "(-1), but the config's dims do"
-            )
-        if batch:
-            (size,) = batch
-            if size not in batches:
-                batches.append(size)
-        dims = [value[slot] for slot in order]
-        if dims and dims not in dims_gears:
-            dims_gears.append(dims)
-    batches.sort()
+    batches, dims_gears = _split_gears(ge, (shape[0], gears[0]), values, slots, inputs)
     if batches and dims_gears and len(batches) * len(dims_gears) != len(values):
         note(
             ge.line_of_parameter(gears[0]),
@@ -359,6 +352,70 @@ def _ge_gears(ge: GeConfig, inputs: list[dict[str, Any]], note) -> tuple[list[in
     return batches, dims_gears
 
 
+def _ge_slots(
+    ge: GeConfig, key: str, shapes: Sequence[tuple[str, Sequence[int]]], inputs: list[dict[str, Any]]
+) -> list[tuple[str, int]]:
+    """(input, full dim index) of every -1 in ``ge.inputShape`` (option ``key``), in order."""
+    declared = [t["name"] for t in inputs]
+    slots: list[tuple[str, int]] = []
+    for name, dims in shapes:
+        if name not in declared:
+            raise MigrateError(
+                f"{ge.path}:{ge.line_of_parameter(key)}: {key} names input {name!r}, which the config "
+                f"does not declare ({', '.join(declared)})"
+            )
+        slots.extend((name, d) for d, dim in enumerate(dims) if dim == -1)
+    return slots
+
+
+def _split_gears(
+    ge: GeConfig,
+    keys: tuple[str, str],
+    values: Sequence[Sequence[int]],
+    slots: list[tuple[str, int]],
+    inputs: list[dict[str, Any]],
+) -> tuple[list[int], list[list[int]]]:
+    """GE's gears (each a value per slot) as the spec's: sorted batch gears, and dims gears over the spec's
+    -1 dims (inputs in config order, dims in order, the batch dim excluded when batching)."""
+    shape_key, gears_key = keys
+    batching = ge.config.max_batch_size > 0
+    order = [
+        (t["name"], d + (1 if batching else 0))
+        for t in inputs
+        for d, dim in enumerate(t["dims"])
+        if dim == -1
+    ]
+    batches: list[int] = []
+    dims_gears: list[list[int]] = []
+    for gear in values:
+        value = dict(zip(slots, gear))
+        size = _batch_size(ge, gears_key, value) if batching else None
+        missing = [slot for slot in order if slot not in value]
+        if missing:
+            name, d = missing[0]
+            raise MigrateError(
+                f"{ge.path}:{ge.line_of_parameter(shape_key)}: {shape_key} does not make {name} dim {d} dynamic "
+                "(-1), but the config's dims do"
+            )
+        if size is not None and size not in batches:
+            batches.append(size)
+        dims = [value[slot] for slot in order]
+        if dims and dims not in dims_gears:
+            dims_gears.append(dims)
+    return sorted(batches), dims_gears
+
+
+def _batch_size(ge: GeConfig, key: str, value: dict[tuple[str, int], int]) -> int | None:
+    """The batch size a GE gear gives (its value of every dim 0), None when dim 0 is not a slot."""
+    batch = {v for (_name, d), v in value.items() if d == 0}
+    if len(batch) > 1:
+        raise MigrateError(
+            f"{ge.path}:{ge.line_of_parameter(key)}: {key}: a gear gives inputs different batch "
+            f"sizes ({sorted(batch)}); Triton batches every input alike"
+        )
+    return next(iter(batch), None)
+
+
 def _derived_gears(max_batch: int, preferred: Sequence[int]) -> list[int]:
     gears = {max_batch, *preferred}
     power = 1
@@ -368,14 +425,10 @@ def _derived_gears(max_batch: int, preferred: Sequence[int]) -> list[int]:
     return sorted(g for g in gears if 1 <= g <= max_batch)
 
 
-def _batching(ge: GeConfig, gears: list[int], note) -> dict[str, Any] | None:
+def _batching(ge: GeConfig, gears: list[int], note: Noter) -> dict[str, Any] | None:
     config = ge.config
-    max_batch = config.max_batch_size
     line = ge.line_of_field("max_batch_size")
-    dynamic = config.dynamic_batching
-    has_dynamic = config.HasField("dynamic_batching")
-    preferred = list(dynamic.preferred_batch_size)
-    if max_batch == 1 and not gears:
+    if config.max_batch_size == 1 and not gears:
         note(
             line,
             "max_batch_size",
@@ -384,6 +437,42 @@ def _batching(ge: GeConfig, gears: list[int], note) -> dict[str, Any] | None:
             carried=True,
         )
         return None
+    out: dict[str, Any] = {"gears": _batch_gears(ge, gears, note)}
+    if not config.HasField("dynamic_batching"):
+        note(
+            line,
+            "dynamic_batching",
+            "absent: Triton did not combine requests; a rendered ge config always has dynamic_batching "
+            "(max_queue_delay_us 0: no request waits for batch-mates)",
+            carried=True,
+        )
+        return out
+    dynamic = config.dynamic_batching
+    out["max_queue_delay_us"] = int(dynamic.max_queue_delay_microseconds)
+    if dynamic.preferred_batch_size:
+        out["preferred_batch_sizes"] = sorted(set(dynamic.preferred_batch_size))
+    if dynamic.HasField("default_queue_policy"):
+        out["queue"] = _queue(ge, dynamic.default_queue_policy, note)
+    for descriptor, _value in dynamic.ListFields():
+        if descriptor.name not in (
+            "preferred_batch_size",
+            "max_queue_delay_microseconds",
+            "default_queue_policy",
+        ):
+            note(
+                ge.line_of_field(descriptor.name),
+                f"dynamic_batching.{descriptor.name}",
+                "no spec field; the rendered config does not set it",
+            )
+    return out
+
+
+def _batch_gears(ge: GeConfig, gears: list[int], note: Noter) -> list[int]:
+    """The spec's batch gears: GE's (or derived from max_batch_size when GE had none), plus the preferred
+    batch sizes, at most MAX_GEARS."""
+    max_batch = ge.config.max_batch_size
+    line = ge.line_of_field("max_batch_size")
+    preferred = list(ge.config.dynamic_batching.preferred_batch_size)
     if not gears:
         gears = _derived_gears(max_batch, preferred)
         static = ge.parameters.get("static_model", "").strip() == "1"
@@ -418,44 +507,22 @@ def _batching(ge: GeConfig, gears: list[int], note) -> dict[str, Any] | None:
         raise MigrateError(
             f"{ge.path}:{line}: {len(gears)} batch gears; ATC takes at most {MAX_GEARS} (--batch-gears)"
         )
-    out: dict[str, Any] = {"gears": gears}
-    if not has_dynamic:
+    return gears
+
+
+def _queue(ge: GeConfig, policy: Any, note: Noter) -> dict[str, Any]:
+    """``dynamic_batching.default_queue_policy`` as the spec's ``queue``."""
+    if policy.allow_timeout_override:
         note(
-            line,
-            "dynamic_batching",
-            "absent: Triton did not combine requests; a rendered ge config always has dynamic_batching "
-            "(max_queue_delay_us 0: no request waits for batch-mates)",
-            carried=True,
+            ge.line_of_field("allow_timeout_override"),
+            "dynamic_batching.default_queue_policy.allow_timeout_override",
+            "no spec field",
         )
-        return out
-    out["max_queue_delay_us"] = int(dynamic.max_queue_delay_microseconds)
-    if preferred:
-        out["preferred_batch_sizes"] = sorted(set(preferred))
-    policy = dynamic.default_queue_policy
-    if dynamic.HasField("default_queue_policy"):
-        out["queue"] = {
-            "max_size": int(policy.max_queue_size),
-            "timeout_us": int(policy.default_timeout_microseconds),
-            "timeout_action": "delay" if policy.timeout_action == mc.ModelQueuePolicy.DELAY else "reject",
-        }
-        if policy.allow_timeout_override:
-            note(
-                ge.line_of_field("allow_timeout_override"),
-                "dynamic_batching.default_queue_policy.allow_timeout_override",
-                "no spec field",
-            )
-    for descriptor, _value in dynamic.ListFields():
-        if descriptor.name not in (
-            "preferred_batch_size",
-            "max_queue_delay_microseconds",
-            "default_queue_policy",
-        ):
-            note(
-                ge.line_of_field(descriptor.name),
-                f"dynamic_batching.{descriptor.name}",
-                "no spec field; the rendered config does not set it",
-            )
-    return out
+    return {
+        "max_size": int(policy.max_queue_size),
+        "timeout_us": int(policy.default_timeout_microseconds),
+        "timeout_action": "delay" if policy.timeout_action == mc.ModelQueuePolicy.DELAY else "reject",
+    }
 
 
 # --- devices, instances, streams -----------------------------------------------------------------------
@@ -478,24 +545,8 @@ def _int_parameter(ge: GeConfig, key: str, minimum: int) -> int | None:
     return value
 
 
-def _placement(ge: GeConfig, note) -> dict[str, Any]:
-    if "device_ids" in ge.parameters:
-        line = ge.line_of_parameter("device_ids")
-        try:
-            devices = [int(d) for d in ge.parameters["device_ids"].split(",")]
-        except ValueError:
-            raise MigrateError(
-                f"{ge.path}:{line}: parameters.device_ids: expected comma-separated NPU ids, got "
-                f"{ge.parameters['device_ids']!r}"
-            ) from None
-    else:
-        devices = [0]
-        note(
-            1,
-            "parameters.device_ids",
-            "unset: the GE backend used every NPU it saw; the spec lists NPU 0 (add the others to placement.devices)",
-            carried=True,
-        )
+def _placement(ge: GeConfig, note: Noter) -> dict[str, Any]:
+    devices = _devices(ge, note)
     groups = ge.config.instance_group
     total = sum(group.count or 1 for group in groups) if groups else 1
     exec_blocks = _int_parameter(ge, "instance_exec_blocks", 1) or 1
@@ -527,7 +578,32 @@ def _placement(ge: GeConfig, note) -> dict[str, Any]:
             "runs a batch once at its gear and splits only batches beyond the largest gear across an instance's "
             "streams (counted into streams_per_instance above)",
         )
-    for index, group in enumerate(groups):
+    _note_instance_fields(ge, note)
+    return {"devices": devices, "instances_per_device": instances, "streams_per_instance": streams}
+
+
+def _devices(ge: GeConfig, note: Noter) -> list[int]:
+    """``device_ids`` as a list of NPUs; NPU 0 (with a note) when the config leaves it out."""
+    if "device_ids" not in ge.parameters:
+        note(
+            1,
+            "parameters.device_ids",
+            "unset: the GE backend used every NPU it saw; the spec lists NPU 0 (add the others to placement.devices)",
+            carried=True,
+        )
+        return [0]
+    try:
+        return [int(d) for d in ge.parameters["device_ids"].split(",")]
+    except ValueError:
+        raise MigrateError(
+            f"{ge.path}:{ge.line_of_parameter('device_ids')}: parameters.device_ids: expected comma-separated NPU "
+            f"ids, got {ge.parameters['device_ids']!r}"
+        ) from None
+
+
+def _note_instance_fields(ge: GeConfig, note: Noter) -> None:
+    """Every instance_group field but count, name and a CPU (or auto) kind: ge-plugin renders its own groups."""
+    for index, group in enumerate(ge.config.instance_group):
         for descriptor, value in group.ListFields():
             if descriptor.name in ("count", "name") or (
                 descriptor.name == "kind"
@@ -539,13 +615,12 @@ def _placement(ge: GeConfig, note) -> dict[str, Any]:
                 f"instance_group[{index}].{descriptor.name}",
                 "ge-plugin renders one KIND_CPU group per NPU, named npuN (the backend places instances by that name)",
             )
-    return {"devices": devices, "instances_per_device": instances, "streams_per_instance": streams}
 
 
 # --- precision, other parameters and fields ------------------------------------------------------------
 
 
-def _precision(ge: GeConfig, note) -> str:
+def _precision(ge: GeConfig, note: Noter) -> str:
     for ge_key, table in PRECISIONS.items():
         found = ge.ge_option(ge_key)
         if found is None:
@@ -579,7 +654,7 @@ FIXED_REASONS = {
 }
 
 
-def _other_parameters(ge: GeConfig, note) -> None:
+def _other_parameters(ge: GeConfig, note: Noter) -> None:
     handled = {"device_ids", "device_exec_blocks", "instance_exec_blocks"}
     handled |= {prefix + key for key in GEAR_OPTIONS for prefix in ("session.", "graph.")}
     handled |= {prefix + key for key in PRECISIONS for prefix in ("session.", "graph.")}
@@ -630,7 +705,7 @@ CARRIED_FIELDS = {
 }
 
 
-def _other_fields(ge: GeConfig, note) -> None:
+def _other_fields(ge: GeConfig, note: Noter) -> None:
     for descriptor, _value in ge.config.ListFields():
         if descriptor.name in CARRIED_FIELDS:
             continue

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import onnx
@@ -54,7 +55,9 @@ class GraphBuilder:
         """A float32 initializer named after its role (``layers.0/q_proj``)."""
         return self._initializer(self._fresh(name), np.ascontiguousarray(array, dtype=np.float32))
 
-    def const(self, values: float | int | Sequence[int] | Sequence[float], dtype: type = np.int64) -> str:
+    def const(
+        self, values: float | int | Sequence[int] | Sequence[float] | np.ndarray, dtype: type = np.int64
+    ) -> str:
         """A small constant (an axis list, a shape, a scalar); a Python scalar gives a 0-d tensor."""
         return self._initializer(self._fresh("const"), np.asarray(values, dtype=dtype))
 
@@ -62,7 +65,7 @@ class GraphBuilder:
         self.initializers.append(numpy_helper.from_array(array, name))
         return name
 
-    def op(self, op_type: str, *inputs: str, out: str | None = None, **attrs: object) -> str:
+    def op(self, op_type: str, *inputs: str, out: str | None = None, **attrs: Any) -> str:
         """Append one single-output node; ``out`` names a graph output, otherwise the node names it."""
         name = self._fresh(op_type)
         self.nodes.append(helper.make_node(op_type, list(inputs), [out or name], name=name, **attrs))

@@ -1,6 +1,20 @@
 """Specs -> a Triton model repository of ``backend: "ge"`` models."""
 
 from ge_plugin.render.pbtxt import render_config, render_text
-from ge_plugin.render.repository import diff_repository, stale_models, write_repository
+from ge_plugin.render.repository import (
+    diff_repository,
+    served_versions,
+    stale_models,
+    stale_versions,
+    write_repository,
+)
 
-__all__ = ["diff_repository", "render_config", "render_text", "stale_models", "write_repository"]
+__all__ = [
+    "diff_repository",
+    "render_config",
+    "render_text",
+    "served_versions",
+    "stale_models",
+    "stale_versions",
+    "write_repository",
+]

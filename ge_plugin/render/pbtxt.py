@@ -20,6 +20,7 @@ _TIMEOUT_ACTIONS = {"reject": mc.ModelQueuePolicy.REJECT, "delay": mc.ModelQueue
 
 def render_config(spec: ModelSpec) -> mc.ModelConfig:
     config = mc.ModelConfig(name=spec.name, backend=BACKEND, max_batch_size=spec.max_batch_size)
+    _set_version_policy(config, spec)
     _set_tensors(config, spec)
     _set_dynamic_batching(config, spec)
     _set_instance_groups(config, spec)
@@ -47,6 +48,19 @@ def render_text(spec: ModelSpec) -> str:
         + f"max_batch_size: {config.max_batch_size}\n"
         + text_format.MessageToString(rest, use_short_repeated_primitives=True)
     )
+
+
+def _set_version_policy(config: mc.ModelConfig, spec: ModelSpec) -> None:
+    """Written only when the spec gives one: Triton's default is the latest version alone."""
+    policy = spec.version_policy
+    if policy is None:
+        return
+    if policy.all_versions:
+        config.version_policy.all.SetInParent()
+    elif policy.latest is not None:
+        config.version_policy.latest.num_versions = policy.latest
+    elif policy.specific is not None:
+        config.version_policy.specific.versions.extend(policy.specific)
 
 
 def _set_tensors(config: mc.ModelConfig, spec: ModelSpec) -> None:

@@ -1,9 +1,12 @@
 """Writing specs into a Triton model repository, and comparing a repository with its specs.
 
-Each model gets ``<repo>/<name>/config.pbtxt`` and the version folder ``<repo>/<name>/1/`` (with a
-``.gitkeep``, so that the folder exists in git while the OM files generated into it stay ignored). Nothing
-else in the repository is touched: the OM files, other backends' models and stale ``ge`` models are the
-user's to manage. ``diff_repository`` is the read-only twin used by ``ge-plugin render --check``.
+Each model gets ``<repo>/<name>/config.pbtxt`` and a folder per version, ``<repo>/<name>/1/`` unless the
+spec lists ``versions`` (each with a ``.gitkeep``, so that the folder exists in git while the OM files
+generated into it stay ignored). Nothing else in the repository is touched: the OM files, other backends'
+models, stale ``ge`` models and version folders no spec lists are the user's to manage (they are reported).
+Rendering again changes no file whose content stays the same, not even its time: Triton reloads a version
+whose folder looks modified, which would restart a serving version in the middle of a rolling update.
+``diff_repository`` is the read-only twin used by ``ge-plugin render --check``.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ from ge_plugin.render.pbtxt import render_text
 from ge_plugin.spec.model import ModelSpec
 
 CONFIG_FILE = "config.pbtxt"
-VERSION_DIR = "1"
 KEEP_FILE = ".gitkeep"
+
+#: a folder Triton takes for a version: digits, not starting with 0 (it ignores every other name)
+_VERSION_NAME = re.compile(r"[1-9][0-9]*")
 
 _GE_BACKEND = re.compile(r'^\s*backend\s*:\s*"ge"\s*$', re.MULTILINE)
 _ANY_BACKEND = re.compile(r"^\s*(backend|platform)\s*:", re.MULTILINE)
@@ -51,9 +56,12 @@ def write_repository(specs: Sequence[ModelSpec], repo: PathLike) -> list[Path]:
                 f"from {spec.path} (rename the model or move the folder)"
             )
         try:
-            version = config.parent / VERSION_DIR
-            version.mkdir(parents=True, exist_ok=True)
-            (version / KEEP_FILE).touch(exist_ok=True)
+            for number in spec.version_numbers:
+                version = config.parent / str(number)
+                version.mkdir(parents=True, exist_ok=True)
+                keep = version / KEEP_FILE
+                if not keep.exists():
+                    keep.touch()
             if current != text:
                 _replace(config, text)
         except OSError as exc:
@@ -74,9 +82,12 @@ def diff_repository(specs: Sequence[ModelSpec], repo: PathLike) -> str:
     for spec in specs:
         config = repo / spec.name / CONFIG_FILE
         chunks.append(_diff(config, _read(config), render_text(spec), f"rendered from {spec.path}"))
-        version = config.parent / VERSION_DIR
-        if not version.is_dir():
-            chunks.append(f"Only in the specs: {version}{os.sep}\n")
+        for number in spec.version_numbers:
+            version = config.parent / str(number)
+            if not version.is_dir():
+                chunks.append(f"Only in the specs: {version}{os.sep}\n")
+        for version, why in _unlisted_versions(spec, config.parent):
+            chunks.append(f"Only in the repository: {version}{os.sep} ({why})\n")
     for config in stale_models(specs, repo):
         chunks.append(_diff(config, _read(config), None, "no spec renders this model"))
     return "".join(chunks)
@@ -96,6 +107,45 @@ def stale_models(specs: Iterable[ModelSpec], repo: PathLike) -> list[Path]:
             if text is not None and _is_ge_config(text):
                 stale.append(config)
     return stale
+
+
+def stale_versions(specs: Iterable[ModelSpec], repo: PathLike) -> list[tuple[Path, str]]:
+    """Version folders in ``repo`` that no spec lists but Triton would serve, and why it would."""
+    repo = Path(repo)
+    return [found for spec in specs for found in _unlisted_versions(spec, repo / spec.name)]
+
+
+def served_versions(spec: ModelSpec, available: Iterable[int]) -> list[int]:
+    """The versions Triton serves among ``available`` version folders, by the spec's version_policy."""
+    available = sorted(set(available))
+    policy = spec.version_policy
+    if policy is None:
+        return available[-1:]
+    if policy.all_versions:
+        return available
+    if policy.latest is not None:
+        return available[-policy.latest :]
+    return [v for v in available if v in (policy.specific or ())]
+
+
+def _unlisted_versions(spec: ModelSpec, model_dir: Path) -> list[tuple[Path, str]]:
+    if not model_dir.is_dir():
+        return []
+    found = {int(p.name) for p in model_dir.iterdir() if p.is_dir() and _VERSION_NAME.fullmatch(p.name)}
+    served = served_versions(spec, found | set(spec.version_numbers))
+    policy = spec.version_policy
+    rule = (
+        "version_policy all"
+        if policy is not None and policy.all_versions
+        else f"version_policy latest {policy.latest}"
+        if policy is not None and policy.latest is not None
+        else "Triton's default policy, the latest version"
+    )
+    return [
+        (model_dir / str(v), f"version {v} is in no spec, yet {rule} serves it: delete the folder or list it")
+        for v in served
+        if v not in spec.version_numbers
+    ]
 
 
 def _replace(path: Path, text: str) -> None:

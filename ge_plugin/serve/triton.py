@@ -20,8 +20,6 @@ import sys
 import sysconfig
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -29,6 +27,7 @@ import attrs
 
 from ge_plugin.backend.install import install_backend
 from ge_plugin.errors import ServeError
+from ge_plugin.serve.http_guard import MAX_INPUT_BYTES, HttpGuard
 
 PYTRITON_PIN = "nvidia-pytriton==0.7.0"
 
@@ -142,6 +141,13 @@ class ServerOptions:
     #: names every /dev/shm region of this server's stubs (the Python backend adds a UUID), so that what a
     #: crashed stub leaves behind can be told from other servers' regions and removed
     shm_prefix: str = attrs.Factory(_shm_prefix)
+    #: HTTP goes through ge-plugin's guard (serve/http_guard.py): one JSON request with a huge declared shape
+    #: aborts tritonserver 2.51 otherwise; tritonserver's own HTTP endpoint then listens on loopback only
+    http_guard: bool = True
+    #: the most one input of an HTTP request may declare (the guard refuses more with 400)
+    max_input_bytes: int = MAX_INPUT_BYTES
+    #: tritonserver's own HTTP port when the guard is in front (0: a free loopback port)
+    internal_http_port: int = 0
 
     def command(self, dist: Distribution, backend_dir: Path) -> list[str]:
         cmd = [
@@ -149,10 +155,10 @@ class ServerOptions:
             f"--model-repository={Path(self.repository).resolve()}",
             f"--backend-directory={backend_dir}",
             f"--cache-directory={dist.root / 'caches'}",
-            f"--http-address={self.host}",
+            f"--http-address={'127.0.0.1' if self.http_guard else self.host}",
             f"--grpc-address={self.host}",
             f"--metrics-address={self.host}",
-            f"--http-port={self.http_port}",
+            f"--http-port={self.internal_http_port if self.http_guard else self.http_port}",
             f"--grpc-port={self.grpc_port}",
             f"--metrics-port={self.metrics_port}",
             f"--model-control-mode={self.model_control_mode}",
@@ -194,8 +200,22 @@ class TritonServer:
         self.backend_dir = prepare_backends(work / "backends", self.dist)
         env = server_environment(self.dist)
         env.update(options.environment)
+        self.guard: HttpGuard | None = None
+        if options.http_guard:
+            if not options.internal_http_port:
+                options = self.options = attrs.evolve(options, internal_http_port=free_port())
+            self.guard = HttpGuard(
+                (options.host, options.http_port),
+                ("127.0.0.1", options.internal_http_port),
+                max_input_bytes=options.max_input_bytes,
+            )
         self.command = options.command(self.dist, self.backend_dir.resolve())
-        self.process = subprocess.Popen(self.command, env=env, stdout=stdout, stderr=stderr)
+        try:
+            self.process = subprocess.Popen(self.command, env=env, stdout=stdout, stderr=stderr)
+        except BaseException:
+            if self.guard is not None:
+                self.guard.close()
+            raise
 
     @property
     def http_url(self) -> str:
@@ -209,23 +229,30 @@ class TritonServer:
     def metrics_url(self) -> str:
         return f"http://{self.options.host}:{self.options.metrics_port}/metrics"
 
-    def wait_ready(self, timeout: float = 120.0) -> None:
-        """Until /v2/health/ready says 200; ServeError if the server exits or the time runs out."""
+    def wait_ready(self, timeout: float = 120.0, models: Sequence[str] = ()) -> None:
+        """Until the server, and each of ``models``, says it is ready (tritonclient's ``is_server_ready`` /
+        ``is_model_ready``); ServeError if the server exits or the time runs out."""
+        import tritonclient.http as httpclient
+        from tritonclient.utils import InferenceServerException
+
         deadline = time.monotonic() + timeout
-        url = f"http://{self.http_url}/v2/health/ready"
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise ServeError(
-                    f"tritonserver exited with status {self.process.returncode} before it was ready"
-                )
-            try:
-                with urllib.request.urlopen(url, timeout=2) as response:
-                    if response.status == 200:
+        client = httpclient.InferenceServerClient(self.http_url, connection_timeout=2.0, network_timeout=2.0)
+        try:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    raise ServeError(
+                        f"tritonserver exited with status {self.process.returncode} before it was ready"
+                    )
+                try:
+                    if client.is_server_ready() and all(client.is_model_ready(m) for m in models):
                         return
-            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-                pass
-            time.sleep(0.2)
-        raise ServeError(f"tritonserver was not ready after {timeout:.0f} s ({url})")
+                except (InferenceServerException, OSError):
+                    pass  # not listening yet
+                time.sleep(0.2)
+        finally:
+            client.close()
+        waiting = f"{self.http_url}" + (f", models {', '.join(models)}" if models else "")
+        raise ServeError(f"tritonserver was not ready after {timeout:.0f} s ({waiting})")
 
     def begin_stop(self, signum: int = signal.SIGTERM) -> None:
         """Stop the way a fleet wants it: no new connection, every request in flight served, models unloaded,
@@ -240,6 +267,8 @@ class TritonServer:
         if self.process.poll() is not None:
             return
         self.process.send_signal(signum)
+        if self.guard is not None:
+            self.guard.begin_stop()  # no new connection; idle keep-alive ones closed, busy ones finish
         if self.options.model_control_mode == "explicit":
             threading.Thread(target=self._unload_all, name="ge-plugin-drain", daemon=True).start()
 
@@ -272,6 +301,8 @@ class TritonServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        if self.guard is not None:
+            self.guard.close()
         return self.process.returncode
 
     def leftovers(self) -> tuple[list[int], list[Path]]:

@@ -65,11 +65,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "run":
         return run_script(args.script, args.args)
+    from ge_plugin import simom
     from ge_plugin.errors import ModelFileError
-    from ge_plugin.sim import omfile
 
     try:
-        om = omfile.read(args.file)
+        om = simom.read(args.file)
     except ModelFileError as exc:
         print(f"python -m ge_plugin.sim om: error: {exc}", file=sys.stderr)
         return 1

@@ -14,8 +14,9 @@ carry a ``"ge_plugin_sim"`` object with the same settings (``devices``, ``device
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -44,7 +45,7 @@ class SimConfig:
 
 def _int(name: str, value: object, lo: int, hi: int) -> int:
     try:
-        if isinstance(value, bool):
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
             raise ValueError
         number = int(value) if not isinstance(value, float) or value.is_integer() else None
         if number is None:
@@ -74,36 +75,92 @@ def _directory(name: str, value: object) -> str:
     return os.path.abspath(value.strip())
 
 
+def _non_empty_str(name: str, value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{name} must be a non-empty string")
+    return value
+
+
+def _str(name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string")
+    return value
+
+
+def _bool(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false")
+    return value
+
+
+def _env_faults(name: str, text: str) -> tuple[Any, ...]:
+    try:
+        return tuple(faults.parse_env(text))
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+
+
+def _json_faults(name: str, rules: object) -> tuple[Any, ...]:
+    if not isinstance(rules, list):
+        raise ValueError(f"{name} must be a list of {{'api', 'code', 'nth'|'every'}} objects")
+    return tuple(rules)
+
+
+def _memory_bytes(name: str, value: object) -> int:
+    return _int(name, value, 1, 1 << 30) << 20
+
+
+@attrs.frozen
+class _Knob:
+    """One setting: the SimConfig field it sets, its environment variable, and how each form is read
+    (``(variable or "section.key", value) -> value``, ValueError naming it)."""
+
+    field: str
+    env: str
+    from_env: Callable[[str, str], Any]
+    from_json: Callable[[str, Any], Any]
+
+
+#: the ``ge_plugin_sim`` key of each setting
+_KNOBS: dict[str, _Knob] = {
+    "devices": _Knob(
+        "devices",
+        "GE_PLUGIN_SIM_DEVICES",
+        functools.partial(_int, lo=1, hi=MAX_DEVICES),
+        functools.partial(_int, lo=1, hi=MAX_DEVICES),
+    ),
+    "device_memory_mb": _Knob(
+        "device_memory_bytes", "GE_PLUGIN_SIM_DEVICE_MEMORY_MB", _memory_bytes, _memory_bytes
+    ),
+    "soc_version": _Knob(
+        "soc_version", "GE_PLUGIN_SIM_SOC", lambda _name, text: text.strip(), _non_empty_str
+    ),
+    "threads": _Knob(
+        "threads",
+        "GE_PLUGIN_SIM_THREADS",
+        functools.partial(_int, lo=1, hi=256),
+        functools.partial(_int, lo=1, hi=256),
+    ),
+    "report_dir": _Knob("report_dir", "GE_PLUGIN_SIM_REPORT_DIR", lambda _name, text: text, _str),
+    "faults": _Knob("faults", "GE_PLUGIN_SIM_FAULTS", _env_faults, _json_faults),
+    "execute_latency_ms": _Knob(
+        "execute_latency",
+        "GE_PLUGIN_SIM_EXECUTE_LATENCY_MS",
+        lambda name, text: device_time.parse_text(text, name),
+        lambda name, value: device_time.parse_json(value, name),
+    ),
+    "timing_only": _Knob("timing_only", "GE_PLUGIN_SIM_TIMING_ONLY", _flag, _bool),
+    "device_lock_dir": _Knob("device_lock_dir", "GE_PLUGIN_SIM_DEVICE_LOCK_DIR", _directory, _directory),
+}
+
+
 def load(environ: Mapping[str, str], section: object | None) -> SimConfig:
     """The configuration for one ``acl.init``; ValueError names the variable or key that is wrong."""
     fields: dict[str, Any] = {}
-    env = {k: v for k, v in environ.items() if k.startswith("GE_PLUGIN_SIM_") and v.strip() != ""}
-    if "GE_PLUGIN_SIM_DEVICES" in env:
-        fields["devices"] = _int("GE_PLUGIN_SIM_DEVICES", env["GE_PLUGIN_SIM_DEVICES"], 1, MAX_DEVICES)
-    if "GE_PLUGIN_SIM_DEVICE_MEMORY_MB" in env:
-        mb = _int("GE_PLUGIN_SIM_DEVICE_MEMORY_MB", env["GE_PLUGIN_SIM_DEVICE_MEMORY_MB"], 1, 1 << 30)
-        fields["device_memory_bytes"] = mb << 20
-    if "GE_PLUGIN_SIM_SOC" in env:
-        fields["soc_version"] = env["GE_PLUGIN_SIM_SOC"].strip()
-    if "GE_PLUGIN_SIM_THREADS" in env:
-        fields["threads"] = _int("GE_PLUGIN_SIM_THREADS", env["GE_PLUGIN_SIM_THREADS"], 1, 256)
-    if "GE_PLUGIN_SIM_REPORT_DIR" in env:
-        fields["report_dir"] = env["GE_PLUGIN_SIM_REPORT_DIR"]
-    if "GE_PLUGIN_SIM_FAULTS" in env:
-        try:
-            fields["faults"] = tuple(faults.parse_env(env["GE_PLUGIN_SIM_FAULTS"]))
-        except ValueError as exc:
-            raise ValueError(f"GE_PLUGIN_SIM_FAULTS: {exc}") from None
-    if "GE_PLUGIN_SIM_EXECUTE_LATENCY_MS" in env:
-        fields["execute_latency"] = device_time.parse_text(
-            env["GE_PLUGIN_SIM_EXECUTE_LATENCY_MS"], "GE_PLUGIN_SIM_EXECUTE_LATENCY_MS"
-        )
-    if "GE_PLUGIN_SIM_TIMING_ONLY" in env:
-        fields["timing_only"] = _flag("GE_PLUGIN_SIM_TIMING_ONLY", env["GE_PLUGIN_SIM_TIMING_ONLY"])
-    if "GE_PLUGIN_SIM_DEVICE_LOCK_DIR" in env:
-        fields["device_lock_dir"] = _directory(
-            "GE_PLUGIN_SIM_DEVICE_LOCK_DIR", env["GE_PLUGIN_SIM_DEVICE_LOCK_DIR"]
-        )
+    for knob in _KNOBS.values():
+        text = environ.get(knob.env, "")
+        if text.strip():
+            fields[knob.field] = knob.from_env(knob.env, text)
     if section is not None:
         fields.update(_section(section))
     return SimConfig(**fields)
@@ -113,55 +170,16 @@ def _section(section: object) -> dict[str, Any]:
     where = f'"{SECTION}"'
     if not isinstance(section, Mapping):
         raise ValueError(f"{where} must be an object, not {type(section).__name__}")
-    known = {
-        "devices",
-        "device_memory_mb",
-        "soc_version",
-        "threads",
-        "report_dir",
-        "faults",
-        "execute_latency_ms",
-        "timing_only",
-        "device_lock_dir",
-    }
-    unknown = set(section) - known
+    unknown = set(section) - set(_KNOBS)
     if unknown:
         raise ValueError(
-            f"{where}: unknown keys {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}"
+            f"{where}: unknown keys {', '.join(sorted(unknown))}; known: {', '.join(sorted(_KNOBS))}"
         )
-    fields: dict[str, Any] = {}
-    if "devices" in section:
-        fields["devices"] = _int(f"{where}.devices", section["devices"], 1, MAX_DEVICES)
-    if "device_memory_mb" in section:
-        fields["device_memory_bytes"] = (
-            _int(f"{where}.device_memory_mb", section["device_memory_mb"], 1, 1 << 30) << 20
-        )
-    if "soc_version" in section:
-        if not isinstance(section["soc_version"], str) or not section["soc_version"]:
-            raise ValueError(f"{where}.soc_version must be a non-empty string")
-        fields["soc_version"] = section["soc_version"]
-    if "threads" in section:
-        fields["threads"] = _int(f"{where}.threads", section["threads"], 1, 256)
-    if "report_dir" in section:
-        if not isinstance(section["report_dir"], str):
-            raise ValueError(f"{where}.report_dir must be a string")
-        fields["report_dir"] = section["report_dir"]
-    if "faults" in section:
-        rules = section["faults"]
-        if not isinstance(rules, list):
-            raise ValueError(f"{where}.faults must be a list of {{'api', 'code', 'nth'|'every'}} objects")
-        fields["faults"] = tuple(rules)
-    if "execute_latency_ms" in section:
-        fields["execute_latency"] = device_time.parse_json(
-            section["execute_latency_ms"], f"{where}.execute_latency_ms"
-        )
-    if "timing_only" in section:
-        if not isinstance(section["timing_only"], bool):
-            raise ValueError(f"{where}.timing_only must be true or false")
-        fields["timing_only"] = section["timing_only"]
-    if "device_lock_dir" in section:
-        fields["device_lock_dir"] = _directory(f"{where}.device_lock_dir", section["device_lock_dir"])
-    return fields
+    return {
+        knob.field: knob.from_json(f"{where}.{key}", section[key])
+        for key, knob in _KNOBS.items()
+        if key in section
+    }
 
 
 def from_process() -> SimConfig:

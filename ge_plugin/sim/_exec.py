@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from typing import NamedTuple
 
 import numpy as np
 
@@ -26,13 +27,29 @@ from ge_plugin.sim import _state, counters, device_time
 from ge_plugin.sim._fail import Fail
 from ge_plugin.sim._objects import DataBuffer, Dataset, lookup
 from ge_plugin.sim._state import SIM, Context
-from ge_plugin.sim.engine import Engine
 from ge_plugin.sim.memory import DEVICE, Allocation, malloc_size
-from ge_plugin.sim.model import Gear, ModelInfo
+from ge_plugin.sim.model import ModelInfo, OmGear
+from ge_plugin.sim.onnx_runner import OnnxRunner
 from ge_plugin.sim.streams import Stream
 
-#: (buffer, address, size) of each dataset entry, as taken at submit
-Snapshot = list[tuple[DataBuffer, int, int]]
+
+class BufferEntry(NamedTuple):
+    """A dataset entry as taken at submit: the buffer, and its address and size then."""
+
+    buffer: DataBuffer
+    addr: int
+    size: int
+
+
+#: every entry of a dataset, as taken at submit
+Snapshot = list[BufferEntry]
+
+#: the acl.mdl call that sets a gear, per gear mode
+SETTERS = {
+    "batch": "set_dynamic_batch_size",
+    "hw": "set_dynamic_hw_size",
+    "dims": "set_input_dynamic_dims",
+}
 
 
 class LoadedModel:
@@ -40,16 +57,16 @@ class LoadedModel:
         self,
         model_id: int,
         info: ModelInfo,
-        engine: Engine,
+        runner: OnnxRunner,
         context: Context,
         charged: int = 0,
         user_memory: list[Allocation] | None = None,
     ):
         self.id = model_id
         self.info = info
-        self.engine = engine
+        self.runner = runner
         self.context = context
-        self.cur_gear: Gear | None = None
+        self.cur_gear: OmGear | None = None
         self.released = False
         self.lock = threading.Lock()
         self.pending = 0  #: execute_async tasks queued or running
@@ -69,7 +86,7 @@ class LoadedModel:
 
 
 def _snapshot(ds: Dataset) -> Snapshot:
-    return [(b, b.addr, b.size) for b in ds.buffers]
+    return [BufferEntry(b, b.addr, b.size) for b in ds.buffers]
 
 
 def loaded_model(model_id: int, ctx: _state.Context) -> LoadedModel:
@@ -87,8 +104,7 @@ def loaded_model(model_id: int, ctx: _state.Context) -> LoadedModel:
 
 
 def prepare(model_id: int, in_handle: int, out_handle: int) -> tuple[LoadedModel, Snapshot, Snapshot]:
-    """The submit-time checks every execute does; raises Fail."""
-    _state.require_init()
+    """The submit-time checks every execute does (after acl.init was checked); raises Fail."""
     model = loaded_model(model_id, _state.current_context())
     in_ds = lookup("datasets", in_handle, "input dataset")
     out_ds = lookup("datasets", out_handle, "output dataset")
@@ -111,9 +127,10 @@ def prepare(model_id: int, in_handle: int, out_handle: int) -> tuple[LoadedModel
     return model, _snapshot(in_ds), _snapshot(out_ds)
 
 
-def _device_memory(addr: int, nbytes: int, device: int, what: str) -> Allocation:
-    kind, alloc, why = SIM.memory.locate(addr)  # type: ignore[union-attr]
-    if kind != DEVICE:
+def device_memory(addr: int, nbytes: int, device: int, what: str) -> Allocation:
+    """The device allocation of ``device`` holding ``nbytes`` at ``addr`` (``what`` names it); raises Fail."""
+    kind, alloc, why = _state.memory().locate(addr)
+    if kind != DEVICE or alloc is None:
         why = why or (
             f"0x{addr:x} is host memory; in the ACL_HOST run mode model inputs and outputs must be device memory "
             "from acl.rt.malloc"
@@ -132,32 +149,33 @@ def _device_memory(addr: int, nbytes: int, device: int, what: str) -> Allocation
     return alloc
 
 
-def read_gear(model: LoadedModel, entry: tuple[DataBuffer, int, int]) -> Gear:
-    """The gear the mbatch buffer selects."""
-    info = model.info
-    _, addr, size = entry
-    count = len(info.gears[0].values)
+def mbatch_slot(model: LoadedModel, addr: int, size: int) -> np.ndarray:
+    """The gear values in the ``ascend_mbatch_shape_data`` buffer at ``addr``, as int64s in device memory
+    (setters write them, execute reads them); raises Fail."""
+    count = len(model.info.gears[0].values)
     if size < count * 8:
         raise Fail(
             C.ACL_ERROR_GE_DYNAMIC_INPUT_LENGTH_INVALID,
             f"the {C.ACL_DYNAMIC_TENSOR_NAME} buffer holds {size} bytes; it needs {count * 8}",
         )
     try:
-        alloc = _device_memory(addr, count * 8, model.context.device, C.ACL_DYNAMIC_TENSOR_NAME)
+        alloc = device_memory(addr, count * 8, model.context.device, C.ACL_DYNAMIC_TENSOR_NAME)
     except Fail as fail:
         raise Fail(C.ACL_ERROR_GE_DYNAMIC_INPUT_ADDR_INVALID, fail.message) from None
-    values = tuple(int(v) for v in alloc.view(addr - alloc.base, count * 8).view(np.int64))
+    return alloc.view(addr - alloc.base, count * 8).view(np.int64)
+
+
+def read_gear(model: LoadedModel, entry: BufferEntry) -> OmGear:
+    """The gear the mbatch buffer selects."""
+    info = model.info
+    values = tuple(int(v) for v in mbatch_slot(model, entry.addr, entry.size))
     gear = info.gear_by_values.get(values)
     if gear is None:
-        setter = {
-            "batch": "acl.mdl.set_dynamic_batch_size",
-            "hw": "acl.mdl.set_dynamic_hw_size",
-            "dims": "acl.mdl.set_input_dynamic_dims",
-        }[info.mode]
         raise Fail(
             C.ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID,
             f"the {C.ACL_DYNAMIC_TENSOR_NAME} buffer selects no gear of model {model.id} (it was never set?); call "
-            f"{setter}(model_id, dataset, {info.mbatch_index}, ...) with one of the gears before execute",
+            f"acl.mdl.{SETTERS[info.mode]}(model_id, dataset, {info.mbatch_index}, ...) with one of the gears "
+            "before execute",
         )
     return gear
 
@@ -187,12 +205,12 @@ def run(model: LoadedModel, ins: Snapshot, outs: Snapshot) -> None:
                 f"input {n} ({desc.name}) data buffer is {size} bytes; gear {gear.label} needs {need} bytes "
                 f"({list(gear.input_dims[n])} {desc.np.name})",
             )
-        alloc = _device_memory(addr, need, device, f"input {n} ({desc.name})")
+        alloc = device_memory(addr, need, device, f"input {n} ({desc.name})")
         if compute:
             arrays.append(alloc.view(addr - alloc.base, need).view(desc.np).reshape(gear.input_dims[n]))
     latency = device_time.latency_s(gear.label, rows(gear))
     with device_time.occupy(device) as start:  # the device computes one execute at a time
-        outputs = model.engine.run(arrays, gear) if compute else None
+        outputs = model.runner.run(arrays, gear) if compute else None
         device_time.hold(start, latency)
     for n in range(len(info.outputs)):
         desc = info.outputs[n]
@@ -207,7 +225,7 @@ def run(model: LoadedModel, ins: Snapshot, outs: Snapshot) -> None:
                 f"output {n} ({desc.name}) data buffer is {size} bytes; gear {gear.label} produces {need} bytes "
                 f"({list(gear.output_dims[n])} {desc.np.name}); allocate get_output_size_by_index bytes",
             )
-        alloc = _device_memory(addr, need, device, f"output {n} ({desc.name})")
+        alloc = device_memory(addr, need, device, f"output {n} ({desc.name})")
         if outputs is None:  # timing only: one memset, no per-element work
             ctypes.memset(alloc.addr + (addr - alloc.base), 0, need)
         else:
@@ -218,7 +236,7 @@ def run(model: LoadedModel, ins: Snapshot, outs: Snapshot) -> None:
     counters.device(device).executed(gear.label)
 
 
-def rows(gear: Gear) -> int:
+def rows(gear: OmGear) -> int:
     """The first dim of the first input at ``gear``: the ``rows`` of a ``a + b*rows`` device-time profile."""
     dims = gear.input_dims[0] if gear.input_dims else ()
     return int(dims[0]) if dims else 1
@@ -267,10 +285,7 @@ def _task(model: LoadedModel, ins: Snapshot, outs: Snapshot, injected: int) -> N
             latency = device_time.latency_s(gear.label, rows(gear))
             with device_time.occupy(model.context.device) as start:  # the fault strikes after the device time
                 device_time.hold(start, latency)
-            raise Fail(
-                injected,
-                "fault injected by the ge-plugin simulator into acl.mdl.execute_async (see ge_plugin.sim.faults)",
-            )
+            raise _state.injected(injected, "mdl.execute_async")
         run(model, ins, outs)
     finally:
         with model.lock:

@@ -109,13 +109,16 @@ def take_messages() -> str | None:
     return text
 
 
+def injected(code: int, api: str) -> Fail:
+    """The failure a fault rule injects into ``api``; its message says so, wherever it is reported."""
+    return Fail(code, f"fault injected by the ge-plugin simulator into acl.{api} (see ge_plugin.sim.faults)")
+
+
 def check_fault(api: str) -> None:
     """Raise the injected failure for this call of ``api``, if a fault rule fires."""
     code = faults.hit(api)
     if code:
-        raise Fail(
-            code, f"fault injected by the ge-plugin simulator into acl.{api} (see ge_plugin.sim.faults)"
-        )
+        raise injected(code, api)
 
 
 # -- init -----------------------------------------------------------------------------------------------
@@ -220,25 +223,30 @@ def device(device_id: int) -> Device:
     return SIM.devices[device_id]
 
 
-def current_context(required: bool = True) -> Context | None:
-    """This thread's current context; Fail(107002) when there is none and one is required."""
+def current_context() -> Context:
+    """This thread's current context; Fail(107002) when there is none or it was destroyed."""
     ctx = getattr(_tls, "ctx", None)
     if ctx is not None and ctx.destroyed:
         _tls.ctx = None
-        if required:
-            raise Fail(
-                C.ACL_ERROR_RT_CONTEXT_NULL,
-                "this thread's current context was destroyed (destroy_context or reset_device); call "
-                "acl.rt.set_context or acl.rt.set_device again",
-            )
-        return None
-    if ctx is None and required:
+        raise Fail(
+            C.ACL_ERROR_RT_CONTEXT_NULL,
+            "this thread's current context was destroyed (destroy_context or reset_device); call "
+            "acl.rt.set_context or acl.rt.set_device again",
+        )
+    if ctx is None:
         raise Fail(
             C.ACL_ERROR_RT_CONTEXT_NULL,
             "this thread has no current context; call acl.rt.set_device(device_id) or "
             "acl.rt.set_context(context) in this thread first",
         )
     return ctx
+
+
+def memory() -> Memory:
+    """The memory of the initialised simulator (call require_init first)."""
+    if SIM.memory is None:
+        raise Fail(C.ACL_ERROR_UNINITIALIZE, "acl.init() has not been called")
+    return SIM.memory
 
 
 def set_current(ctx: Context | None) -> None:
@@ -347,7 +355,7 @@ def unsubscribe(s: Stream) -> None:
     with events.CHANGED:
         thread_id, s.subscriber = s.subscriber, None
         queue = events.QUEUES.get(thread_id) if thread_id is not None else None
-        if queue is not None:
+        if thread_id is not None and queue is not None:
             queue.streams.discard(s)
             if not queue.streams and not queue.items:
                 del events.QUEUES[thread_id]

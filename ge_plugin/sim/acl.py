@@ -24,6 +24,9 @@ from ge_plugin.sim import _state as _s
 from ge_plugin.sim import counters as _counters
 from ge_plugin.sim import device_time as _device_time
 from ge_plugin.sim import faults as _faults
+from ge_plugin.sim._api import acl_call as _acl_call
+from ge_plugin.sim._api import value_and_ret as _value_and_ret
+from ge_plugin.sim._api import value_only as _value_only
 from ge_plugin.sim._fail import Fail as _Fail
 from ge_plugin.sim._objects import DataBuffer as _DataBuffer
 from ge_plugin.sim._objects import TensorDesc as _TensorDesc
@@ -65,77 +68,77 @@ __all__ = [
 _VERSION = (8, 0, 0)
 
 
-def init(*args: str) -> int:
-    """``ret = acl.init()`` or ``acl.init(config_path)``; once per process."""
-    call = "acl.init"
+def _init_args(call: str, *args: object) -> tuple[str, ...]:
     if len(args) > 1:
         raise TypeError(f"acl.init() takes at most 1 argument ({len(args)} given)")
-    path = _a.s(call, 1, args[0]) if args else ""
+    return (_a.s(call, 1, args[0]),) if args else ()
+
+
+def _config_section(path: str) -> object:
+    """The ``ge_plugin_sim`` section of the JSON config file ``path`` (None when it has none)."""
     try:
-        if _faults.RULES:
-            _s.check_fault("init")
-        if _s.SIM.initialized or _s.SIM.finalized:
-            raise _Fail(
-                _C.ACL_ERROR_REPEAT_INITIALIZE,
-                "acl.init may be called once per process and it already was"
-                + (" (acl.finalize does not allow another acl.init)" if _s.SIM.finalized else ""),
-            )
-        section = None
-        if path:
-            try:
-                with open(path, encoding="utf-8") as file:
-                    text = file.read()
-            except OSError as exc:
-                raise _Fail(
-                    _C.ACL_ERROR_INVALID_FILE, f"cannot read the config file {path}: {exc.strerror or exc}"
-                ) from None
-            try:
-                data = _json.loads(text) if text.strip() else {}
-            except ValueError as exc:
-                raise _Fail(
-                    _C.ACL_ERROR_PARSE_FILE, f"the config file {path} is not valid JSON: {exc}"
-                ) from None
-            if not isinstance(data, dict):
-                raise _Fail(_C.ACL_ERROR_PARSE_FILE, f"the config file {path} must hold a JSON object")
-            section = data.get(_config.SECTION)
-        try:
-            config = _config.load(_os.environ, section)
-            _faults.install(config.faults)
-            _device_time.configure(
-                _device_time.profile() if config.execute_latency is None else config.execute_latency,
-                _device_time.timing_only() if config.timing_only is None else config.timing_only,
-                config.device_lock_dir,
-            )
-        except OSError as exc:
-            raise _Fail(
-                _C.ACL_ERROR_INVALID_PARAM,
-                f"ge-plugin simulator configuration: the device lock directory {config.device_lock_dir} "
-                f"(GE_PLUGIN_SIM_DEVICE_LOCK_DIR / device_lock_dir) is unusable: {exc}",
-            ) from None
-        except (TypeError, ValueError) as exc:
-            code = _C.ACL_ERROR_PARSE_FILE if section is not None else _C.ACL_ERROR_INVALID_PARAM
-            raise _Fail(code, f"ge-plugin simulator configuration: {exc}") from None
-        _s.start(config)
-        return 0
-    except _Fail as fail:
-        return _s.failed(call, fail)
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
+    except OSError as exc:
+        raise _Fail(
+            _C.ACL_ERROR_INVALID_FILE, f"cannot read the config file {path}: {exc.strerror or exc}"
+        ) from None
+    try:
+        data = _json.loads(text) if text.strip() else {}
+    except ValueError as exc:
+        raise _Fail(_C.ACL_ERROR_PARSE_FILE, f"the config file {path} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise _Fail(_C.ACL_ERROR_PARSE_FILE, f"the config file {path} must hold a JSON object")
+    return data.get(_config.SECTION)
 
 
+def _configure(section: object) -> "_config.SimConfig":
+    """The configuration from the environment and ``section``, with its faults and device time installed."""
+    try:
+        config = _config.load(_os.environ, section)
+        _faults.install(config.faults)
+        _device_time.configure(
+            _device_time.profile() if config.execute_latency is None else config.execute_latency,
+            _device_time.timing_only() if config.timing_only is None else config.timing_only,
+            config.device_lock_dir,
+        )
+    except OSError as exc:
+        raise _Fail(
+            _C.ACL_ERROR_INVALID_PARAM,
+            f"ge-plugin simulator configuration: the device lock directory {config.device_lock_dir} "
+            f"(GE_PLUGIN_SIM_DEVICE_LOCK_DIR / device_lock_dir) is unusable: {exc}",
+        ) from None
+    except (TypeError, ValueError) as exc:
+        code = _C.ACL_ERROR_PARSE_FILE if section is not None else _C.ACL_ERROR_INVALID_PARAM
+        raise _Fail(code, f"ge-plugin simulator configuration: {exc}") from None
+    return config
+
+
+@_acl_call("acl.init", parse=_init_args, init=False)
+def init(*args: str) -> int:
+    """``ret = acl.init()`` or ``acl.init(config_path)``; once per process."""
+    if _s.SIM.initialized or _s.SIM.finalized:
+        raise _Fail(
+            _C.ACL_ERROR_REPEAT_INITIALIZE,
+            "acl.init may be called once per process and it already was"
+            + (" (acl.finalize does not allow another acl.init)" if _s.SIM.finalized else ""),
+        )
+    path = args[0] if args else ""
+    _s.start(_configure(_config_section(path) if path else None))
+    return 0
+
+
+@_acl_call("acl.finalize", init=False)
 def finalize() -> int:
     """``ret = acl.finalize()``; writes the counters report first when GE_PLUGIN_SIM_REPORT_DIR is set."""
-    try:
-        if _faults.RULES:
-            _s.check_fault("finalize")
-        if not _s.SIM.initialized:
-            if _s.SIM.finalized:
-                raise _Fail(_C.ACL_ERROR_REPEAT_FINALIZE, "acl.finalize was already called")
-            raise _Fail(_C.ACL_ERROR_UNINITIALIZE, "acl.init() has not been called")
-        if _s.SIM.config.report_dir:
-            _counters.write_report(_s.SIM.config.report_dir)
-        _s.stop()
-        return 0
-    except _Fail as fail:
-        return _s.failed("acl.finalize", fail)
+    if not _s.SIM.initialized:
+        if _s.SIM.finalized:
+            raise _Fail(_C.ACL_ERROR_REPEAT_FINALIZE, "acl.finalize was already called")
+        raise _Fail(_C.ACL_ERROR_UNINITIALIZE, "acl.init() has not been called")
+    if _s.SIM.config.report_dir:
+        _counters.write_report(_s.SIM.config.report_dir)
+    _s.stop()
+    return 0
 
 
 def get_version() -> tuple[int, int, int, int]:
@@ -143,23 +146,28 @@ def get_version() -> tuple[int, int, int, int]:
     return (*_VERSION, 0)
 
 
+_CANN_VERSION_KEYS = (
+    "version",
+    "major_version",
+    "minor_version",
+    "release_version",
+    "patch_version",
+    "reserved",
+)
+
+
+@_acl_call(
+    "acl.get_cann_version", _a.u32, init=False, failure=_value_and_ret(dict.fromkeys(_CANN_VERSION_KEYS, ""))
+)
 def get_cann_version(package: int, /) -> tuple[dict, int]:
     """``(version, ret)`` of a CANN package (aclCANNPackageName: 0 CANN ... 7 DRIVER); every package is the
     release the simulator stands in for. An unknown package returns empty strings and ACL_ERROR_INVALID_PARAM,
     as pyACL builds the dict whatever the call returned."""
-    call = "acl.get_cann_version"
-    package = _a.u32(call, 1, package)
-    keys = ("version", "major_version", "minor_version", "release_version", "patch_version", "reserved")
-    try:
-        if _faults.RULES:
-            _s.check_fault("get_cann_version")
-        if package >= _K.ACL_PKG_NAME_COUNT:
-            raise _Fail(_C.ACL_ERROR_INVALID_PARAM, f"package {package} is not an aclCANNPackageName (0..7)")
-    except _Fail as fail:
-        return dict.fromkeys(keys, ""), _s.failed(call, fail)
+    if package >= _K.ACL_PKG_NAME_COUNT:
+        raise _Fail(_C.ACL_ERROR_INVALID_PARAM, f"package {package} is not an aclCANNPackageName (0..7)")
     major, minor, patch = _VERSION
     values = (f"{major}.{minor}.{patch}", str(major), str(minor), str(patch), "", "")
-    return dict(zip(keys, values)), 0
+    return dict(zip(_CANN_VERSION_KEYS, values)), 0
 
 
 def get_soc_name() -> "str | None":
@@ -174,72 +182,40 @@ def get_recent_err_msg() -> "str | None":
     return _s.take_messages()
 
 
+@_acl_call("acl.create_data_buffer", _a.k, _a.k, init=False, failure=_value_only(0))
 def create_data_buffer(data: int, size: int, /) -> int:
     """``buf = acl.create_data_buffer(ptr, size)``; (0, 0) is an empty buffer (outputs: the runtime allocates)."""
-    call = "acl.create_data_buffer"
-    data = _a.k(call, 1, data)
-    size = _a.k(call, 2, size)
-    try:
-        if _faults.RULES:
-            _s.check_fault("create_data_buffer")
-    except _Fail as fail:
-        _s.failed(call, fail)
-        return 0
     buf = _DataBuffer(_s.new_handle(), data, size)
     _s.SIM.buffers[buf.handle] = buf
     return buf.handle
 
 
+@_acl_call("acl.destroy_data_buffer", _a.k, init=False)
 def destroy_data_buffer(buf: int, /) -> int:
     """``ret``; destroys the wrapper, never the memory."""
-    call = "acl.destroy_data_buffer"
-    buf = _a.k(call, 1, buf)
-    try:
-        if _faults.RULES:
-            _s.check_fault("destroy_data_buffer")
-        _lookup("buffers", buf, "data buffer")
-        del _s.SIM.buffers[buf]
-        return 0
-    except _Fail as fail:
-        return _s.failed(call, fail)
+    _lookup("buffers", buf, "data buffer")
+    del _s.SIM.buffers[buf]
+    return 0
 
 
+@_acl_call("acl.update_data_buffer", _a.k, _a.k, _a.k, init=False)
 def update_data_buffer(buf: int, data: int, size: int, /) -> int:
     """``ret``; points an existing buffer at new memory (every dataset holding it sees the change)."""
-    call = "acl.update_data_buffer"
-    buf = _a.k(call, 1, buf)
-    data = _a.k(call, 2, data)
-    size = _a.k(call, 3, size)
-    try:
-        if _faults.RULES:
-            _s.check_fault("update_data_buffer")
-        obj = _lookup("buffers", buf, "data buffer")
-        obj.addr, obj.size = data, size
-        return 0
-    except _Fail as fail:
-        return _s.failed(call, fail)
+    obj = _lookup("buffers", buf, "data buffer")
+    obj.addr, obj.size = data, size
+    return 0
 
 
+@_acl_call("acl.get_data_buffer_addr", _a.k, fault=None, init=False, failure=_value_only(0))
 def get_data_buffer_addr(buf: int, /) -> int:
     """``addr``; 0 for an invalid buffer."""
-    call = "acl.get_data_buffer_addr"
-    buf = _a.k(call, 1, buf)
-    try:
-        return _lookup("buffers", buf, "data buffer").addr
-    except _Fail as fail:
-        _s.failed(call, fail)
-        return 0
+    return _lookup("buffers", buf, "data buffer").addr
 
 
+@_acl_call("acl.get_data_buffer_size_v2", _a.k, fault=None, init=False, failure=_value_only(0))
 def get_data_buffer_size_v2(buf: int, /) -> int:
     """``size`` (size_t); 0 for an invalid buffer."""
-    call = "acl.get_data_buffer_size_v2"
-    buf = _a.k(call, 1, buf)
-    try:
-        return _lookup("buffers", buf, "data buffer").size
-    except _Fail as fail:
-        _s.failed(call, fail)
-        return 0
+    return _lookup("buffers", buf, "data buffer").size
 
 
 def get_data_buffer_size(buf: int, /) -> int:
@@ -253,72 +229,63 @@ def data_type_size(dtype: int, /) -> int:
     return _C.DATA_TYPE_SIZE.get(dtype, 0)
 
 
-def create_tensor_desc(dtype: int, dims: list, fmt: int, /) -> int:
-    """``desc = acl.create_tensor_desc(dtype, [dims...], format)``; 0 on failure."""
-    call = "acl.create_tensor_desc"
+def _tensor_desc_args(call: str, dtype: object, dims: object, fmt: object) -> tuple[int, list[int], int]:
+    """``"iOi"``, then the dims list unpacked by hand: a list (pyACL refuses a tuple, "argument 2 is not list")."""
     dtype = _a.i(call, 1, dtype)
     fmt = _a.i(call, 3, fmt)
-    dims = _a.int_list(call, 2, dims, "dims")  # a list: pyACL refuses a tuple ("argument 2 is not list")
-    try:
-        if _faults.RULES:
-            _s.check_fault("create_tensor_desc")
-        if len(dims) > _C.ACL_MAX_DIM_CNT:
-            raise _Fail(_C.ACL_ERROR_INVALID_PARAM, f"{len(dims)} dims; at most {_C.ACL_MAX_DIM_CNT}")
-    except _Fail as fail:
-        _s.failed(call, fail)
-        return 0
+    return dtype, _a.int_list(call, 2, dims, "dims"), fmt
+
+
+@_acl_call("acl.create_tensor_desc", parse=_tensor_desc_args, init=False, failure=_value_only(0))
+def create_tensor_desc(dtype: int, dims: list, fmt: int, /) -> int:
+    """``desc = acl.create_tensor_desc(dtype, [dims...], format)``; 0 on failure."""
+    if len(dims) > _C.ACL_MAX_DIM_CNT:
+        raise _Fail(_C.ACL_ERROR_INVALID_PARAM, f"{len(dims)} dims; at most {_C.ACL_MAX_DIM_CNT}")
     desc = _TensorDesc(_s.new_handle(), dtype, dims, fmt)
     _s.SIM.tensor_descs[desc.handle] = desc
     return desc.handle
 
 
+@_acl_call("acl.destroy_tensor_desc", _a.k, fault=None, init=False, failure=_value_only(None))
 def destroy_tensor_desc(desc: int, /) -> None:
     """Returns None, as pyACL does."""
-    call = "acl.destroy_tensor_desc"
-    desc = _a.k(call, 1, desc)
-    try:
-        _lookup("tensor_descs", desc, "tensor description")
-        del _s.SIM.tensor_descs[desc]
-    except _Fail as fail:
-        _s.failed(call, fail)
+    _tensor_desc(desc)
+    del _s.SIM.tensor_descs[desc]
 
 
-def _tensor_desc(call: str, desc: int) -> "_TensorDesc | None":
-    desc = _a.k(call, 1, desc)
-    try:
-        return _lookup("tensor_descs", desc, "tensor description")
-    except _Fail as fail:
-        _s.failed(call, fail)
-        return None
+def _tensor_desc(desc: int) -> _TensorDesc:
+    return _lookup("tensor_descs", desc, "tensor description")
 
 
+def _described_size(dims: list[int], item_size: int) -> int:
+    """Elements times ``item_size``; 0 while a dim is dynamic (-1)."""
+    return 0 if any(d < 0 for d in dims) else _math.prod(dims) * item_size
+
+
+@_acl_call("acl.get_tensor_desc_type", _a.k, fault=None, init=False, failure=_value_only(_C.ACL_DT_UNDEFINED))
 def get_tensor_desc_type(desc: int, /) -> int:
-    obj = _tensor_desc("acl.get_tensor_desc_type", desc)
-    return _C.ACL_DT_UNDEFINED if obj is None else obj.dtype
+    return _tensor_desc(desc).dtype
 
 
+@_acl_call(
+    "acl.get_tensor_desc_format", _a.k, fault=None, init=False, failure=_value_only(_C.ACL_FORMAT_UNDEFINED)
+)
 def get_tensor_desc_format(desc: int, /) -> int:
-    obj = _tensor_desc("acl.get_tensor_desc_format", desc)
-    return _C.ACL_FORMAT_UNDEFINED if obj is None else obj.format
+    return _tensor_desc(desc).format
 
 
+@_acl_call("acl.get_tensor_desc_num_dims", _a.k, fault=None, init=False, failure=_value_only(0))
 def get_tensor_desc_num_dims(desc: int, /) -> int:
-    obj = _tensor_desc("acl.get_tensor_desc_num_dims", desc)
-    return 0 if obj is None else len(obj.dims)
+    return len(_tensor_desc(desc).dims)
 
 
+@_acl_call("acl.get_tensor_desc_dim_v2", _a.k, _a.k, fault=None, init=False, failure=_value_and_ret(-1))
 def get_tensor_desc_dim_v2(desc: int, index: int, /) -> tuple[int, int]:
     """``dim, ret``."""
-    call = "acl.get_tensor_desc_dim_v2"
-    index = _a.k(call, 2, index)
-    obj = _tensor_desc(call, desc)
-    if obj is None:
-        return -1, _C.ACL_ERROR_INVALID_PARAM
-    if index >= len(obj.dims):
-        return -1, _s.failed(
-            call, _Fail(_C.ACL_ERROR_INVALID_PARAM, f"index {index} >= {len(obj.dims)} dims")
-        )
-    return obj.dims[index], 0
+    dims = _tensor_desc(desc).dims
+    if index >= len(dims):
+        raise _Fail(_C.ACL_ERROR_INVALID_PARAM, f"index {index} >= {len(dims)} dims")
+    return dims[index], 0
 
 
 def get_tensor_desc_dim(desc: int, index: int, /) -> int:
@@ -326,33 +293,27 @@ def get_tensor_desc_dim(desc: int, index: int, /) -> int:
     return get_tensor_desc_dim_v2(desc, index)[0]
 
 
+@_acl_call("acl.get_tensor_desc_element_count", _a.k, fault=None, init=False, failure=_value_only(0))
 def get_tensor_desc_element_count(desc: int, /) -> int:
-    obj = _tensor_desc("acl.get_tensor_desc_element_count", desc)
-    if obj is None or any(d < 0 for d in obj.dims):
-        return 0
-    return _math.prod(obj.dims)
+    return _described_size(_tensor_desc(desc).dims, 1)
 
 
+@_acl_call("acl.get_tensor_desc_size", _a.k, fault=None, init=False, failure=_value_only(0))
 def get_tensor_desc_size(desc: int, /) -> int:
     """Bytes of the described tensor; 0 when it has dynamic dims or a type without a fixed size."""
-    obj = _tensor_desc("acl.get_tensor_desc_size", desc)
-    if obj is None or any(d < 0 for d in obj.dims):
-        return 0
-    return _math.prod(obj.dims) * _C.DATA_TYPE_SIZE.get(obj.dtype, 0)
+    obj = _tensor_desc(desc)
+    return _described_size(obj.dims, _C.DATA_TYPE_SIZE.get(obj.dtype, 0))
 
 
+@_acl_call("acl.get_tensor_desc_name", _a.k, fault=None, init=False, failure=_value_only(""))
 def get_tensor_desc_name(desc: int, /) -> str:
-    obj = _tensor_desc("acl.get_tensor_desc_name", desc)
-    return "" if obj is None else obj.name
+    return _tensor_desc(desc).name
 
 
+@_acl_call("acl.set_tensor_desc_name", _a.k, _a.s, fault=None, init=False, failure=_value_only(None))
 def set_tensor_desc_name(desc: int, name: str, /) -> None:
     """Returns None, as pyACL does."""
-    call = "acl.set_tensor_desc_name"
-    name = _a.s(call, 2, name)
-    obj = _tensor_desc(call, desc)
-    if obj is not None:
-        obj.name = name
+    _tensor_desc(desc).name = name
 
 
 def float16_to_float(value: int, /) -> float:

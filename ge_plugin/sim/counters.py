@@ -28,7 +28,7 @@ DIRECTIONS = ("h2h", "h2d", "d2h", "d2d")
 COMPUTE_INTERVALS = 256
 
 
-class Allocations:
+class MemoryCounters:
     """Allocation accounting: of pinned host memory (``acl.rt.malloc_host``, which belongs to no device), and
     the part of a device's counters about its memory. Memory freed by a teardown (reset_device, finalize)
     rather than by the user is *reclaimed*."""
@@ -83,7 +83,7 @@ class Allocations:
         }
 
 
-class DeviceCounters(Allocations):
+class DeviceCounters(MemoryCounters):
     """Counters of one simulated device: its memory, copies, executes and model loads."""
 
     __slots__ = (
@@ -153,7 +153,7 @@ class DeviceCounters(Allocations):
 
 
 _devices: list[DeviceCounters] = []
-host_pinned = Allocations()
+host_pinned = MemoryCounters()
 _report_seq = itertools.count()
 
 

@@ -46,11 +46,15 @@ _FORMULA = re.compile(
 )
 
 
+def _own_copy(table: Mapping[str, float]) -> dict[str, float]:
+    return dict(table)
+
+
 @attrs.frozen
 class LatencyProfile:
     """Device milliseconds per execute: ``by_gear[label]``, else ``base_ms + per_row_ms * rows``, else 0."""
 
-    by_gear: Mapping[str, float] = attrs.field(factory=dict, converter=dict)
+    by_gear: Mapping[str, float] = attrs.field(factory=dict, converter=_own_copy)
     base_ms: float | None = None
     per_row_ms: float = 0.0
 

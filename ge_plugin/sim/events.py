@@ -22,7 +22,7 @@ import collections
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from ge_plugin.sim import _codes as C
 from ge_plugin.sim._fail import Fail
@@ -72,6 +72,16 @@ def _wait(ready: Callable[[], bool], timeout_s: float | None) -> bool:
 
 # -- events ---------------------------------------------------------------------------------------------
 
+#: where an event's latest record is (RecordState.state)
+NEVER_RECORDED, PENDING, COMPLETE = 0, 1, 2
+
+
+class RecordState(NamedTuple):
+    """An event's latest record: NEVER_RECORDED, PENDING or COMPLETE, and when it completed."""
+
+    state: int
+    timestamp: float | None  #: time.monotonic() at completion; None until COMPLETE
+
 
 class Event:
     """``aclrtEvent``: records are numbered; ``completed`` is the number of the latest one that completed."""
@@ -107,14 +117,14 @@ class Event:
         with CHANGED:
             return _wait(lambda: self.completed >= record, timeout_s)
 
-    def completed_at(self) -> tuple[int, float | None]:
-        """(state, timestamp): state 0 never recorded, 1 latest record pending, 2 complete."""
+    def completed_at(self) -> RecordState:
+        """Where the latest record is, and when it completed."""
         with CHANGED:
             if not self.recorded:
-                return 0, None
+                return RecordState(NEVER_RECORDED, None)
             if self.completed < self.recorded:
-                return 1, None
-            return 2, self.timestamp
+                return RecordState(PENDING, None)
+            return RecordState(COMPLETE, self.timestamp)
 
 
 def complete_record(event: Event, record: int) -> None:

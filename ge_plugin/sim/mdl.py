@@ -10,30 +10,32 @@ import ctypes as _ctypes
 import os as _os
 from collections.abc import Callable as _Callable
 from collections.abc import Sequence as _Sequence
-from typing import Any as _Any
-
-import numpy as _np
+from typing import NamedTuple as _NamedTuple
+from typing import TypeVar as _TypeVar
 
 from ge_plugin import acl_constants as _C
+from ge_plugin import simom as _simom
 from ge_plugin.errors import ModelFileError as _ModelFileError
 from ge_plugin.sim import _args as _a
 from ge_plugin.sim import _exec
 from ge_plugin.sim import _state as _s
 from ge_plugin.sim import counters as _counters
 from ge_plugin.sim import faults as _faults
-from ge_plugin.sim import omfile as _omfile
+from ge_plugin.sim._api import acl_call as _acl_call
+from ge_plugin.sim._api import value_and_ret as _value_and_ret
+from ge_plugin.sim._api import value_only as _value_only
 from ge_plugin.sim._fail import Fail as _Fail
 from ge_plugin.sim._objects import Dataset as _Dataset
 from ge_plugin.sim._objects import ModelDesc as _ModelDesc
 from ge_plugin.sim._objects import lookup as _lookup
-from ge_plugin.sim.engine import Engine as _Engine
 from ge_plugin.sim.memory import HOST as _HOST
 from ge_plugin.sim.memory import PINNED as _PINNED
 from ge_plugin.sim.memory import Allocation as _Allocation
 from ge_plugin.sim.memory import align_up as _align_up
-from ge_plugin.sim.model import Gear as _Gear
 from ge_plugin.sim.model import IoDesc as _IoDesc
 from ge_plugin.sim.model import ModelInfo as _ModelInfo
+from ge_plugin.sim.model import OmGear as _OmGear
+from ge_plugin.sim.onnx_runner import OnnxRunner as _OnnxRunner
 
 __all__ = [
     "add_dataset_buffer",
@@ -79,24 +81,20 @@ __all__ = [
 ]
 
 _SIM = _s.SIM
+_T = _TypeVar("_T")
 #: get_input_dynamic_dims refuses larger gear counts with (None, 100000), as pyACL does
 _MAX_GEAR_COUNT = 4096
-
-
-def _fault(api: str) -> None:
-    if _faults.RULES:
-        _s.check_fault(api)
 
 
 # -- load and unload ------------------------------------------------------------------------------------
 
 
-def _parse_om(data: bytes, source: str) -> "tuple[_omfile.SimOm, _ModelInfo]":
+def _parse_om(data: bytes, source: str) -> "tuple[_simom.SimOm, _ModelInfo]":
     try:
-        om = _omfile.loads(data, source)
-    except _omfile.NotSimOmError as exc:
+        om = _simom.loads(data, source)
+    except _simom.NotSimOmError as exc:
         raise _Fail(_C.ACL_ERROR_DESERIALIZE_MODEL, str(exc)) from None
-    except _omfile.SimOmVersionError as exc:
+    except _simom.SimOmVersionError as exc:
         raise _Fail(_C.ACL_ERROR_DESERIALIZE_MODEL, str(exc)) from None
     except _ModelFileError as exc:
         raise _Fail(_C.ACL_ERROR_PARSE_MODEL, str(exc)) from None
@@ -120,7 +118,7 @@ def _read_file(path: str) -> bytes:
         raise _Fail(_C.ACL_ERROR_READ_MODEL_FAILURE, f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def _memory_sizes(om: "_omfile.SimOm", info: _ModelInfo) -> tuple[int, int]:
+def _memory_sizes(om: "_simom.SimOm", info: _ModelInfo) -> tuple[int, int]:
     """``(work, weight)`` bytes a load needs on the device, what query_size reports.
 
     A sim OM has no compiled memory plan, so: work is the largest gear's inputs plus outputs (the feature maps
@@ -131,36 +129,44 @@ def _memory_sizes(om: "_omfile.SimOm", info: _ModelInfo) -> tuple[int, int]:
     return _align_up(max(work, 1), 32), _align_up(max(len(om.onnx), 1), 32)
 
 
-#: (pointer, size) of the caller's work or weight memory; pointer 0 lets the runtime manage it
-_UserMemory = tuple[int, int]
+class _UserMemory(_NamedTuple):
+    """The caller's work or weight memory of load_from_file_with_mem; pointer 0 lets the runtime manage it."""
+
+    ptr: int = 0
+    size: int = 0
 
 
-def _user_memory(what: str, ptr: int, size: int, need: int, device: int) -> "_Allocation":
-    """The caller's device allocation holding ``need`` bytes at ``ptr``; raises Fail."""
-    if size < need:
+_RUNTIME_MANAGED = _UserMemory()
+
+
+def _user_memory(what: str, memory: _UserMemory, need: int, device: int) -> "_Allocation":
+    """The caller's device allocation holding ``need`` bytes at ``memory.ptr``; raises Fail."""
+    if memory.size < need:
         raise _Fail(
             _C.ACL_ERROR_GE_EXEC_MODEL_DATA_SIZE_INVALID,
-            f"{what} memory of {size} bytes is smaller than the {need} bytes the model needs (acl.mdl.query_size)",
+            f"{what} memory of {memory.size} bytes is smaller than the {need} bytes the model needs "
+            "(acl.mdl.query_size)",
         )
     try:
-        return _exec._device_memory(ptr, need, device, f"{what} memory")
+        return _exec.device_memory(memory.ptr, need, device, f"{what} memory")
     except _Fail as fail:
         raise _Fail(_C.ACL_ERROR_GE_EXEC_MODEL_ADDR_INVALID, fail.message) from None
 
 
-def _load(data: bytes, source: str, work: _UserMemory = (0, 0), weight: _UserMemory = (0, 0)) -> int:
-    _s.require_init()
+def _load(
+    data: bytes, source: str, work: _UserMemory = _RUNTIME_MANAGED, weight: _UserMemory = _RUNTIME_MANAGED
+) -> int:
     ctx = _s.current_context()
     om, info = _parse_om(data, source)
     needs = _memory_sizes(om, info)
     held = []
     charged = 0
-    for what, (ptr, size), need in zip(("work", "weight"), (work, weight), needs):
-        if ptr:
-            held.append(_user_memory(what, ptr, size, need, ctx.device))
+    for what, memory, need in zip(("work", "weight"), (work, weight), needs):
+        if memory.ptr:
+            held.append(_user_memory(what, memory, need, ctx.device))
         else:
             charged += need
-    arena = _SIM.memory.devices[ctx.device]
+    arena = _s.memory().devices[ctx.device]
     if charged and not arena.reserve(charged):
         raise _Fail(
             _C.ACL_ERROR_GE_DEVICE_MEMORY_ALLOCATION_FAILED,
@@ -168,176 +174,118 @@ def _load(data: bytes, source: str, work: _UserMemory = (0, 0), weight: _UserMem
             f"{arena.capacity - arena.used} of {arena.capacity} free (GE_PLUGIN_SIM_DEVICE_MEMORY_MB)",
         )
     try:
-        engine = _Engine(om.onnx, info, _SIM.config.threads)
+        runner = _OnnxRunner(om.onnx, info, _SIM.config.threads)
     except _Fail:
         if charged:
             arena.unreserve(charged)
         raise
     with _SIM.lock:
         model_id = next(_SIM.model_ids)
-        _SIM.models[model_id] = _exec.LoadedModel(model_id, info, engine, ctx, charged, held)
+        _SIM.models[model_id] = _exec.LoadedModel(model_id, info, runner, ctx, charged, held)
     _counters.device(ctx.device).loads += 1
     return model_id
 
 
+@_acl_call("acl.mdl.load_from_file", _a.s, failure=_value_and_ret(0))
 def load_from_file(model_path: str, /) -> tuple[int, int]:
     """``model_id, ret``: loads a sim OM into the current context."""
-    call = "acl.mdl.load_from_file"
-    model_path = _a.s(call, 1, model_path)
-    try:
-        _fault("mdl.load_from_file")
-        _s.require_init()
-        _s.current_context()
-        return _load(_read_file(model_path), model_path), 0
-    except _Fail as fail:
-        return 0, _s.failed(call, fail)
+    _s.current_context()
+    return _load(_read_file(model_path), model_path), 0
 
 
+@_acl_call("acl.mdl.load_from_mem", _a.k, _a.k, failure=_value_and_ret(0))
 def load_from_mem(model_ptr: int, model_size: int, /) -> tuple[int, int]:
     """``model_id, ret``: ``model_ptr`` is host memory holding the OM (e.g. ``acl.util.bytes_to_ptr``)."""
-    call = "acl.mdl.load_from_mem"
-    model_ptr = _a.k(call, 1, model_ptr)
-    model_size = _a.k(call, 2, model_size)
-    try:
-        _fault("mdl.load_from_mem")
-        _s.require_init()
-        _s.current_context()
-        if model_size == 0:
-            raise _Fail(_C.ACL_ERROR_INVALID_PARAM, "model_size must not be 0")
-        kind, alloc, why = _SIM.memory.locate(model_ptr)
-        if kind not in (_HOST, _PINNED):
-            raise _Fail(
-                _C.ACL_ERROR_INVALID_PARAM,
-                why or f"0x{model_ptr:x} is device memory; load_from_mem reads host memory",
-            )
-        if alloc is not None and model_ptr - alloc.base + model_size > alloc.size:
-            raise _Fail(
-                _C.ACL_ERROR_INVALID_PARAM, f"0x{model_ptr:x}+{model_size} runs past its pinned allocation"
-            )
-        return _load(_ctypes.string_at(model_ptr, model_size), f"the model at 0x{model_ptr:x}"), 0
-    except _Fail as fail:
-        return 0, _s.failed(call, fail)
+    _s.current_context()
+    if model_size == 0:
+        raise _Fail(_C.ACL_ERROR_INVALID_PARAM, "model_size must not be 0")
+    kind, alloc, why = _s.memory().locate(model_ptr)
+    if kind not in (_HOST, _PINNED):
+        raise _Fail(
+            _C.ACL_ERROR_INVALID_PARAM,
+            why or f"0x{model_ptr:x} is device memory; load_from_mem reads host memory",
+        )
+    if alloc is not None and model_ptr - alloc.base + model_size > alloc.size:
+        raise _Fail(
+            _C.ACL_ERROR_INVALID_PARAM, f"0x{model_ptr:x}+{model_size} runs past its pinned allocation"
+        )
+    return _load(_ctypes.string_at(model_ptr, model_size), f"the model at 0x{model_ptr:x}"), 0
 
 
+@_acl_call("acl.mdl.query_size", _a.s, failure=_value_and_ret(0, 0))
 def query_size(model_path: str, /) -> tuple[int, int, int]:
     """``work_size, weight_size, ret``: the device memory a load of ``model_path`` needs (see _memory_sizes)."""
-    call = "acl.mdl.query_size"
-    model_path = _a.s(call, 1, model_path)
-    try:
-        _fault("mdl.query_size")
-        _s.require_init()
-        om, info = _parse_om(_read_file(model_path), model_path)
-        work, weight = _memory_sizes(om, info)
-        return work, weight, 0
-    except _Fail as fail:
-        return 0, 0, _s.failed(call, fail)
+    om, info = _parse_om(_read_file(model_path), model_path)
+    work, weight = _memory_sizes(om, info)
+    return work, weight, 0
 
 
+@_acl_call("acl.mdl.load_from_file_with_mem", _a.s, _a.k, _a.k, _a.k, _a.k, failure=_value_and_ret(0))
 def load_from_file_with_mem(
     model_path: str, work_ptr: int, work_size: int, weight_ptr: int, weight_size: int, /
 ) -> tuple[int, int]:
     """``model_id, ret``: load with work and weight memory the caller allocated (acl.rt.malloc, sizes from
     query_size); a pointer of 0 leaves that part to the runtime. The memory must stay allocated until unload:
     an execute after it was freed returns ACL_ERROR_GE_EXEC_MODEL_ADDR_INVALID (145007)."""
-    call = "acl.mdl.load_from_file_with_mem"
-    model_path = _a.s(call, 1, model_path)
-    work_ptr = _a.k(call, 2, work_ptr)
-    work_size = _a.k(call, 3, work_size)
-    weight_ptr = _a.k(call, 4, weight_ptr)
-    weight_size = _a.k(call, 5, weight_size)
-    try:
-        _fault("mdl.load_from_file_with_mem")
-        _s.require_init()
-        _s.current_context()
-        data = _read_file(model_path)
-        return _load(data, model_path, (work_ptr, work_size), (weight_ptr, weight_size)), 0
-    except _Fail as fail:
-        return 0, _s.failed(call, fail)
+    _s.current_context()
+    data = _read_file(model_path)
+    return _load(data, model_path, _UserMemory(work_ptr, work_size), _UserMemory(weight_ptr, weight_size)), 0
 
 
+@_acl_call("acl.mdl.unload", _a.u32)
 def unload(model_id: int, /) -> int:
     """``ret``; waits for the model's queued execute_async work first."""
-    call = "acl.mdl.unload"
-    model_id = _a.u32(call, 1, model_id)
-    try:
-        _fault("mdl.unload")
-        _s.require_init()
-        model = _exec.loaded_model(model_id, _s.current_context())
-        stream = model.pending_stream
-        if stream is not None:
-            stream.drain()
-        with _SIM.lock:
-            model.release()
-            _SIM.models.pop(model_id, None)
-        _counters.device(model.context.device).unloads += 1
-        return 0
-    except _Fail as fail:
-        return _s.failed(call, fail)
+    model = _exec.loaded_model(model_id, _s.current_context())
+    stream = model.pending_stream
+    if stream is not None:
+        stream.drain()
+    with _SIM.lock:
+        model.release()
+        _SIM.models.pop(model_id, None)
+    _counters.device(model.context.device).unloads += 1
+    return 0
 
 
 # -- descriptions ---------------------------------------------------------------------------------------
 
 
+@_acl_call("acl.mdl.create_desc", init=False, failure=_value_only(0))
 def create_desc() -> int:
     """``desc`` (0 on failure)."""
-    try:
-        _fault("mdl.create_desc")
-    except _Fail as fail:
-        _s.failed("acl.mdl.create_desc", fail)
-        return 0
     desc = _ModelDesc(_s.new_handle())
     _SIM.descs[desc.handle] = desc
     return desc.handle
 
 
+@_acl_call("acl.mdl.get_desc", _a.k, _a.u32)
 def get_desc(desc: int, model_id: int, /) -> int:
     """``ret``: fills ``desc`` from a loaded model."""
-    call = "acl.mdl.get_desc"
-    desc = _a.k(call, 1, desc)
-    model_id = _a.u32(call, 2, model_id)
-    try:
-        _fault("mdl.get_desc")
-        _s.require_init()
-        obj = _lookup("descs", desc, "model description")
-        model = _SIM.models.get(model_id)
-        if model is None:
-            raise _Fail(_C.ACL_ERROR_INVALID_MODEL_ID, f"model id {model_id} is not loaded")
-        obj.info, obj.model_id = model.info, model_id
-        return 0
-    except _Fail as fail:
-        return _s.failed(call, fail)
+    obj = _lookup("descs", desc, "model description")
+    model = _SIM.models.get(model_id)
+    if model is None:
+        raise _Fail(_C.ACL_ERROR_INVALID_MODEL_ID, f"model id {model_id} is not loaded")
+    obj.info, obj.model_id = model.info, model_id
+    return 0
 
 
+@_acl_call("acl.mdl.get_desc_from_file", _a.k, _a.s)
 def get_desc_from_file(desc: int, model_path: str, /) -> int:
     """``ret``: fills ``desc`` from an OM file without loading it."""
-    call = "acl.mdl.get_desc_from_file"
-    desc = _a.k(call, 1, desc)
-    model_path = _a.s(call, 2, model_path)
-    try:
-        _fault("mdl.get_desc_from_file")
-        _s.require_init()
-        obj = _lookup("descs", desc, "model description")
-        _, info = _parse_om(_read_file(model_path), model_path)
-        obj.info, obj.model_id = info, None
-        return 0
-    except _Fail as fail:
-        return _s.failed(call, fail)
+    obj = _lookup("descs", desc, "model description")
+    _, info = _parse_om(_read_file(model_path), model_path)
+    obj.info, obj.model_id = info, None
+    return 0
 
 
+@_acl_call("acl.mdl.destroy_desc", _a.k, init=False)
 def destroy_desc(desc: int, /) -> int:
     """``ret``."""
-    call = "acl.mdl.destroy_desc"
-    desc = _a.k(call, 1, desc)
-    try:
-        _fault("mdl.destroy_desc")
-        _lookup("descs", desc, "model description")
-        del _SIM.descs[desc]
-        return 0
-    except _Fail as fail:
-        return _s.failed(call, fail)
+    _lookup("descs", desc, "model description")
+    del _SIM.descs[desc]
+    return 0
 
 
-def _info(call: str, desc: int) -> _ModelInfo:
+def _info(desc: int) -> _ModelInfo:
     """The ModelInfo behind ``desc``; raises Fail."""
     obj = _lookup("descs", desc, "model description")
     if obj.info is None:
@@ -345,8 +293,17 @@ def _info(call: str, desc: int) -> _ModelInfo:
     return obj.info
 
 
-def _io(call: str, desc: int, index: int, outputs: bool) -> _IoDesc:
-    info = _info(call, desc)
+_INPUTS, _OUTPUTS = False, True
+
+
+def _io_query(call: str, failure_value: object) -> "_Callable[[_Callable[..., _T]], _Callable[..., _T]]":
+    """A query of one input or output of a description, ``(desc, index)``: no fault rule, no acl.init needed,
+    ``failure_value`` when it fails."""
+    return _acl_call(call, _a.k, _a.k, fault=None, init=False, failure=_value_only(failure_value))
+
+
+def _io(desc: int, index: int, outputs: bool) -> _IoDesc:
+    info = _info(desc)
     items = info.outputs if outputs else info.inputs
     if index >= len(items):
         raise _Fail(
@@ -356,147 +313,125 @@ def _io(call: str, desc: int, index: int, outputs: bool) -> _IoDesc:
     return items[index]
 
 
-def _getter(call: str, desc: int, index: int, outputs: bool, attr: str, default: object) -> _Any:
-    desc = _a.k(call, 1, desc)
-    index = _a.k(call, 2, index)
-    try:
-        return getattr(_io(call, desc, index, outputs), attr)
-    except _Fail as fail:
-        _s.failed(call, fail)
-        return default
-
-
+@_acl_call("acl.mdl.get_num_inputs", _a.k, fault=None, init=False, failure=_value_only(0))
 def get_num_inputs(desc: int, /) -> int:
     """Inputs, counting ascend_mbatch_shape_data (0 for an invalid desc)."""
-    call = "acl.mdl.get_num_inputs"
-    try:
-        return len(_info(call, _a.k(call, 1, desc)).inputs)
-    except _Fail as fail:
-        _s.failed(call, fail)
-        return 0
+    return len(_info(desc).inputs)
 
 
+@_acl_call("acl.mdl.get_num_outputs", _a.k, fault=None, init=False, failure=_value_only(0))
 def get_num_outputs(desc: int, /) -> int:
-    call = "acl.mdl.get_num_outputs"
-    try:
-        return len(_info(call, _a.k(call, 1, desc)).outputs)
-    except _Fail as fail:
-        _s.failed(call, fail)
-        return 0
+    return len(_info(desc).outputs)
 
 
+@_io_query("acl.mdl.get_input_size_by_index", 0)
 def get_input_size_by_index(desc: int, index: int, /) -> int:
     """Bytes at the largest gear."""
-    return _getter("acl.mdl.get_input_size_by_index", desc, index, False, "size", 0)
+    return _io(desc, index, _INPUTS).size
 
 
+@_io_query("acl.mdl.get_output_size_by_index", 0)
 def get_output_size_by_index(desc: int, index: int, /) -> int:
     """Bytes at the largest gear."""
-    return _getter("acl.mdl.get_output_size_by_index", desc, index, True, "size", 0)
+    return _io(desc, index, _OUTPUTS).size
 
 
+@_io_query("acl.mdl.get_input_data_type", _C.ACL_DT_UNDEFINED)
 def get_input_data_type(desc: int, index: int, /) -> int:
-    return _getter("acl.mdl.get_input_data_type", desc, index, False, "dtype", _C.ACL_DT_UNDEFINED)
+    return _io(desc, index, _INPUTS).dtype
 
 
+@_io_query("acl.mdl.get_output_data_type", _C.ACL_DT_UNDEFINED)
 def get_output_data_type(desc: int, index: int, /) -> int:
-    return _getter("acl.mdl.get_output_data_type", desc, index, True, "dtype", _C.ACL_DT_UNDEFINED)
+    return _io(desc, index, _OUTPUTS).dtype
 
 
+@_io_query("acl.mdl.get_input_format", _C.ACL_FORMAT_UNDEFINED)
 def get_input_format(desc: int, index: int, /) -> int:
-    return _getter("acl.mdl.get_input_format", desc, index, False, "format", _C.ACL_FORMAT_UNDEFINED)
+    return _io(desc, index, _INPUTS).format
 
 
+@_io_query("acl.mdl.get_output_format", _C.ACL_FORMAT_UNDEFINED)
 def get_output_format(desc: int, index: int, /) -> int:
-    return _getter("acl.mdl.get_output_format", desc, index, True, "format", _C.ACL_FORMAT_UNDEFINED)
+    return _io(desc, index, _OUTPUTS).format
 
 
+@_io_query("acl.mdl.get_input_name_by_index", "")
 def get_input_name_by_index(desc: int, index: int, /) -> str:
-    return _getter("acl.mdl.get_input_name_by_index", desc, index, False, "name", "")
+    return _io(desc, index, _INPUTS).name
 
 
+@_io_query("acl.mdl.get_output_name_by_index", "")
 def get_output_name_by_index(desc: int, index: int, /) -> str:
-    return _getter("acl.mdl.get_output_name_by_index", desc, index, True, "name", "")
+    return _io(desc, index, _OUTPUTS).name
 
 
 def _dims(name: str, dims: _Sequence[int]) -> dict:
     return {"name": name, "dimCount": len(dims), "dims": list(dims)}
 
 
-def _dims_call(call: str, api: str, desc: int, index: int, outputs: bool) -> tuple[dict, int]:
-    desc = _a.k(call, 1, desc)
-    index = _a.k(call, 2, index)
-    try:
-        _fault(api)
-        item = _io(call, desc, index, outputs)
-        return _dims(item.name, item.dims), 0
-    except _Fail as fail:
-        return {}, _s.failed(call, fail)
-
-
+@_acl_call("acl.mdl.get_input_dims", _a.k, _a.k, init=False, failure=_value_and_ret({}))
 def get_input_dims(desc: int, index: int, /) -> tuple[dict, int]:
     """``({'name', 'dimCount', 'dims'}, ret)``; -1 in dynamic dims; ``{}`` on failure."""
-    return _dims_call("acl.mdl.get_input_dims", "mdl.get_input_dims", desc, index, False)
+    item = _io(desc, index, _INPUTS)
+    return _dims(item.name, item.dims), 0
 
 
+@_acl_call(
+    "acl.mdl.get_input_dims_v2",
+    _a.k,
+    _a.k,
+    fault="mdl.get_input_dims",
+    init=False,
+    failure=_value_and_ret({}),
+)
 def get_input_dims_v2(desc: int, index: int, /) -> tuple[dict, int]:
     """As get_input_dims (they differ only for AIPP models, which the simulator has none of)."""
-    return _dims_call("acl.mdl.get_input_dims_v2", "mdl.get_input_dims", desc, index, False)
+    item = _io(desc, index, _INPUTS)
+    return _dims(item.name, item.dims), 0
 
 
+@_acl_call("acl.mdl.get_output_dims", _a.k, _a.k, init=False, failure=_value_and_ret({}))
 def get_output_dims(desc: int, index: int, /) -> tuple[dict, int]:
     """``(dims dict, ret)``; gear models report the largest gear's dims."""
-    return _dims_call("acl.mdl.get_output_dims", "mdl.get_output_dims", desc, index, True)
+    item = _io(desc, index, _OUTPUTS)
+    return _dims(item.name, item.dims), 0
 
 
+@_acl_call("acl.mdl.get_cur_output_dims", _a.k, _a.k, init=False, failure=_value_and_ret({}))
 def get_cur_output_dims(desc: int, index: int, /) -> tuple[dict, int]:
     """``(dims dict, ret)`` at the gear last set or executed; before that, the largest gear."""
-    call = "acl.mdl.get_cur_output_dims"
-    desc = _a.k(call, 1, desc)
-    index = _a.k(call, 2, index)
-    try:
-        _fault("mdl.get_cur_output_dims")
-        item = _io(call, desc, index, True)
-        obj = _SIM.descs[desc]
-        if obj.model_id is None:
-            return _dims(item.name, item.dims), 0
-        model = _SIM.models.get(obj.model_id)
-        if model is None:
-            raise _Fail(
-                _C.ACL_ERROR_INVALID_MODEL_ID, f"model {obj.model_id} of this description was unloaded"
-            )
-        gear = model.cur_gear
-        return _dims(item.name, item.dims if gear is None else gear.output_dims[index]), 0
-    except _Fail as fail:
-        return {}, _s.failed(call, fail)
+    item = _io(desc, index, _OUTPUTS)
+    obj = _SIM.descs[desc]
+    if obj.model_id is None:
+        return _dims(item.name, item.dims), 0
+    model = _SIM.models.get(obj.model_id)
+    if model is None:
+        raise _Fail(_C.ACL_ERROR_INVALID_MODEL_ID, f"model {obj.model_id} of this description was unloaded")
+    gear = model.cur_gear
+    return _dims(item.name, item.dims if gear is None else gear.output_dims[index]), 0
 
 
-def _index_by_name(call: str, api: str, desc: int, name: str, outputs: bool) -> tuple[int, int]:
-    desc = _a.k(call, 1, desc)
-    name = _a.s(call, 2, name)
-    try:
-        _fault(api)
-        info = _info(call, desc)
-        table = info.output_index if outputs else info.input_index
-        if name not in table:
-            raise _Fail(
-                _C.ACL_ERROR_INVALID_PARAM,
-                f"the model has no {'output' if outputs else 'input'} named {name!r}; it has {', '.join(table) or 'none'}",
-            )
-        return table[name], 0
-    except _Fail as fail:
-        return 0, _s.failed(call, fail)
+def _index_by_name(desc: int, name: str, outputs: bool) -> tuple[int, int]:
+    info = _info(desc)
+    table = info.output_index if outputs else info.input_index
+    if name not in table:
+        raise _Fail(
+            _C.ACL_ERROR_INVALID_PARAM,
+            f"the model has no {'output' if outputs else 'input'} named {name!r}; it has {', '.join(table) or 'none'}",
+        )
+    return table[name], 0
 
 
+@_acl_call("acl.mdl.get_input_index_by_name", _a.k, _a.s, init=False, failure=_value_and_ret(0))
 def get_input_index_by_name(desc: int, name: str, /) -> tuple[int, int]:
     """``(index, ret)``; ``ret != 0`` for an unknown name (how acllite detects ascend_mbatch_shape_data)."""
-    return _index_by_name("acl.mdl.get_input_index_by_name", "mdl.get_input_index_by_name", desc, name, False)
+    return _index_by_name(desc, name, _INPUTS)
 
 
+@_acl_call("acl.mdl.get_output_index_by_name", _a.k, _a.s, init=False, failure=_value_and_ret(0))
 def get_output_index_by_name(desc: int, name: str, /) -> tuple[int, int]:
-    return _index_by_name(
-        "acl.mdl.get_output_index_by_name", "mdl.get_output_index_by_name", desc, name, True
-    )
+    return _index_by_name(desc, name, _OUTPUTS)
 
 
 def get_tensor_real_name(desc: int, name: str, /) -> str:
@@ -509,86 +444,56 @@ def get_tensor_real_name(desc: int, name: str, /) -> str:
 # -- gears ----------------------------------------------------------------------------------------------
 
 
+@_acl_call("acl.mdl.get_dynamic_batch", _a.k, init=False, failure=_value_and_ret({}))
 def get_dynamic_batch(desc: int, /) -> tuple[dict, int]:
     """``({'batchCount': n, 'batch': [...]}, ret)``; batchCount 0 for models without batch gears."""
-    call = "acl.mdl.get_dynamic_batch"
-    desc = _a.k(call, 1, desc)
-    try:
-        _fault("mdl.get_dynamic_batch")
-        info = _info(call, desc)
-        batch = [g.values[0] for g in info.gears] if info.mode == "batch" else []
-        return {"batchCount": len(batch), "batch": batch}, 0
-    except _Fail as fail:
-        return {}, _s.failed(call, fail)
+    info = _info(desc)
+    batch = [g.values[0] for g in info.gears] if info.mode == "batch" else []
+    return {"batchCount": len(batch), "batch": batch}, 0
 
 
+@_acl_call("acl.mdl.get_dynamic_hw", _a.k, _a.k, init=False, failure=_value_and_ret({}))
 def get_dynamic_hw(desc: int, index: int, /) -> tuple[dict, int]:
     """``({'hwCount': n, 'hw': [[h, w], ...]}, ret)``; ``index`` is reserved (-1)."""
-    call = "acl.mdl.get_dynamic_hw"
-    desc = _a.k(call, 1, desc)
-    _a.k(call, 2, index)
-    try:
-        _fault("mdl.get_dynamic_hw")
-        info = _info(call, desc)
-        hw = [list(g.values) for g in info.gears] if info.mode == "hw" else []
-        return {"hwCount": len(hw), "hw": hw}, 0
-    except _Fail as fail:
-        return {}, _s.failed(call, fail)
+    info = _info(desc)
+    hw = [list(g.values) for g in info.gears] if info.mode == "hw" else []
+    return {"hwCount": len(hw), "hw": hw}, 0
 
 
+@_acl_call("acl.mdl.get_input_dynamic_gear_count", _a.k, _a.k, init=False, failure=_value_and_ret(0))
 def get_input_dynamic_gear_count(desc: int, index: int, /) -> tuple[int, int]:
     """``(n, ret)``: dims gears of a --dynamic_dims model (0 for others); ``index`` is reserved (-1)."""
-    call = "acl.mdl.get_input_dynamic_gear_count"
-    desc = _a.k(call, 1, desc)
-    _a.k(call, 2, index)
-    try:
-        _fault("mdl.get_input_dynamic_gear_count")
-        info = _info(call, desc)
-        return (len(info.gears) if info.mode == "dims" else 0), 0
-    except _Fail as fail:
-        return 0, _s.failed(call, fail)
+    info = _info(desc)
+    return (len(info.gears) if info.mode == "dims" else 0), 0
 
 
+@_acl_call("acl.mdl.get_input_dynamic_dims", _a.k, _a.k, _a.k, init=False, failure=_value_and_ret(None))
 def get_input_dynamic_dims(desc: int, index: int, gear_count: int, /) -> "tuple[list[dict] | None, int]":
     """``([{'name', 'dimCount', 'dims'}, ...], ret)``: per gear, every data input's dims concatenated."""
-    call = "acl.mdl.get_input_dynamic_dims"
-    desc = _a.k(call, 1, desc)
-    _a.k(call, 2, index)
-    gear_count = _a.k(call, 3, gear_count)
-    try:
-        _fault("mdl.get_input_dynamic_dims")
-        if gear_count > _MAX_GEAR_COUNT:
-            raise _Fail(_C.ACL_ERROR_INVALID_PARAM, f"gear_count {gear_count} exceeds {_MAX_GEAR_COUNT}")
-        info = _info(call, desc)
-        gears = info.gears if info.mode == "dims" else []
-        if gear_count < len(gears):
-            raise _Fail(
-                _C.ACL_ERROR_INVALID_PARAM,
-                f"gear_count {gear_count} is less than the model's {len(gears)} gears (get_input_dynamic_gear_count)",
-            )
-        return [_dims("", info.concatenated_dims(g)) for g in gears], 0
-    except _Fail as fail:
-        return None, _s.failed(call, fail)
+    if gear_count > _MAX_GEAR_COUNT:
+        raise _Fail(_C.ACL_ERROR_INVALID_PARAM, f"gear_count {gear_count} exceeds {_MAX_GEAR_COUNT}")
+    info = _info(desc)
+    gears = info.gears if info.mode == "dims" else []
+    if gear_count < len(gears):
+        raise _Fail(
+            _C.ACL_ERROR_INVALID_PARAM,
+            f"gear_count {gear_count} is less than the model's {len(gears)} gears (get_input_dynamic_gear_count)",
+        )
+    return [_dims("", info.concatenated_dims(g)) for g in gears], 0
 
 
 def _write_gear(
-    call: str, model_id: int, dataset: int, index: int, mode: str, gear_of: _Callable[[_ModelInfo], _Gear]
+    model_id: int, dataset: int, index: int, mode: str, gear_of: _Callable[[_ModelInfo], _OmGear]
 ) -> int:
     """The shared part of the three setters: checks, then the gear's values into the mbatch buffer."""
-    _s.require_init()
     model = _exec.loaded_model(model_id, _s.current_context())
     info = model.info
-    setters = {
-        "batch": "set_dynamic_batch_size",
-        "hw": "set_dynamic_hw_size",
-        "dims": "set_input_dynamic_dims",
-    }
     if info.mode == "static":
         raise _Fail(_C.ACL_ERROR_MODEL_NOT_DYNAMIC, f"model {model_id} was built without gears")
     if info.mode != mode:
         raise _Fail(
             _C.ACL_ERROR_INVALID_PARAM,
-            f"model {model_id} has {info.mode} gears; use acl.mdl.{setters[info.mode]} instead",
+            f"model {model_id} has {info.mode} gears; use acl.mdl.{_exec.SETTERS[info.mode]} instead",
         )
     if index != info.mbatch_index:
         raise _Fail(
@@ -604,18 +509,7 @@ def _write_gear(
         )
     gear = gear_of(info)
     buf = ds.buffers[index]
-    entry = (buf, buf.addr, buf.size)
-    count = len(gear.values)
-    if buf.size < count * 8:
-        raise _Fail(
-            _C.ACL_ERROR_GE_DYNAMIC_INPUT_LENGTH_INVALID,
-            f"the {_C.ACL_DYNAMIC_TENSOR_NAME} buffer holds {buf.size} bytes; it needs {count * 8}",
-        )
-    try:
-        alloc = _exec._device_memory(buf.addr, count * 8, model.context.device, _C.ACL_DYNAMIC_TENSOR_NAME)
-    except _Fail as fail:
-        raise _Fail(_C.ACL_ERROR_GE_DYNAMIC_INPUT_ADDR_INVALID, fail.message) from None
-    alloc.view(entry[1] - alloc.base, count * 8).view(_np.int64)[:] = gear.values
+    _exec.mbatch_slot(model, buf.addr, buf.size)[:] = gear.values
     model.cur_gear = gear
     return 0
 
@@ -627,51 +521,34 @@ def _not_a_gear(model_id: int, what: str, gears: list) -> _Fail:
     )
 
 
+@_acl_call("acl.mdl.set_dynamic_batch_size", _a.u32, _a.k, _a.k, _a.k)
 def set_dynamic_batch_size(model_id: int, dataset: int, index: int, batch_size: int, /) -> int:
     """``ret``; ``batch_size`` must be one of the gears (else 145013)."""
-    call = "acl.mdl.set_dynamic_batch_size"
-    model_id = _a.u32(call, 1, model_id)
-    dataset = _a.k(call, 2, dataset)
-    index = _a.k(call, 3, index)
-    batch_size = _a.k(call, 4, batch_size)
 
-    def gear_of(info: _ModelInfo) -> _Gear:
+    def gear_of(info: _ModelInfo) -> _OmGear:
         gear = info.gear_by_values.get((batch_size,))
         if gear is None:
             raise _not_a_gear(model_id, f"batch size {batch_size}", [g.values[0] for g in info.gears])
         return gear
 
-    try:
-        _fault("mdl.set_dynamic_batch_size")
-        return _write_gear(call, model_id, dataset, index, "batch", gear_of)
-    except _Fail as fail:
-        return _s.failed(call, fail)
+    return _write_gear(model_id, dataset, index, "batch", gear_of)
 
 
+@_acl_call("acl.mdl.set_dynamic_hw_size", _a.u32, _a.k, _a.k, _a.k, _a.k)
 def set_dynamic_hw_size(model_id: int, dataset: int, index: int, height: int, width: int, /) -> int:
     """``ret``; (height, width) must be one of the gears (else 145013)."""
-    call = "acl.mdl.set_dynamic_hw_size"
-    model_id = _a.u32(call, 1, model_id)
-    dataset = _a.k(call, 2, dataset)
-    index = _a.k(call, 3, index)
-    height = _a.k(call, 4, height)
-    width = _a.k(call, 5, width)
 
-    def gear_of(info: _ModelInfo) -> _Gear:
+    def gear_of(info: _ModelInfo) -> _OmGear:
         gear = info.gear_by_values.get((height, width))
         if gear is None:
             raise _not_a_gear(model_id, f"image size {height}x{width}", [list(g.values) for g in info.gears])
         return gear
 
-    try:
-        _fault("mdl.set_dynamic_hw_size")
-        return _write_gear(call, model_id, dataset, index, "hw", gear_of)
-    except _Fail as fail:
-        return _s.failed(call, fail)
+    return _write_gear(model_id, dataset, index, "hw", gear_of)
 
 
-def _parse_dynamic_dims(call: str, dims: object) -> list[int]:
-    """The concatenated dims of ``{'dimCount', 'name', 'dims'}``, unpacked as pyACL's wrapper unpacks them.
+def _checked_dynamic_dims(call: str, dims: object) -> dict:
+    """``{'dimCount', 'name', 'dims'}`` checked as pyACL's wrapper unpacks it.
 
     ``dimCount`` must be an int (``PyLong_AsSize_t``); ``name``, when present, a str (pyACL raises
     RuntimeError "PyUnicode_AsUTF8String failed" otherwise); ``dims`` a list (a tuple raises TypeError) of
@@ -689,19 +566,29 @@ def _parse_dynamic_dims(call: str, dims: object) -> list[int]:
         )
     if "dims" not in dims:
         raise TypeError(f"{call}: The dims of parameter 4 is not a list (dims['dims'] is missing)")
-    return _a.int_list(call, 4, dims["dims"], "dims['dims']", count)
+    _a.int_list(call, 4, dims["dims"], "dims['dims']", count)
+    return dims
 
 
+def _dynamic_dims_args(
+    call: str, model_id: object, dataset: object, index: object, dims: object
+) -> tuple[int, int, int, dict]:
+    """``"IkkO"``, then the dims dict unpacked by hand."""
+    return (
+        _a.u32(call, 1, model_id),
+        _a.k(call, 2, dataset),
+        _a.k(call, 3, index),
+        _checked_dynamic_dims(call, dims),
+    )
+
+
+@_acl_call("acl.mdl.set_input_dynamic_dims", parse=_dynamic_dims_args)
 def set_input_dynamic_dims(model_id: int, dataset: int, index: int, dims: dict, /) -> int:
     """``ret``; ``dims`` = ``{'dimCount': n, 'name': '', 'dims': [...]}``, every data input's dims concatenated."""
-    call = "acl.mdl.set_input_dynamic_dims"
-    model_id = _a.u32(call, 1, model_id)
-    dataset = _a.k(call, 2, dataset)
-    index = _a.k(call, 3, index)
-    values = _parse_dynamic_dims(call, dims)
+    values = [int(v) for v in dims["dims"][: dims["dimCount"]]]  # the first dimCount, as pyACL reads them
     listed = len(dims["dims"])
 
-    def gear_of(info: _ModelInfo) -> _Gear:
+    def gear_of(info: _ModelInfo) -> _OmGear:
         if len(values) != listed:
             raise _Fail(
                 _C.ACL_ERROR_INVALID_PARAM,
@@ -718,112 +605,73 @@ def set_input_dynamic_dims(model_id: int, dataset: int, index: int, dims: dict, 
             raise _not_a_gear(model_id, f"dims {values}", [info.concatenated_dims(g) for g in info.gears])
         return gear
 
-    try:
-        _fault("mdl.set_input_dynamic_dims")
-        return _write_gear(call, model_id, dataset, index, "dims", gear_of)
-    except _Fail as fail:
-        return _s.failed(call, fail)
+    return _write_gear(model_id, dataset, index, "dims", gear_of)
 
 
 # -- datasets -------------------------------------------------------------------------------------------
 
 
+@_acl_call("acl.mdl.create_dataset", init=False, failure=_value_only(0))
 def create_dataset() -> int:
     """``dataset`` (0 on failure)."""
-    try:
-        _fault("mdl.create_dataset")
-    except _Fail as fail:
-        _s.failed("acl.mdl.create_dataset", fail)
-        return 0
     ds = _Dataset(_s.new_handle())
     _SIM.datasets[ds.handle] = ds
     return ds.handle
 
 
+@_acl_call(
+    "acl.mdl.add_dataset_buffer", _a.k, _a.k, init=False, failure=lambda ret, dataset, _: (dataset, ret)
+)
 def add_dataset_buffer(dataset: int, data_buffer: int, /) -> tuple[int, int]:
-    """``(dataset, ret)``: appends; the buffer's index is the order of the add calls."""
-    call = "acl.mdl.add_dataset_buffer"
-    dataset = _a.k(call, 1, dataset)
-    data_buffer = _a.k(call, 2, data_buffer)
-    try:
-        _fault("mdl.add_dataset_buffer")
-        ds = _lookup("datasets", dataset, "dataset")
-        ds.buffers.append(_lookup("buffers", data_buffer, "data buffer"))
-        return dataset, 0
-    except _Fail as fail:
-        return dataset, _s.failed(call, fail)
+    """``(dataset, ret)``: appends; the buffer's index is the order of the add calls. pyACL returns the
+    dataset it was given, on failure too."""
+    ds = _lookup("datasets", dataset, "dataset")
+    ds.buffers.append(_lookup("buffers", data_buffer, "data buffer"))
+    return dataset, 0
 
 
+@_acl_call("acl.mdl.get_dataset_num_buffers", _a.k, fault=None, init=False, failure=_value_only(0))
 def get_dataset_num_buffers(dataset: int, /) -> int:
-    call = "acl.mdl.get_dataset_num_buffers"
-    try:
-        return len(_lookup("datasets", _a.k(call, 1, dataset), "dataset").buffers)
-    except _Fail as fail:
-        _s.failed(call, fail)
-        return 0
+    return len(_lookup("datasets", dataset, "dataset").buffers)
 
 
+@_acl_call("acl.mdl.get_dataset_buffer", _a.k, _a.k, fault=None, init=False, failure=_value_only(0))
 def get_dataset_buffer(dataset: int, index: int, /) -> int:
     """The data buffer at ``index``; 0 when out of range."""
-    call = "acl.mdl.get_dataset_buffer"
-    dataset = _a.k(call, 1, dataset)
-    index = _a.k(call, 2, index)
-    try:
-        ds = _lookup("datasets", dataset, "dataset")
-        if index >= len(ds.buffers):
-            raise _Fail(
-                _C.ACL_ERROR_INVALID_PARAM,
-                f"index {index} is out of range; the dataset has {len(ds.buffers)}",
-            )
-        return ds.buffers[index].handle
-    except _Fail as fail:
-        _s.failed(call, fail)
-        return 0
+    ds = _lookup("datasets", dataset, "dataset")
+    if index >= len(ds.buffers):
+        raise _Fail(
+            _C.ACL_ERROR_INVALID_PARAM,
+            f"index {index} is out of range; the dataset has {len(ds.buffers)}",
+        )
+    return ds.buffers[index].handle
 
 
+@_acl_call("acl.mdl.destroy_dataset", _a.k, init=False)
 def destroy_dataset(dataset: int, /) -> int:
     """``ret``; the data buffers in it are not destroyed."""
-    call = "acl.mdl.destroy_dataset"
-    dataset = _a.k(call, 1, dataset)
-    try:
-        _fault("mdl.destroy_dataset")
-        _lookup("datasets", dataset, "dataset")
-        del _SIM.datasets[dataset]
-        return 0
-    except _Fail as fail:
-        return _s.failed(call, fail)
+    _lookup("datasets", dataset, "dataset")
+    del _SIM.datasets[dataset]
+    return 0
 
 
 # -- execute --------------------------------------------------------------------------------------------
 
 
+@_acl_call("acl.mdl.execute", _a.u32, _a.k, _a.k)
 def execute(model_id: int, input_dataset: int, output_dataset: int, /) -> int:
     """``ret``: runs the model now and returns when the outputs are in the output buffers."""
-    call = "acl.mdl.execute"
-    model_id = _a.u32(call, 1, model_id)
-    input_dataset = _a.k(call, 2, input_dataset)
-    output_dataset = _a.k(call, 3, output_dataset)
-    try:
-        _fault("mdl.execute")
-        model, ins, outs = _exec.prepare(model_id, input_dataset, output_dataset)
-        _exec.execute_sync(model, ins, outs)
-        return 0
-    except _Fail as fail:
-        return _s.failed(call, fail)
+    model, ins, outs = _exec.prepare(model_id, input_dataset, output_dataset)
+    _exec.execute_sync(model, ins, outs)
+    return 0
 
 
+@_acl_call("acl.mdl.execute_async", _a.u32, _a.k, _a.k, _a.k, fault=None)
 def execute_async(model_id: int, input_dataset: int, output_dataset: int, stream: int, /) -> int:
-    """``ret``: queues the model on ``stream``; errors while it runs come back from synchronize_stream."""
-    call = "acl.mdl.execute_async"
-    model_id = _a.u32(call, 1, model_id)
-    input_dataset = _a.k(call, 2, input_dataset)
-    output_dataset = _a.k(call, 3, output_dataset)
-    stream = _a.k(call, 4, stream)
-    try:
-        model, ins, outs = _exec.prepare(model_id, input_dataset, output_dataset)
-        target = _s.stream(stream, model.context)
-        injected = _faults.hit("mdl.execute_async") if _faults.RULES else 0
-        _exec.submit(model, ins, outs, target, injected)
-        return 0
-    except _Fail as fail:
-        return _s.failed(call, fail)
+    """``ret``: queues the model on ``stream``; errors while it runs come back from synchronize_stream, and so
+    does an injected fault."""
+    model, ins, outs = _exec.prepare(model_id, input_dataset, output_dataset)
+    target = _s.stream(stream, model.context)
+    injected = _faults.hit("mdl.execute_async") if _faults.RULES else 0
+    _exec.submit(model, ins, outs, target, injected)
+    return 0

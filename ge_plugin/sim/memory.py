@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import ctypes
 import threading
+from typing import NamedTuple
 
 import numpy as np
 
@@ -36,6 +37,7 @@ POISON = 0xA5
 _POISON_LIMIT = 16 << 20
 
 HOST, DEVICE, PINNED, INVALID = 0, 1, 2, -1
+_BAD = C.ACL_ERROR_INVALID_PARAM
 _KIND_DIRECTION = {
     C.ACL_MEMCPY_HOST_TO_HOST: "h2h",
     C.ACL_MEMCPY_HOST_TO_DEVICE: "h2d",
@@ -235,6 +237,45 @@ class CopyPlan:
         counters.device(self.device).copied(self.direction, self.count)
 
 
+def _check_range(name: str, ptr: int, count: int, alloc: Allocation | None) -> None:
+    if alloc is not None and ptr - alloc.base + count > alloc.size:
+        raise Fail(
+            _BAD,
+            f"{name} range 0x{ptr:x}+{count} runs past the end of its allocation (0x{alloc.base:x}, {alloc.size} bytes)",
+        )
+
+
+def _check_async(direction: str, ends: tuple[tuple[str, int, int], ...]) -> None:
+    """What memcpy_async needs besides memcpy: device memory at one end, pinned host memory, 64-byte alignment."""
+    if direction == "h2h":
+        raise Fail(C.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "memcpy_async does not support host-to-host copies")
+    for name, ptr, kind in ends:
+        if kind == HOST:
+            raise Fail(
+                _BAD,
+                f"{name} 0x{ptr:x} is host memory that did not come from acl.rt.malloc_host; memcpy_async needs "
+                "pinned host memory (real hardware accepts the call and then copies garbage or crashes, the "
+                "simulator refuses it)",
+            )
+        if ptr % 64:
+            raise Fail(
+                C.ACL_ERROR_RT_ADDR_UNALIGNED,
+                f"memcpy_async needs 64-byte aligned addresses; {name} 0x{ptr:x} is not",
+            )
+
+
+class Place(NamedTuple):
+    """Where a pointer points: HOST, DEVICE, PINNED or INVALID (with ``why``), and the allocation holding it."""
+
+    kind: int
+    alloc: Allocation | None
+    why: str = ""
+
+    def real(self, ptr: int) -> int:
+        """Where ``ptr``'s bytes really are in this process."""
+        return ptr if self.alloc is None else self.alloc.addr + (ptr - self.alloc.base)
+
+
 class Memory:
     """All memory of one initialised simulator: one arena per device plus pinned host memory."""
 
@@ -242,108 +283,78 @@ class Memory:
         self.devices = [DeviceArena(d, capacity) for d in range(devices)]
         self.pinned = PinnedArena()
 
-    def locate(self, ptr: int) -> tuple[int, Allocation | None, str]:
-        """(HOST | DEVICE | PINNED | INVALID, allocation, why-invalid)."""
+    def locate(self, ptr: int) -> Place:
         if ptr >= 1 << DEVICE_SHIFT:
             d = (ptr >> DEVICE_SHIFT) - 1
             if d < len(self.devices):
                 alloc = self.devices[d].find(ptr)
                 if alloc is None:
-                    return (
+                    return Place(
                         INVALID,
                         None,
                         f"0x{ptr:x} is not inside a live allocation of device {d} (freed, never allocated, or past the end)",
                     )
-                return DEVICE, alloc, ""
+                return Place(DEVICE, alloc)
             if ptr >= HANDLE_BASE:
-                return (
+                return Place(
                     INVALID,
                     None,
                     f"0x{ptr:x} is a simulator handle (context, stream, dataset, ...), not memory",
                 )
-            return INVALID, None, f"0x{ptr:x} is not a valid address"
+            return Place(INVALID, None, f"0x{ptr:x} is not a valid address")
         if ptr < 4096:
-            return INVALID, None, f"0x{ptr:x} is a null pointer"
+            return Place(INVALID, None, f"0x{ptr:x} is a null pointer")
         alloc = self.pinned.find(ptr)
         if alloc is not None:
-            return PINNED, alloc, ""
-        return HOST, None, ""
+            return Place(PINNED, alloc)
+        return Place(HOST, None)
 
     def plan_copy(
         self, dst: int, dest_max: int, src: int, count: int, kind: int, ctx_device: int, *, asynchronous: bool
     ) -> CopyPlan:
         """Check a memcpy as the runtime would; raises Fail."""
-        bad = C.ACL_ERROR_INVALID_PARAM
         if kind not in _KIND_NAMES:
-            raise Fail(bad, f"kind {kind} is not an aclrtMemcpyKind (0 host-to-host ... 4 default)")
+            raise Fail(_BAD, f"kind {kind} is not an aclrtMemcpyKind (0 host-to-host ... 4 default)")
         if count > dest_max:
-            raise Fail(bad, f"count {count} is larger than dest_max {dest_max}")
-        d_kind, d_alloc, d_why = self.locate(dst)
-        if d_kind == INVALID:
-            raise Fail(bad, f"dst {d_why}")
-        s_kind, s_alloc, s_why = self.locate(src)
-        if s_kind == INVALID:
-            raise Fail(bad, f"src {s_why}")
-        direction = ("d" if s_kind == DEVICE else "h") + "2" + ("d" if d_kind == DEVICE else "h")
+            raise Fail(_BAD, f"count {count} is larger than dest_max {dest_max}")
+        to, source = self._valid("dst", dst), self._valid("src", src)
+        direction = ("d" if source.kind == DEVICE else "h") + "2" + ("d" if to.kind == DEVICE else "h")
         if kind != C.ACL_MEMCPY_DEFAULT and _KIND_DIRECTION[kind] != direction:
             where = {"h": "host", "d": "device"}
             raise Fail(
-                bad,
-                (
-                    f"kind {_KIND_NAMES[kind]} does not match the pointers: src 0x{src:x} is {where[direction[0]]} "
-                    f"memory and dst 0x{dst:x} is {where[direction[2]]} memory (the run mode is ACL_HOST)"
-                ),
+                _BAD,
+                f"kind {_KIND_NAMES[kind]} does not match the pointers: src 0x{src:x} is {where[direction[0]]} "
+                f"memory and dst 0x{dst:x} is {where[direction[2]]} memory (the run mode is ACL_HOST)",
             )
-        for name, ptr, alloc in (("dst", dst, d_alloc), ("src", src, s_alloc)):
-            if alloc is not None and ptr - alloc.base + count > alloc.size:
-                raise Fail(
-                    bad,
-                    (
-                        f"{name} range 0x{ptr:x}+{count} runs past the end of its allocation "
-                        f"(0x{alloc.base:x}, {alloc.size} bytes)"
-                    ),
-                )
+        _check_range("dst", dst, count, to.alloc)
+        _check_range("src", src, count, source.alloc)
         if asynchronous:
-            if direction == "h2h":
-                raise Fail(
-                    C.ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "memcpy_async does not support host-to-host copies"
-                )
-            for name, ptr, k in (("dst", dst, d_kind), ("src", src, s_kind)):
-                if k == HOST:
-                    raise Fail(
-                        bad,
-                        (
-                            f"{name} 0x{ptr:x} is host memory that did not come from acl.rt.malloc_host; "
-                            "memcpy_async needs pinned host memory (real hardware accepts the call and then copies "
-                            "garbage or crashes, the simulator refuses it)"
-                        ),
-                    )
-                if ptr % 64:
-                    raise Fail(
-                        C.ACL_ERROR_RT_ADDR_UNALIGNED,
-                        f"memcpy_async needs 64-byte aligned addresses; {name} 0x{ptr:x} is not",
-                    )
-        if direction == "h2d" or direction == "d2d":
-            device = d_alloc.device  # type: ignore[union-attr]
-        elif direction == "d2h":
-            device = s_alloc.device  # type: ignore[union-attr]
+            _check_async(direction, (("dst", dst, to.kind), ("src", src, source.kind)))
+        if to.alloc is not None and direction in ("h2d", "d2d"):
+            device = to.alloc.device
+        elif source.alloc is not None and direction == "d2h":
+            device = source.alloc.device
         else:
             device = ctx_device
-        real_dst = dst if d_alloc is None else d_alloc.addr + (dst - d_alloc.base)
-        real_src = src if s_alloc is None else s_alloc.addr + (src - s_alloc.base)
-        return CopyPlan(real_dst, real_src, count, direction, device, d_alloc, s_alloc)
+        return CopyPlan(to.real(dst), source.real(src), count, direction, device, to.alloc, source.alloc)
 
-    def plan_memset(self, ptr: int, max_count: int, count: int) -> tuple[int, Allocation | None]:
-        """(real address, allocation) to set ``count`` bytes at ``ptr``; raises Fail."""
-        bad = C.ACL_ERROR_INVALID_PARAM
+    def _valid(self, name: str, ptr: int) -> Place:
+        place = self.locate(ptr)
+        if place.kind == INVALID:
+            raise Fail(_BAD, f"{name} {place.why}")
+        return place
+
+    def plan_memset(self, ptr: int, max_count: int, count: int) -> Place:
+        """Where ``count`` bytes at ``ptr`` are to be set, checked; raises Fail."""
         if count > max_count:
-            raise Fail(bad, f"count {count} is larger than max_count {max_count}")
-        kind, alloc, why = self.locate(ptr)
-        if kind == INVALID:
-            raise Fail(bad, why)
-        if alloc is not None and ptr - alloc.base + count > alloc.size:
+            raise Fail(_BAD, f"count {count} is larger than max_count {max_count}")
+        place = self.locate(ptr)
+        if place.kind == INVALID:
+            raise Fail(_BAD, place.why)
+        if place.alloc is not None and ptr - place.alloc.base + count > place.alloc.size:
             raise Fail(
-                bad,
-                f"range 0x{ptr:x}+{count} runs past the end of its allocation (0x{alloc.base:x}, {alloc.size} bytes)",
+                _BAD,
+                f"range 0x{ptr:x}+{count} runs past the end of its allocation (0x{place.alloc.base:x}, "
+                f"{place.alloc.size} bytes)",
             )
-        return (ptr if alloc is None else alloc.addr + (ptr - alloc.base)), alloc
+        return place

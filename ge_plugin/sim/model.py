@@ -46,8 +46,9 @@ class IoDesc:
         self.onnx_name = onnx_name
 
 
-class Gear:
-    """One gear: the values that select it and the concrete dims of every data input and output."""
+class OmGear:
+    """One gear as the sim OM records it: the values that select it and the concrete dims of every data input
+    and output. (``ge_plugin.engine.gears.Gear`` is the engine's view of a gear, read through pyACL.)"""
 
     __slots__ = ("index", "input_dims", "input_sizes", "label", "output_dims", "output_sizes", "values")
 
@@ -68,6 +69,72 @@ def _numpy(acl_dtype: int) -> np.dtype:
         raise ModelFileError(str(exc)) from None
 
 
+def _one_of(value: str, allowed: Sequence[str], what: str) -> str:
+    if value not in allowed:
+        raise ValueError(f"{what} {value!r}")
+    return value
+
+
+def _gears(
+    mode: str, raw_gears: list[dict[str, Any]], raw_in: list[dict], raw_out: list[dict]
+) -> list[OmGear]:
+    """The header's gears (a static model: one, at the inputs' and outputs' own dims), each listing every
+    input and output."""
+    in_np = [_numpy(int(i["dtype"])) for i in raw_in]
+    out_np = [_numpy(int(o["dtype"])) for o in raw_out]
+    if mode == "static":
+        raw_gears = [
+            {"values": [], "inputs": [i["dims"] for i in raw_in], "outputs": [o["dims"] for o in raw_out]}
+        ]
+    gears = [
+        OmGear(n, tuple(int(v) for v in g["values"]), g["inputs"], g["outputs"], in_np, out_np)
+        for n, g in enumerate(raw_gears)
+    ]
+    if not gears:
+        raise ValueError("no gears")
+    for gear in gears:
+        if len(gear.input_dims) != len(raw_in) or len(gear.output_dims) != len(raw_out):
+            raise ValueError(f"gear {gear.label} does not list every input and output")
+    return gears
+
+
+def _input_desc(n: int, raw: dict[str, Any], gears: Sequence[OmGear]) -> IoDesc:
+    """Data input ``n``: its header dims (-1 where gears differ), its size at the largest gear."""
+    return IoDesc(
+        raw["name"],
+        int(raw["dtype"]),
+        int(raw["format"]),
+        tuple(int(d) for d in raw["dims"]),
+        max(g.input_sizes[n] for g in gears),
+        int(raw.get("graph_dtype", raw["dtype"])),
+        raw["name"],
+    )
+
+
+def _output_desc(n: int, raw: dict[str, Any], gears: Sequence[OmGear]) -> IoDesc:
+    """Output ``n`` at the gear where it is largest: its dims and size there."""
+    biggest = max(gears, key=lambda g: (g.output_sizes[n], g.index))
+    return IoDesc(
+        raw["name"],
+        int(raw["dtype"]),
+        int(raw["format"]),
+        biggest.output_dims[n],
+        biggest.output_sizes[n],
+        int(raw.get("graph_dtype", raw["dtype"])),
+        raw.get("onnx_name", raw["name"]),
+    )
+
+
+def _mbatch_desc(gears: Sequence[OmGear]) -> IoDesc:
+    """``ascend_mbatch_shape_data``: int64, ND, one element per value that selects a gear."""
+    count = len(gears[0].values)
+    if count == 0 or any(len(g.values) != count for g in gears):
+        raise ValueError("gears select with different numbers of values")
+    return IoDesc(
+        C.ACL_DYNAMIC_TENSOR_NAME, C.ACL_INT64, C.ACL_FORMAT_ND, (count,), count * 8, C.ACL_INT64, ""
+    )
+
+
 class ModelInfo:
     """Everything get_desc exposes, plus the gear table execute needs."""
 
@@ -81,77 +148,19 @@ class ModelInfo:
 
     def _parse(self, header: dict[str, Any]) -> None:
         self.header = header
-        self.precision = header["precision"]
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision {self.precision!r}")
+        self.precision = _one_of(header["precision"], PRECISIONS, "precision")
         dynamic = header["dynamic"]
-        self.mode = dynamic["mode"]
-        if self.mode not in MODES:
-            raise ValueError(f"dynamic mode {self.mode!r}")
+        self.mode = _one_of(dynamic["mode"], MODES, "dynamic mode")
         raw_in, raw_out = header["inputs"], header["outputs"]
-        in_np = [_numpy(int(i["dtype"])) for i in raw_in]
-        out_np = [_numpy(int(o["dtype"])) for o in raw_out]
-        raw_gears = dynamic["gears"]
-        if self.mode == "static":
-            raw_gears = [
-                {"values": [], "inputs": [i["dims"] for i in raw_in], "outputs": [o["dims"] for o in raw_out]}
-            ]
-        self.gears = [
-            Gear(n, tuple(int(v) for v in g["values"]), g["inputs"], g["outputs"], in_np, out_np)
-            for n, g in enumerate(raw_gears)
-        ]
-        if not self.gears:
-            raise ValueError("no gears")
-        for gear in self.gears:
-            if len(gear.input_dims) != len(raw_in) or len(gear.output_dims) != len(raw_out):
-                raise ValueError(f"gear {gear.label} does not list every input and output")
+        self.gears = _gears(self.mode, dynamic["gears"], raw_in, raw_out)
         self.gear_by_values = {g.values: g for g in self.gears}
         self.n_data = len(raw_in)
-        self.inputs = [
-            IoDesc(
-                i["name"],
-                int(i["dtype"]),
-                int(i["format"]),
-                tuple(int(d) for d in i["dims"]),
-                max(g.input_sizes[n] for g in self.gears),
-                int(i.get("graph_dtype", i["dtype"])),
-                i["name"],
-            )
-            for n, i in enumerate(raw_in)
-        ]
-        self.outputs = []
-        self.max_output_dims = []
-        for n, o in enumerate(raw_out):
-            biggest = max(self.gears, key=lambda g: (g.output_sizes[n], g.index))
-            self.max_output_dims.append(biggest.output_dims[n])
-            self.outputs.append(
-                IoDesc(
-                    o["name"],
-                    int(o["dtype"]),
-                    int(o["format"]),
-                    biggest.output_dims[n],
-                    biggest.output_sizes[n],
-                    int(o.get("graph_dtype", o["dtype"])),
-                    o.get("onnx_name", o["name"]),
-                )
-            )
+        self.inputs = [_input_desc(n, i, self.gears) for n, i in enumerate(raw_in)]
+        self.outputs = [_output_desc(n, o, self.gears) for n, o in enumerate(raw_out)]
         self.mbatch_index: int | None = None
         if self.mode != "static":
-            count = len(self.gears[0].values)
-            if count == 0 or any(len(g.values) != count for g in self.gears):
-                raise ValueError("gears select with different numbers of values")
             self.mbatch_index = len(self.inputs)
-            self.inputs.append(
-                IoDesc(
-                    C.ACL_DYNAMIC_TENSOR_NAME,
-                    C.ACL_INT64,
-                    C.ACL_FORMAT_ND,
-                    (count,),
-                    count * 8,
-                    C.ACL_INT64,
-                    "",
-                )
-            )
+            self.inputs.append(_mbatch_desc(self.gears))
         self.input_index = {d.name: n for n, d in enumerate(self.inputs)}
         self.output_index = {d.name: n for n, d in enumerate(self.outputs)}
 
@@ -162,11 +171,11 @@ class ModelInfo:
             (n, k) for n, d in enumerate(self.inputs[: self.n_data]) for k, v in enumerate(d.dims) if v < 0
         ]
 
-    def concatenated_dims(self, gear: Gear) -> list[int]:
+    def concatenated_dims(self, gear: OmGear) -> list[int]:
         """All data inputs' dims at ``gear``, concatenated: what get_input_dynamic_dims reports."""
         return [v for dims in gear.input_dims for v in dims]
 
-    def gear_for_dims(self, dims: Sequence[int]) -> Gear | None:
+    def gear_for_dims(self, dims: Sequence[int]) -> OmGear | None:
         """The gear whose concatenated input dims are ``dims``."""
         for gear in self.gears:
             if self.concatenated_dims(gear) == list(dims):

@@ -9,12 +9,16 @@ returns ACL_ERROR_RT_STREAM_CONTEXT, 107003); device memory is accounted against
 """
 
 import ctypes as _ctypes
+from collections.abc import Callable as _Callable
+from typing import NamedTuple as _NamedTuple
 
 from ge_plugin import acl_constants as _C
 from ge_plugin.sim import _args as _a
 from ge_plugin.sim import _codes as _K
 from ge_plugin.sim import _state as _s
 from ge_plugin.sim import faults as _faults
+from ge_plugin.sim._api import acl_call as _acl_call
+from ge_plugin.sim._api import value_and_ret as _value_and_ret
 from ge_plugin.sim._fail import Fail as _Fail
 from ge_plugin.sim._rt_events import (
     create_event,
@@ -31,11 +35,14 @@ from ge_plugin.sim._rt_events import (
     synchronize_event_with_timeout,
     unsubscribe_report,
 )
+from ge_plugin.sim._rt_events import seconds as _seconds
+from ge_plugin.sim._rt_events import timeout_ms as _timeout_ms
 from ge_plugin.sim.memory import DEVICE as _DEVICE
 from ge_plugin.sim.memory import PINNED as _PINNED
 from ge_plugin.sim.memory import Allocation as _Allocation
 from ge_plugin.sim.memory import align_up as _align_up
 from ge_plugin.sim.memory import malloc_size as _malloc_size
+from ge_plugin.sim.streams import Stream as _Stream
 
 __all__ = [
     "create_context",
@@ -83,235 +90,152 @@ __all__ = [
 _SIM = _s.SIM
 
 
-def _fault(api: str) -> None:
-    if _faults.RULES:
-        _s.check_fault(api)
-
-
 # -- devices and contexts -------------------------------------------------------------------------------
 
 
+@_acl_call("acl.rt.set_device", _a.i)
 def set_device(device_id: int, /) -> int:
     """``ret``; opens the device (reference-counted) and makes its default context current in this thread."""
-    call = "acl.rt.set_device"
-    device_id = _a.i(call, 1, device_id)
-    try:
-        _fault("rt.set_device")
-        _s.require_init()
-        with _SIM.lock:
-            dev = _s.device(device_id)
-            dev.refcount += 1
-            if dev.default_context is None:
-                dev.default_context = _s.create_context(device_id, default=True)
-            _s.set_current(dev.default_context)
-        return 0
-    except _Fail as fail:
-        return _s.failed(call, fail)
+    with _SIM.lock:
+        dev = _s.device(device_id)
+        dev.refcount += 1
+        if dev.default_context is None:
+            dev.default_context = _s.create_context(device_id, default=True)
+        _s.set_current(dev.default_context)
+    return 0
 
 
+@_acl_call("acl.rt.reset_device", _a.i)
 def reset_device(device_id: int, /) -> int:
     """``ret``; the last reset releases the device's contexts, streams, models and memory."""
-    call = "acl.rt.reset_device"
-    device_id = _a.i(call, 1, device_id)
-    try:
-        _fault("rt.reset_device")
-        _s.require_init()
-        with _SIM.lock:
-            dev = _s.device(device_id)
-            if dev.refcount > 0:
-                dev.refcount -= 1
-                if dev.refcount == 0:
-                    _s.release_device(dev)
-        return 0
-    except _Fail as fail:
-        return _s.failed(call, fail)
+    with _SIM.lock:
+        dev = _s.device(device_id)
+        if dev.refcount > 0:
+            dev.refcount -= 1
+            if dev.refcount == 0:
+                _s.release_device(dev)
+    return 0
 
 
+@_acl_call("acl.rt.get_device", failure=_value_and_ret(0))
 def get_device() -> tuple[int, int]:
     """``device_id, ret``: the device of this thread's current context."""
-    try:
-        _fault("rt.get_device")
-        _s.require_init()
-        return _s.current_context().device, 0
-    except _Fail as fail:
-        return 0, _s.failed("acl.rt.get_device", fail)
+    return _s.current_context().device, 0
 
 
+@_acl_call("acl.rt.get_device_count", failure=_value_and_ret(0))
 def get_device_count() -> tuple[int, int]:
     """``count, ret``."""
-    try:
-        _fault("rt.get_device_count")
-        _s.require_init()
-        return len(_SIM.devices), 0
-    except _Fail as fail:
-        return 0, _s.failed("acl.rt.get_device_count", fail)
+    return len(_SIM.devices), 0
 
 
+@_acl_call("acl.rt.create_context", _a.i, failure=_value_and_ret(0))
 def create_context(device_id: int, /) -> tuple[int, int]:
     """``context, ret``; the new context becomes this thread's current context."""
-    call = "acl.rt.create_context"
-    device_id = _a.i(call, 1, device_id)
-    try:
-        _fault("rt.create_context")
-        _s.require_init()
-        with _SIM.lock:
-            _s.device(device_id)
-            ctx = _s.create_context(device_id, default=False)
-        _s.set_current(ctx)
-        return ctx.handle, 0
-    except _Fail as fail:
-        return 0, _s.failed(call, fail)
+    with _SIM.lock:
+        _s.device(device_id)
+        ctx = _s.create_context(device_id, default=False)
+    _s.set_current(ctx)
+    return ctx.handle, 0
 
 
+@_acl_call("acl.rt.set_context", _a.k)
 def set_context(context: int, /) -> int:
     """``ret``; makes ``context`` this thread's current context (every worker thread must)."""
-    call = "acl.rt.set_context"
-    context = _a.k(call, 1, context)
-    try:
-        _fault("rt.set_context")
-        _s.require_init()
-        _s.set_current(_s.context(context))
-        return 0
-    except _Fail as fail:
-        return _s.failed(call, fail)
+    _s.set_current(_s.context(context))
+    return 0
 
 
+@_acl_call("acl.rt.get_context", failure=_value_and_ret(0))
 def get_context() -> tuple[int, int]:
     """``context, ret``; (0, 107002) when this thread has none."""
-    try:
-        _fault("rt.get_context")
-        _s.require_init()
-        return _s.current_context().handle, 0
-    except _Fail as fail:
-        return 0, _s.failed("acl.rt.get_context", fail)
+    return _s.current_context().handle, 0
 
 
+@_acl_call("acl.rt.destroy_context", _a.k)
 def destroy_context(context: int, /) -> int:
     """``ret``; only for contexts from create_context. Its streams are destroyed with it."""
-    call = "acl.rt.destroy_context"
-    context = _a.k(call, 1, context)
-    try:
-        _fault("rt.destroy_context")
-        _s.require_init()
-        with _SIM.lock:
-            ctx = _s.context(context)
-            if ctx.default:
-                raise _Fail(
-                    _C.ACL_ERROR_INVALID_PARAM,
-                    f"0x{context:x} is the default context of device {ctx.device}; acl.rt.reset_device releases it",
-                )
-            _s.destroy_context(ctx)
-        return 0
-    except _Fail as fail:
-        return _s.failed(call, fail)
+    with _SIM.lock:
+        ctx = _s.context(context)
+        if ctx.default:
+            raise _Fail(
+                _C.ACL_ERROR_INVALID_PARAM,
+                f"0x{context:x} is the default context of device {ctx.device}; acl.rt.reset_device releases it",
+            )
+        _s.destroy_context(ctx)
+    return 0
 
 
+@_acl_call("acl.rt.get_run_mode", init=False, failure=_value_and_ret(0))
 def get_run_mode() -> tuple[int, int]:
     """``run_mode, ret``: always ACL_HOST (1), a PCIe card in a server."""
-    try:
-        _fault("rt.get_run_mode")
-        return _C.ACL_HOST, 0
-    except _Fail as fail:
-        return 0, _s.failed("acl.rt.get_run_mode", fail)
+    return _C.ACL_HOST, 0
 
 
 # -- streams --------------------------------------------------------------------------------------------
 
 
+@_acl_call("acl.rt.create_stream", failure=_value_and_ret(0))
 def create_stream() -> tuple[int, int]:
     """``stream, ret``: a stream of the current context, with its own worker thread."""
-    try:
-        _fault("rt.create_stream")
-        _s.require_init()
-        return _s.create_stream(_s.current_context()).handle, 0
-    except _Fail as fail:
-        return 0, _s.failed("acl.rt.create_stream", fail)
+    return _s.create_stream(_s.current_context()).handle, 0
 
 
+@_acl_call("acl.rt.create_stream_with_config", _a.i, _a.i, failure=_value_and_ret(0))
 def create_stream_with_config(priority: int, flag: int, /) -> tuple[int, int]:
     """``stream, ret``: create_stream with a priority (0 highest .. 7, clamped) and ACL_STREAM_* flags.
 
     The simulated device serves executes first come, first served, so neither changes scheduling here; any
     flag value is accepted, as the CANN docs say other values give a plain stream.
     """
-    call = "acl.rt.create_stream_with_config"
-    _a.i(call, 1, priority)
-    _a.i(call, 2, flag)
-    try:
-        _fault("rt.create_stream_with_config")
-        _s.require_init()
-        return _s.create_stream(_s.current_context()).handle, 0
-    except _Fail as fail:
-        return 0, _s.failed(call, fail)
+    return _s.create_stream(_s.current_context()).handle, 0
 
 
+@_acl_call("acl.rt.destroy_stream", _a.k)
 def destroy_stream(stream: int, /) -> int:
     """``ret``; waits for the stream's pending work first."""
-    call = "acl.rt.destroy_stream"
-    stream = _a.k(call, 1, stream)
-    try:
-        _fault("rt.destroy_stream")
-        _s.require_init()
-        if stream == 0:
-            raise _Fail(_C.ACL_ERROR_INVALID_PARAM, "the default stream (0) cannot be destroyed")
-        _s.destroy_stream(_s.stream(stream, _s.current_context()))
-        return 0
-    except _Fail as fail:
-        return _s.failed(call, fail)
+    if stream == 0:
+        raise _Fail(_C.ACL_ERROR_INVALID_PARAM, "the default stream (0) cannot be destroyed")
+    _s.destroy_stream(_s.stream(stream, _s.current_context()))
+    return 0
 
 
-def _synchronize(call: str, api: str, stream: int, timeout_s: "float | None") -> int:
-    try:
-        _fault(api)
-        _s.require_init()
-        error = _s.stream(stream, _s.current_context()).synchronize(timeout_s)
-    except _Fail as fail:
-        return _s.failed(call, fail)
+def _synchronize(call: str, stream: int, timeout_s: "float | None") -> int:
+    error = _s.stream(stream, _s.current_context()).synchronize(timeout_s)
     # Reported, not raised: raising would tie the stored error's traceback to this frame, whose ``error``
     # refers back to it, a cycle that keeps the caller's frames (and their arrays) until a gc run.
     return 0 if error is None else _s.failed(call, error)
 
 
+@_acl_call("acl.rt.synchronize_stream", _a.k)
 def synchronize_stream(stream: int, /) -> int:
     """``ret``: waits (without the GIL) for the stream's tasks; the first error any of them hit."""
-    call = "acl.rt.synchronize_stream"
-    return _synchronize(call, "rt.synchronize_stream", _a.k(call, 1, stream), None)
+    return _synchronize("acl.rt.synchronize_stream", stream, None)
 
 
+@_acl_call("acl.rt.synchronize_stream_with_timeout", _a.k, _timeout_ms)
 def synchronize_stream_with_timeout(stream: int, timeout: int, /) -> int:
     """``ret``; ``timeout`` in ms, -1 waits forever; 507046 when it expires."""
-    call = "acl.rt.synchronize_stream_with_timeout"
-    stream = _a.k(call, 1, stream)
-    timeout = _a.i(call, 2, timeout)
-    if timeout < -1:
-        return _s.failed(call, _Fail(_C.ACL_ERROR_INVALID_PARAM, f"timeout {timeout} ms; use -1 or >= 0"))
-    return _synchronize(
-        call, "rt.synchronize_stream_with_timeout", stream, None if timeout == -1 else timeout / 1000
-    )
+    return _synchronize("acl.rt.synchronize_stream_with_timeout", stream, _seconds(timeout))
 
 
+@_acl_call("acl.rt.synchronize_device")
 def synchronize_device() -> int:
     """``ret``: waits for every stream of the current context's device."""
-    call = "acl.rt.synchronize_device"
-    try:
-        _fault("rt.synchronize_device")
-        _s.require_init()
-        device = _s.current_context().device
-        streams = []
-        for ctx in list(_SIM.contexts.values()):
-            if ctx.device == device:
-                streams.extend(ctx.streams.values())
-                if ctx.default_stream is not None:
-                    streams.append(ctx.default_stream)
-        first = None
-        for stream in streams:
-            error = stream.synchronize()
-            first = first or error
-        if first is not None:
-            raise first
-        return 0
-    except _Fail as fail:
-        return _s.failed(call, fail)
+    device = _s.current_context().device
+    streams: list[_Stream] = []
+    for ctx in list(_SIM.contexts.values()):
+        if ctx.device == device:
+            streams.extend(ctx.streams.values())
+            if ctx.default_stream is not None:
+                streams.append(ctx.default_stream)
+    first = None
+    for stream in streams:
+        error = stream.synchronize()
+        first = first or error
+    if first is not None:
+        raise first
+    return 0
 
 
 # -- memory ---------------------------------------------------------------------------------------------
@@ -322,226 +246,166 @@ def _check_policy(policy: int) -> None:
         raise _Fail(_C.ACL_ERROR_INVALID_PARAM, f"malloc policy {policy} is not an aclrtMemMallocPolicy")
 
 
-def _device_malloc(call: str, api: str, size: int, policy: int, accounted: int) -> tuple[int, int]:
-    try:
-        _fault(api)
-        _s.require_init()
-        ctx = _s.current_context()
-        if size == 0:
-            raise _Fail(_C.ACL_ERROR_INVALID_PARAM, "size must not be 0")
-        _check_policy(policy)
-        arena = _SIM.memory.devices[ctx.device]
-        alloc = arena.malloc(size, accounted)
-        if alloc is None:
-            raise _Fail(
-                _C.ACL_ERROR_RT_MEMORY_ALLOCATION,
-                f"device {ctx.device} is out of memory: {size} bytes ({accounted} with rounding) requested, "
-                f"{arena.capacity - arena.used} of {arena.capacity} free (GE_PLUGIN_SIM_DEVICE_MEMORY_MB)",
-            )
-        return alloc.base, 0
-    except _Fail as fail:
-        return 0, _s.failed(call, fail)
+def _device_malloc(size: int, policy: int, accounted: int) -> tuple[int, int]:
+    """``(dev_ptr, 0)``: ``size`` bytes of the current device, ``accounted`` charged to it; raises Fail."""
+    ctx = _s.current_context()
+    if size == 0:
+        raise _Fail(_C.ACL_ERROR_INVALID_PARAM, "size must not be 0")
+    _check_policy(policy)
+    arena = _s.memory().devices[ctx.device]
+    alloc = arena.malloc(size, accounted)
+    if alloc is None:
+        raise _Fail(
+            _C.ACL_ERROR_RT_MEMORY_ALLOCATION,
+            f"device {ctx.device} is out of memory: {size} bytes ({accounted} with rounding) requested, "
+            f"{arena.capacity - arena.used} of {arena.capacity} free (GE_PLUGIN_SIM_DEVICE_MEMORY_MB)",
+        )
+    return alloc.base, 0
 
 
+@_acl_call("acl.rt.malloc", _a.k, _a.i, failure=_value_and_ret(0))
 def malloc(size: int, policy: int, /) -> tuple[int, int]:
     """``dev_ptr, ret``; the device takes ``size`` rounded up to 32 bytes plus 32; not initialised."""
-    call = "acl.rt.malloc"
-    size = _a.k(call, 1, size)
-    policy = _a.i(call, 2, policy)
-    return _device_malloc(call, "rt.malloc", size, policy, _malloc_size(size))
+    return _device_malloc(size, policy, _malloc_size(size))
 
 
+@_acl_call("acl.rt.malloc_align32", _a.k, _a.i, failure=_value_and_ret(0))
 def malloc_align32(size: int, policy: int, /) -> tuple[int, int]:
     """``dev_ptr, ret``; rounded up to 32 bytes only."""
-    call = "acl.rt.malloc_align32"
-    size = _a.k(call, 1, size)
-    policy = _a.i(call, 2, policy)
-    return _device_malloc(call, "rt.malloc_align32", size, policy, _align_up(max(size, 1), 32))
+    return _device_malloc(size, policy, _align_up(max(size, 1), 32))
 
 
+@_acl_call("acl.rt.malloc_cached", _a.k, _a.i, failure=_value_and_ret(0))
 def malloc_cached(size: int, policy: int, /) -> tuple[int, int]:
     """``dev_ptr, ret``; the simulator has no cache, so this is malloc."""
-    call = "acl.rt.malloc_cached"
-    size = _a.k(call, 1, size)
-    policy = _a.i(call, 2, policy)
-    return _device_malloc(call, "rt.malloc_cached", size, policy, _malloc_size(size))
+    return _device_malloc(size, policy, _malloc_size(size))
 
 
+@_acl_call("acl.rt.free", _a.k)
 def free(dev_ptr: int, /) -> int:
     """``ret``; only the start of an allocation from malloc; no implicit synchronisation."""
-    call = "acl.rt.free"
-    dev_ptr = _a.k(call, 1, dev_ptr)
-    try:
-        _fault("rt.free")
-        _s.require_init()
-        kind, alloc, why = _SIM.memory.locate(dev_ptr)
-        if kind == _PINNED:
-            raise _Fail(
-                _C.ACL_ERROR_INVALID_PARAM,
-                f"0x{dev_ptr:x} is pinned host memory; free it with acl.rt.free_host",
-            )
-        if kind != _DEVICE:
-            raise _Fail(_C.ACL_ERROR_INVALID_PARAM, why or f"0x{dev_ptr:x} is host memory, not device memory")
-        if alloc.base != dev_ptr:
-            raise _Fail(
-                _C.ACL_ERROR_INVALID_PARAM,
-                f"0x{dev_ptr:x} is inside the allocation at 0x{alloc.base:x}; free takes the address malloc returned",
-            )
-        _SIM.memory.devices[alloc.device].free(dev_ptr)
-        return 0
-    except _Fail as fail:
-        return _s.failed(call, fail)
+    kind, alloc, why = _s.memory().locate(dev_ptr)
+    if kind == _PINNED:
+        raise _Fail(
+            _C.ACL_ERROR_INVALID_PARAM,
+            f"0x{dev_ptr:x} is pinned host memory; free it with acl.rt.free_host",
+        )
+    if kind != _DEVICE or alloc is None:
+        raise _Fail(_C.ACL_ERROR_INVALID_PARAM, why or f"0x{dev_ptr:x} is host memory, not device memory")
+    if alloc.base != dev_ptr:
+        raise _Fail(
+            _C.ACL_ERROR_INVALID_PARAM,
+            f"0x{dev_ptr:x} is inside the allocation at 0x{alloc.base:x}; free takes the address malloc returned",
+        )
+    _s.memory().devices[alloc.device].free(dev_ptr)
+    return 0
 
 
+@_acl_call("acl.rt.malloc_host", _a.k, failure=_value_and_ret(0))
 def malloc_host(size: int, /) -> tuple[int, int]:
     """``host_ptr, ret``: pinned, 64-byte aligned host memory (real memory: host code writes into it)."""
-    call = "acl.rt.malloc_host"
-    size = _a.k(call, 1, size)
+    _s.current_context()
+    if size == 0:
+        raise _Fail(_C.ACL_ERROR_INVALID_PARAM, "size must not be 0")
     try:
-        _fault("rt.malloc_host")
-        _s.require_init()
-        _s.current_context()
-        if size == 0:
-            raise _Fail(_C.ACL_ERROR_INVALID_PARAM, "size must not be 0")
-        return _SIM.memory.pinned.malloc(size).base, 0
-    except _Fail as fail:
-        return 0, _s.failed(call, fail)
+        return _s.memory().pinned.malloc(size).base, 0
     except MemoryError:
-        return 0, _s.failed(call, _Fail(_C.ACL_ERROR_BAD_ALLOC, f"the host cannot provide {size} bytes"))
+        raise _Fail(_C.ACL_ERROR_BAD_ALLOC, f"the host cannot provide {size} bytes") from None
 
 
+@_acl_call("acl.rt.free_host", _a.k)
 def free_host(host_ptr: int, /) -> int:
     """``ret``; only for memory from malloc_host."""
-    call = "acl.rt.free_host"
-    host_ptr = _a.k(call, 1, host_ptr)
-    try:
-        _fault("rt.free_host")
-        _s.require_init()
-        kind, alloc, why = _SIM.memory.locate(host_ptr)
-        if kind != _PINNED or alloc.base != host_ptr:
-            detail = (
-                "device memory; free it with acl.rt.free"
-                if kind == _DEVICE
-                else "not the start of memory from acl.rt.malloc_host"
-            )
-            raise _Fail(_C.ACL_ERROR_INVALID_PARAM, why or f"0x{host_ptr:x} is {detail}")
-        _SIM.memory.pinned.free(host_ptr)
-        return 0
-    except _Fail as fail:
-        return _s.failed(call, fail)
+    kind, alloc, why = _s.memory().locate(host_ptr)
+    if kind != _PINNED or alloc is None or alloc.base != host_ptr:
+        detail = (
+            "device memory; free it with acl.rt.free"
+            if kind == _DEVICE
+            else "not the start of memory from acl.rt.malloc_host"
+        )
+        raise _Fail(_C.ACL_ERROR_INVALID_PARAM, why or f"0x{host_ptr:x} is {detail}")
+    _s.memory().pinned.free(host_ptr)
+    return 0
 
 
+@_acl_call("acl.rt.memcpy", _a.k, _a.k, _a.k, _a.k, _a.i)
 def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int, /) -> int:
     """``ret``: a synchronous copy; ``kind`` must match where ``dst`` and ``src`` live (or be ACL_MEMCPY_DEFAULT)."""
-    call = "acl.rt.memcpy"
-    dst = _a.k(call, 1, dst)
-    dest_max = _a.k(call, 2, dest_max)
-    src = _a.k(call, 3, src)
-    count = _a.k(call, 4, count)
-    kind = _a.i(call, 5, kind)
-    try:
-        _fault("rt.memcpy")
-        _s.require_init()
-        ctx = _s.current_context()
-        _SIM.memory.plan_copy(dst, dest_max, src, count, kind, ctx.device, asynchronous=False).run()
-        return 0
-    except _Fail as fail:
-        return _s.failed(call, fail)
+    ctx = _s.current_context()
+    _s.memory().plan_copy(dst, dest_max, src, count, kind, ctx.device, asynchronous=False).run()
+    return 0
 
 
 def _injected_task(code: int, api: str) -> None:
-    raise _Fail(code, f"fault injected by the ge-plugin simulator into acl.{api} (see ge_plugin.sim.faults)")
+    raise _s.injected(code, api)
 
 
+def _queue(target: _Stream, api: str, task: "_Callable[..., None]", *args: object) -> None:
+    """Queue ``task(*args)`` on ``target``; when a fault rule of ``api`` fires, a task failing with its code
+    instead (the call succeeds, synchronize_stream reports it)."""
+    injected = _faults.hit(api) if _faults.RULES else 0
+    if injected:
+        target.submit(_injected_task, injected, api)
+    else:
+        target.submit(task, *args)
+
+
+@_acl_call("acl.rt.memcpy_async", _a.k, _a.k, _a.k, _a.k, _a.i, _a.k, fault=None)
 def memcpy_async(dst: int, dest_max: int, src: int, count: int, kind: int, stream: int, /) -> int:
-    """``ret``: queues the copy on ``stream``; host memory must come from malloc_host, addresses 64-byte aligned."""
-    call = "acl.rt.memcpy_async"
-    dst = _a.k(call, 1, dst)
-    dest_max = _a.k(call, 2, dest_max)
-    src = _a.k(call, 3, src)
-    count = _a.k(call, 4, count)
-    kind = _a.i(call, 5, kind)
-    stream = _a.k(call, 6, stream)
-    try:
-        _s.require_init()
-        ctx = _s.current_context()
-        target = _s.stream(stream, ctx)
-        plan = _SIM.memory.plan_copy(dst, dest_max, src, count, kind, ctx.device, asynchronous=True)
-        injected = _faults.hit("rt.memcpy_async") if _faults.RULES else 0
-        if injected:
-            target.submit(_injected_task, injected, "rt.memcpy_async")
-        else:
-            target.submit(plan.run)
-        return 0
-    except _Fail as fail:
-        return _s.failed(call, fail)
+    """``ret``: queues the copy on ``stream``; host memory must come from malloc_host, addresses 64-byte aligned.
+
+    An injected fault is the task's: the call succeeds and synchronize_stream reports it."""
+    ctx = _s.current_context()
+    target = _s.stream(stream, ctx)
+    plan = _s.memory().plan_copy(dst, dest_max, src, count, kind, ctx.device, asynchronous=True)
+    _queue(target, "rt.memcpy_async", plan.run)
+    return 0
 
 
-def _memset_plan(ptr: int, max_count: int, value: int, count: int) -> tuple:
-    addr, alloc = _SIM.memory.plan_memset(ptr, max_count, count)
-    return addr, value & 0xFF, count, alloc
+class _MemsetPlan(_NamedTuple):
+    """A checked memset, run now (memset) or by the stream (memset_async)."""
+
+    addr: int  #: where the bytes really are in this process
+    value: int  #: the byte to write
+    nbytes: int
+    alloc: "_Allocation | None"  #: the allocation written into, None for other host memory
+
+    def run(self) -> None:
+        if self.alloc is not None and self.alloc.freed:
+            raise _Fail(_C.ACL_ERROR_RT_MEMORY_FREE, f"0x{self.alloc.base:x} was freed before the memset ran")
+        if self.nbytes:
+            _ctypes.memset(self.addr, self.value, self.nbytes)
 
 
-def _memset_run(addr: int, value: int, count: int, alloc: "_Allocation | None") -> None:
-    if alloc is not None and alloc.freed:
-        raise _Fail(_C.ACL_ERROR_RT_MEMORY_FREE, f"0x{alloc.base:x} was freed before the memset ran")
-    if count:
-        _ctypes.memset(addr, value, count)
+def _memset_plan(ptr: int, max_count: int, value: int, count: int) -> _MemsetPlan:
+    place = _s.memory().plan_memset(ptr, max_count, count)
+    return _MemsetPlan(place.real(ptr), value & 0xFF, count, place.alloc)
 
 
+@_acl_call("acl.rt.memset", _a.k, _a.k, _a.i, _a.k)
 def memset(dev_ptr: int, max_count: int, value: int, count: int, /) -> int:
     """``ret``: sets ``count`` bytes to ``value`` (its low byte), on device or host memory."""
-    call = "acl.rt.memset"
-    dev_ptr = _a.k(call, 1, dev_ptr)
-    max_count = _a.k(call, 2, max_count)
-    value = _a.i(call, 3, value)
-    count = _a.k(call, 4, count)
-    try:
-        _fault("rt.memset")
-        _s.require_init()
-        _s.current_context()
-        _memset_run(*_memset_plan(dev_ptr, max_count, value, count))
-        return 0
-    except _Fail as fail:
-        return _s.failed(call, fail)
+    _s.current_context()
+    _memset_plan(dev_ptr, max_count, value, count).run()
+    return 0
 
 
+@_acl_call("acl.rt.memset_async", _a.k, _a.k, _a.i, _a.k, _a.k, fault=None)
 def memset_async(dev_ptr: int, max_count: int, value: int, count: int, stream: int, /) -> int:
-    """``ret``: memset queued on ``stream``."""
-    call = "acl.rt.memset_async"
-    dev_ptr = _a.k(call, 1, dev_ptr)
-    max_count = _a.k(call, 2, max_count)
-    value = _a.i(call, 3, value)
-    count = _a.k(call, 4, count)
-    stream = _a.k(call, 5, stream)
-    try:
-        _s.require_init()
-        target = _s.stream(stream, _s.current_context())
-        plan = _memset_plan(dev_ptr, max_count, value, count)
-        injected = _faults.hit("rt.memset_async") if _faults.RULES else 0
-        if injected:
-            target.submit(_injected_task, injected, "rt.memset_async")
-        else:
-            target.submit(_memset_run, *plan)
-        return 0
-    except _Fail as fail:
-        return _s.failed(call, fail)
+    """``ret``: memset queued on ``stream`` (an injected fault is the task's, as for memcpy_async)."""
+    target = _s.stream(stream, _s.current_context())
+    _queue(target, "rt.memset_async", _memset_plan(dev_ptr, max_count, value, count).run)
+    return 0
 
 
+@_acl_call("acl.rt.get_mem_info", _a.i, failure=_value_and_ret(0, 0))
 def get_mem_info(attr: int, /) -> tuple[int, int, int]:
     """``free, total, ret`` of the current device (every aclrtMemAttr reports the same device memory)."""
-    call = "acl.rt.get_mem_info"
-    attr = _a.i(call, 1, attr)
-    try:
-        _fault("rt.get_mem_info")
-        _s.require_init()
-        ctx = _s.current_context()
-        if not _C.ACL_DDR_MEM <= attr <= _C.ACL_HBM_MEM_NORMAL:
-            raise _Fail(_C.ACL_ERROR_INVALID_PARAM, f"attr {attr} is not an aclrtMemAttr (0..5)")
-        arena = _SIM.memory.devices[ctx.device]
-        return arena.capacity - arena.used, arena.capacity, 0
-    except _Fail as fail:
-        return 0, 0, _s.failed(call, fail)
+    ctx = _s.current_context()
+    if not _C.ACL_DDR_MEM <= attr <= _C.ACL_HBM_MEM_NORMAL:
+        raise _Fail(_C.ACL_ERROR_INVALID_PARAM, f"attr {attr} is not an aclrtMemAttr (0..5)")
+    arena = _s.memory().devices[ctx.device]
+    return arena.capacity - arena.used, arena.capacity, 0
 
 
 #: get_device_info answers, per aclrtDevAttr (an Ascend 910B3's core counts; memory is the simulated capacity)
@@ -559,25 +423,18 @@ def _c_int(value: int) -> int:
     return value - (1 << 32) if value >= 1 << 31 else value
 
 
+@_acl_call("acl.rt.get_device_info", _a.u32, _a.u32, failure=_value_and_ret(0))
 def get_device_info(device_id: int, attr: int, /) -> tuple[int, int]:
     """``value, ret`` for an aclrtDevAttr: core counts and ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE (301).
 
     pyACL builds ``value`` (an int64) with ``"i"``, so it is truncated to a C int: a 32 GiB total reads 0.
     """
-    call = "acl.rt.get_device_info"
-    device_id = _a.u32(call, 1, device_id)
-    attr = _a.u32(call, 2, attr)
-    try:
-        _fault("rt.get_device_info")
-        _s.require_init()
-        _s.device(device_id)
-        if attr == _K.ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE:
-            return _c_int(_SIM.memory.devices[device_id].capacity), 0
-        if attr not in _DEVICE_INFO:
-            raise _Fail(
-                _C.ACL_ERROR_INVALID_PARAM,
-                f"attr {attr} is not an aclrtDevAttr the simulator answers ({sorted(_DEVICE_INFO)} and 301)",
-            )
-        return _DEVICE_INFO[attr], 0
-    except _Fail as fail:
-        return 0, _s.failed(call, fail)
+    _s.device(device_id)
+    if attr == _K.ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE:
+        return _c_int(_s.memory().devices[device_id].capacity), 0
+    if attr not in _DEVICE_INFO:
+        raise _Fail(
+            _C.ACL_ERROR_INVALID_PARAM,
+            f"attr {attr} is not an aclrtDevAttr the simulator answers ({sorted(_DEVICE_INFO)} and 301)",
+        )
+    return _DEVICE_INFO[attr], 0

@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 #: numpy C type numbers (what pyACL's ``npy_type`` takes) -> dtypes
-_NPY_TYPES = {
+_NPY_TYPES: dict[int, type[_np.generic]] = {
     0: _np.bool_,
     1: _np.int8,
     2: _np.uint8,
@@ -130,7 +130,7 @@ def ptr_to_numpy(ptr: int, shape: tuple, npy_type: int, /) -> _np.ndarray:
     for d in dims:
         count *= d
     raw = (_ctypes.c_char * (count * dtype.itemsize)).from_address(ptr)
-    return _np.frombuffer(raw, dtype=dtype, count=count).reshape(dims)
+    return _np.frombuffer(memoryview(raw), dtype=dtype, count=count).reshape(dims)
 
 
 class _Started:

@@ -30,8 +30,16 @@ from cattrs.gen import make_dict_structure_fn, mapping_structure_factory, overri
 from ge_plugin import dtypes
 from ge_plugin.errors import SpecError
 from ge_plugin.spec import validators as v
-from ge_plugin.spec.marks import Location, MarkedDocument, load_marked
-from ge_plugin.spec.model import NOT_IN_YAML, AtcValue, DimRef, DimsGearsInput, ModelSpec
+from ge_plugin.spec.marks import AliasExpansionError, Location, MarkedDocument, load_marked
+from ge_plugin.spec.model import (
+    NOT_IN_YAML,
+    AtcValue,
+    DimRef,
+    DimsGearsInput,
+    ModelSpec,
+    VersionFiles,
+    VersionPolicy,
+)
 
 SPEC_SUFFIXES = (".yaml", ".yml")
 
@@ -138,6 +146,8 @@ def _check_file(path: Path) -> Checked:
         return Checked(path, None, (f"{path}: cannot read: {exc}",))
     try:
         document = load_marked(text)
+    except AliasExpansionError as exc:
+        return Checked(path, None, (f"{path}:{exc.line}: {show_path(exc.location)}: {exc.message}",))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
@@ -150,8 +160,8 @@ def _check_file(path: Path) -> Checked:
         *((d.location, f"duplicate key (first at line {d.first_line})") for d in document.duplicates),
         *problems,
     ]
-    if problems:
-        return Checked(path, None, _format(path, document, problems))
+    if spec is None or problems:
+        return Checked(path, None, _format(path, document, problems or [((), "the spec does not structure")]))
     return Checked(path, attrs.evolve(spec, path=path), ())
 
 
@@ -220,6 +230,9 @@ def _nested(raw: Any, type_: Any, where: Location) -> Iterable[tuple[Any, type, 
     if _is_homogeneous_tuple(type_) and attrs.has(get_args(type_)[0]) and isinstance(raw, list):
         for index, item in enumerate(raw):
             yield item, get_args(type_)[0], (*where, index)
+    if get_origin(type_) is dict and attrs.has(get_args(type_)[1]) and isinstance(raw, Mapping):
+        for key, item in raw.items():
+            yield item, get_args(type_)[1], (*where, key)
 
 
 def _cattrs_problems(exc: BaseException) -> list[Problem]:
@@ -244,7 +257,7 @@ def _describe(error: BaseException) -> list[tuple[Location, str]]:
     """(location suffix, message) for one leaf error; an unknown-key error is one problem per key."""
     if isinstance(error, ForbiddenExtraKeysError):
         known = [f.name for f in attrs.fields(error.cl) if not f.metadata.get(NOT_IN_YAML)]
-        out = []
+        out: list[tuple[Location, str]] = []
         for key in sorted(error.extra_fields, key=str):
             message = f"unknown key {key!r}"
             close = difflib.get_close_matches(str(key), known, n=1)
@@ -253,7 +266,7 @@ def _describe(error: BaseException) -> list[tuple[Location, str]]:
         return out
     if isinstance(error, KeyError):
         return [((), "required key missing")]
-    args = getattr(error, "args", ())
+    args = error.args
     if len(args) >= 2 and isinstance(args[1], attrs.Attribute):
         # An attrs validator: its message is args[0]; cattrs only knows the class, so add the field (and
         # the item the validator pointed at).
@@ -386,6 +399,27 @@ def _structure_dims_gears(obj: Any, _type: Any) -> tuple[Union[int, tuple[int, .
     return tuple(out)
 
 
+def _version_hooks(converter: cattrs.Converter) -> None:
+    """``versions: {2: }`` (nothing) means "as ``model``"; ``version_policy: all`` is a word, not a mapping."""
+    files = _attrs_factory(VersionFiles, converter)
+    policy = _attrs_factory(VersionPolicy, converter)
+
+    def structure_files(obj: Any, type_: Any) -> VersionFiles:
+        return VersionFiles() if obj is None else files(obj, type_)
+
+    def structure_policy(obj: Any, type_: Any) -> VersionPolicy:
+        if obj == "all":
+            return VersionPolicy(all_versions=True)
+        if not isinstance(obj, Mapping):
+            raise ValueError(
+                f"expected all, {{latest: N}} or {{specific: [versions]}}, got {_describe_value(obj)}"
+            )
+        return policy(obj, type_)
+
+    converter.register_structure_hook(VersionFiles, structure_files)
+    converter.register_structure_hook(VersionPolicy, structure_policy)
+
+
 def _checked_container(kind: str, accepts: tuple[type, ...], inner: Callable[[Any, Any], Any]) -> Callable:
     def structure(obj: Any, type_: Any) -> Any:
         if not isinstance(obj, accepts):
@@ -397,7 +431,9 @@ def _checked_container(kind: str, accepts: tuple[type, ...], inner: Callable[[An
 
 def _attrs_factory(cls: type, converter: cattrs.Converter) -> Callable:
     omitted = {f.name: override(omit=True) for f in attrs.fields(cls) if f.metadata.get(NOT_IN_YAML)}
-    return _checked_container("a mapping", (Mapping,), make_dict_structure_fn(cls, converter, **omitted))
+    # mypy matches the unpacked dict against every keyword parameter, not only the **overrides it fills
+    structure: Callable = make_dict_structure_fn(cls, converter, **omitted)  # type: ignore[arg-type]
+    return _checked_container("a mapping", (Mapping,), structure)
 
 
 def _tuple_factory(type_: Any, converter: cattrs.Converter) -> Callable:
@@ -413,11 +449,15 @@ def _is_homogeneous_tuple(type_: Any) -> bool:
     return get_origin(type_) is tuple and len(args) == 2 and args[1] is Ellipsis
 
 
+def _is_dict(type_: Any) -> bool:
+    return get_origin(type_) is dict
+
+
 def _make_converter() -> cattrs.Converter:
     converter = cattrs.Converter(forbid_extra_keys=True)
     converter.register_structure_hook_factory(attrs.has, _attrs_factory)
     converter.register_structure_hook_factory(_is_homogeneous_tuple, _tuple_factory)
-    converter.register_structure_hook_factory(lambda t: get_origin(t) is dict, _dict_factory)
+    converter.register_structure_hook_factory(_is_dict, _dict_factory)
     converter.register_structure_hook_func(lambda t: t == DimsGearsInput, _structure_dims_gears)
     converter.register_structure_hook(str, _structure_str)
     converter.register_structure_hook(int, _structure_int)
@@ -425,6 +465,7 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook(dtypes.DType, _structure_dtype)
     converter.register_structure_hook(DimRef, _structure_dim_ref)
     converter.register_structure_hook(AtcValue, _structure_atc_value)
+    _version_hooks(converter)
     return converter
 
 

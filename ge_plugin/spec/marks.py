@@ -4,6 +4,11 @@
 (``$.inputs[0].dtype``), so recording the line of every mapping key and sequence item under that same path
 is enough to turn a path into ``file.yaml:LINE``. PyYAML also silently keeps the last of two equal keys;
 a spec author almost always meant something else, so duplicates are recorded too.
+
+PyYAML shares one node between an anchor and its aliases, so parsing and constructing stay linear; marking
+walks every path, and nested aliases make the paths exponential (the "billion laughs" document: nine
+levels of nine aliases stand for 9**9 nodes). The walk therefore has a budget: past ``ALIAS_BUDGET`` nodes
+reached again through aliases, the document is refused before anything else reads it.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from typing import Any, Union
 
 import attrs
 import yaml
+from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 #: a path into the document: mapping keys and sequence indexes, from the root
@@ -21,6 +27,21 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 #: stands for a key that cannot be part of a location (``null: x`` has the key None, which can)
 _NO_KEY = object()
+
+#: nodes the marker may visit again through aliases: a spec that reuses a few tensors through anchors needs
+#: hundreds; beyond this the document is refused rather than expanded
+ALIAS_BUDGET = 10_000
+
+
+class AliasExpansionError(yaml.YAMLError):
+    """Aliases expand the document past ``ALIAS_BUDGET`` nodes. ``location`` is the alias where the budget
+    ran out, ``line`` the line its parent was written on."""
+
+    def __init__(self, message: str, location: Location, line: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.location = location
+        self.line = line
 
 
 @attrs.frozen
@@ -42,17 +63,37 @@ class MarkedLoader(yaml.SafeLoader):
         super().__init__(stream)
         self.lines: dict[Location, int] = {}
         self.duplicates: list[Duplicate] = []
+        self._anchors: dict[int, str] = {}  # id(node) -> its anchor's name, for messages
+        self._seen: set[int] = set()
+        self._revisited = 0
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node | None:
+        event = self.peek_event()
+        node = super().compose_node(parent, index)
+        if not isinstance(event, AliasEvent) and getattr(event, "anchor", None):
+            self._anchors[id(node)] = event.anchor
+        return node
 
     def construct_document(self, node: Node) -> Any:
-        self._mark(node, (), set())
+        self._mark(node, (), set(), None)
         return super().construct_document(node)
 
-    def _mark(self, node: Node, location: Location, active: set[int]) -> None:
+    def _mark(
+        self, node: Node, location: Location, active: set[int], alias: tuple[Location, Node] | None
+    ) -> None:
+        """``alias``: where this walk entered a node it had marked before (an alias), and that node."""
         # A key's own line wins over its value's: "dims:" is where an author looks, not the next line.
         self.lines.setdefault(location, node.start_mark.line + 1)
         if id(node) in active:  # a recursive alias (&a [*a]); its items are already marked
             return
         active = active | {id(node)}
+        if id(node) in self._seen:
+            alias = (location, node) if alias is None else alias
+            self._revisited += 1
+            if self._revisited > ALIAS_BUDGET:
+                raise self._overflow(alias)
+        else:
+            self._seen.add(id(node))
         if isinstance(node, MappingNode):
             self._note_duplicates(node, location)
             self.flatten_mapping(node)  # resolve "<<" merge keys as the constructor will (idempotent)
@@ -61,10 +102,24 @@ class MarkedLoader(yaml.SafeLoader):
                 if key is _NO_KEY:
                     continue
                 self.lines[(*location, key)] = key_node.start_mark.line + 1
-                self._mark(value_node, (*location, key), active)
+                self._mark(value_node, (*location, key), active, alias)
         elif isinstance(node, SequenceNode):
             for index, item in enumerate(node.value):
-                self._mark(item, (*location, index), active)
+                self._mark(item, (*location, index), active, alias)
+
+    def _overflow(self, alias: tuple[Location, Node]) -> AliasExpansionError:
+        location, node = alias
+        # An alias has no mark of its own (it is its anchor's node), so the line is its parent's.
+        line = self.lines.get(location[:-1], 1)
+        anchor = self._anchors.get(id(node))
+        where = node.start_mark.line + 1
+        what = f"*{anchor} (anchored at line {where})" if anchor else f"the node written at line {where}"
+        return AliasExpansionError(
+            f"YAML aliases expand this document to more than {ALIAS_BUDGET} nodes; the budget ran out at "
+            f"{what}. A spec needs far fewer: a 'billion laughs' document is refused, not expanded",
+            location,
+            line,
+        )
 
     def _note_duplicates(self, node: MappingNode, location: Location) -> None:
         seen: dict[Any, int] = {}

@@ -42,6 +42,36 @@ class ModelFiles:
 
 
 @attrs.frozen
+class VersionFiles:
+    """One entry of ``versions``: this version's OM and source, where they differ from ``model``'s.
+
+    Every version lives in its own folder ``<repo>/<name>/<version>/``. Keeping ``om`` the same in every
+    version (the default) keeps config.pbtxt the same when a version is added, so Triton loads only the new
+    version; a version with its own ``om`` name puts a per-version path in the config.
+    """
+
+    #: OM file name inside ``<repo>/<name>/<version>/``; default ``model.om``
+    om: Optional[str] = attrs.field(default=None, validator=attrs.validators.optional(v.om_filename))
+    #: the ONNX model ATC compiles for this version, relative to the spec file; default ``model.source``
+    source: Optional[str] = attrs.field(default=None, validator=attrs.validators.optional(v.onnx_path))
+
+
+@attrs.frozen
+class VersionPolicy:
+    """Triton's ``version_policy``: which versions found in the model's folder are served.
+
+    YAML: ``all``, ``{latest: N}`` (the N highest) or ``{specific: [1, 3]}``.
+    """
+
+    latest: Optional[int] = attrs.field(default=None, validator=attrs.validators.optional(v.latest_versions))
+    specific: Optional[tuple[int, ...]] = attrs.field(
+        default=None, validator=attrs.validators.optional(v.version_list)
+    )
+    #: ``version_policy: all``; written as that word, so not a YAML key
+    all_versions: bool = attrs.field(default=False, metadata={NOT_IN_YAML: True})
+
+
+@attrs.frozen
 class DimRef:
     """``input_ids:0``: dim 0 of input ``input_ids`` (counted like config dims)."""
 
@@ -53,7 +83,10 @@ class DimRef:
 
 
 @attrs.frozen
-class TensorSpec:
+class TensorDecl:
+    """One entry of a spec's ``inputs`` or ``outputs``: a tensor as the model's author declares it. (The fast
+    path's ``TensorSpec`` is what the engine builds from the config to check requests against.)"""
+
     name: str = attrs.field(validator=v.tensor_name)
     #: ``fp32``, ``TYPE_FP32``, ``float32``... (``ge_plugin.dtypes.by_name``); not bf16 or string
     dtype: DType = attrs.field(validator=v.tensor_dtype)
@@ -62,7 +95,7 @@ class TensorSpec:
 
 
 @attrs.frozen
-class InputSpec(TensorSpec):
+class InputDecl(TensorDecl):
     #: [low, high], inclusive: the values a request may hold (token ids within the vocabulary, a 0/1 mask);
     #: anything else is refused with 400 before it reaches the device
     range: Optional[tuple[Any, Any]] = attrs.field(default=None, validator=v.value_range)
@@ -71,7 +104,7 @@ class InputSpec(TensorSpec):
 
 
 @attrs.frozen
-class OutputSpec(TensorSpec):
+class OutputDecl(TensorDecl):
     #: output dim -> the input dim whose length it has, so padded outputs can be trimmed back per request
     follows: dict[int, DimRef] = attrs.field(factory=dict)
 
@@ -81,9 +114,9 @@ class QueuePolicy:
     """Triton's ``default_queue_policy``: what happens to requests that wait too long."""
 
     #: requests waiting beyond this are rejected (0 = no limit)
-    max_size: int = attrs.field(default=0, validator=v.at_least(0))
+    max_size: int = attrs.field(default=0, validator=v.uint_field(32, "max_queue_size"))
     #: a request still queued after this long gets timeout_action (0 = no timeout)
-    timeout_us: int = attrs.field(default=0, validator=v.at_least(0))
+    timeout_us: int = attrs.field(default=0, validator=v.uint_field(64, "default_timeout_microseconds"))
     timeout_action: str = attrs.field(default="reject", validator=v.one_of(("reject", "delay")))
 
 
@@ -93,7 +126,9 @@ class Batching:
 
     #: batch sizes the OM is compiled for, strictly ascending; the largest is max_batch_size
     gears: tuple[int, ...] = attrs.field(validator=v.batch_gears)
-    max_queue_delay_us: int = attrs.field(default=0, validator=v.at_least(0))
+    max_queue_delay_us: int = attrs.field(
+        default=0, validator=v.uint_field(64, "max_queue_delay_microseconds")
+    )
     queue: QueuePolicy = attrs.field(factory=QueuePolicy)
     #: Triton's preferred_batch_size; None: the largest gear only. Triton sends a pending batch of a preferred
     #: size at once, so a small gear listed here (1, say) means a lone request never waits for batch-mates.
@@ -109,8 +144,24 @@ class Placement:
     """Where instances run: ``instances_per_device`` Triton instances on each NPU."""
 
     devices: tuple[int, ...] = attrs.field(default=(0,), validator=v.device_ids)
-    instances_per_device: int = attrs.field(default=1, validator=v.at_least(1))
-    streams_per_instance: int = attrs.field(default=1, validator=v.at_least(1))
+    instances_per_device: int = attrs.field(
+        default=1,
+        validator=v.between(
+            1,
+            v.MAX_INSTANCES_PER_DEVICE,
+            f"each instance takes at least two of a device's {v.DEVICE_STREAMS} streams (its context's default "
+            "stream and one to run requests on)",
+        ),
+    )
+    streams_per_instance: int = attrs.field(
+        default=1,
+        validator=v.between(
+            1,
+            v.MAX_STREAMS_PER_INSTANCE,
+            f"a device has {v.DEVICE_STREAMS} streams ({v.DEVICE_STREAMS_WHY}) and the instance's context takes "
+            "one as its default stream",
+        ),
+    )
 
 
 @attrs.frozen
@@ -120,8 +171,8 @@ class ModelSpec:
     #: Triton model name (its directory in the repository)
     name: str = attrs.field(validator=v.model_name)
     model: ModelFiles
-    inputs: tuple[InputSpec, ...] = attrs.field(validator=v.non_empty)
-    outputs: tuple[OutputSpec, ...] = attrs.field(validator=v.non_empty)
+    inputs: tuple[InputDecl, ...] = attrs.field(validator=v.non_empty)
+    outputs: tuple[OutputDecl, ...] = attrs.field(validator=v.non_empty)
     #: None: no Triton batching, max_batch_size 0, dims are the model's full dims
     batching: Optional[Batching] = None
     #: per gear, the value of every -1 input dim (not the batch dim), in input order; ATC ``--dynamic_dims``
@@ -133,10 +184,29 @@ class ModelSpec:
     #: runtime options for acl.init, as the acl.json file would hold them
     acl_json: dict[str, Any] = attrs.field(factory=dict, validator=v.json_object)
     #: executes per gear at start-up (0 = off)
-    warmup: int = attrs.field(default=1, validator=v.at_least(0))
+    warmup: int = attrs.field(
+        default=1,
+        validator=v.between(
+            0,
+            v.MAX_WARMUP,
+            "warm-up runs every gear this many times on every stream before Triton marks the model ready, and "
+            "first-run costs are paid by the first run",
+        ),
+    )
     #: the value padding fills inputs with, up to a gear
     pad_value: float = attrs.field(default=0.0, validator=v.finite)
-    metrics_interval_ms: int = attrs.field(default=1000, validator=v.at_least(1))
+    metrics_interval_ms: int = attrs.field(
+        default=1000,
+        validator=v.between(
+            1,
+            v.MAX_METRICS_INTERVAL_MS,
+            "the backend publishes its counters this often, so a longer interval only hides them",
+        ),
+    )
+    #: Triton versions: number -> its OM and source where they differ from ``model``; empty: version 1 only
+    versions: dict[int, VersionFiles] = attrs.field(factory=dict, validator=v.version_numbers)
+    #: None: Triton's default, the latest version only
+    version_policy: Optional[VersionPolicy] = None
     #: the spec file, as given; relative paths in the spec are relative to its folder
     path: Optional[Path] = attrs.field(default=None, eq=False, metadata={NOT_IN_YAML: True})
 
@@ -149,6 +219,12 @@ class ModelSpec:
             object.__setattr__(self, "dims_gears", tuple((gear,) * slots for gear in gears))
 
     @property
+    def dims_gear_values(self) -> tuple[tuple[int, ...], ...]:
+        """``dims_gears`` as tuples, one value per -1 dim (a lone int is left only where no input has a -1
+        dim, which the cross checks refuse)."""
+        return tuple((gear,) if isinstance(gear, int) else gear for gear in self.dims_gears)
+
+    @property
     def max_batch_size(self) -> int:
         return max(self.batching.gears, default=0) if self.batching is not None else 0
 
@@ -159,13 +235,35 @@ class ModelSpec:
 
     @property
     def om_filename(self) -> str:
+        """The OM file name of ``model``: every version's unless the version names its own."""
         return self.model.om
 
     @property
     def source_path(self) -> Path:
-        """The ONNX model, relative to the spec file's folder (normalised, not made absolute)."""
+        """The ONNX model of ``model``, relative to the spec file's folder (normalised, not made absolute)."""
+        return self._relative(self.model.source)
+
+    @property
+    def version_numbers(self) -> tuple[int, ...]:
+        """The versions this spec compiles and renders a folder for, ascending; (1,) without ``versions``."""
+        return tuple(sorted(self.versions)) or (1,)
+
+    def version_files(self, version: int) -> VersionFiles:
+        """``versions[version]``; ValueError naming the spec's versions for one it does not have."""
+        if version not in self.version_numbers:
+            shown = ", ".join(map(str, self.version_numbers))
+            raise ValueError(f"model {self.name!r} has no version {version} (its versions: {shown})")
+        return self.versions.get(version, VersionFiles())
+
+    def om_filename_for(self, version: int) -> str:
+        return self.version_files(version).om or self.model.om
+
+    def source_path_for(self, version: int) -> Path:
+        return self._relative(self.version_files(version).source or self.model.source)
+
+    def _relative(self, path: str) -> Path:
         base = self.path.parent if self.path is not None else Path()
-        return Path(os.path.normpath(base / self.model.source))
+        return Path(os.path.normpath(base / path))
 
     @property
     def dynamic_dims(self) -> tuple[tuple[int, int], ...]:
@@ -188,7 +286,7 @@ class ModelSpec:
             om_model_path=self.model.om,
             device_ids=self.placement.devices,
             gears=self.gears,
-            dims_gears=tuple(tuple(gear) for gear in self.dims_gears),
+            dims_gears=self.dims_gear_values,
             output_dim_ties=self.dim_ties,
             input_ranges=tuple(InputRange(i.name, *i.range) for i in self.inputs if i.range is not None),
             same_shape=tuple(ShapeTie(i.name, i.same_as) for i in self.inputs if i.same_as is not None),
@@ -200,4 +298,9 @@ class ModelSpec:
             else "",
             warmup=self.warmup,
             metrics_interval_ms=self.metrics_interval_ms,
+            version_om_model_paths=tuple(
+                (version, files.om)
+                for version, files in sorted(self.versions.items())
+                if files.om is not None and files.om != self.model.om
+            ),
         )

@@ -33,6 +33,20 @@ MIN_GEARS = 2
 MAX_GEARS = 100
 MAX_BATCH = 2048
 
+#: streams one device has (CANN documents 1024 for the Ascend 310 and 2048 for the 910; a spec keeps within
+#: the smaller so that it loads on either). Every instance takes ``streams_per_instance`` of them plus the
+#: default stream of its context.
+DEVICE_STREAMS = 1024
+DEVICE_STREAMS_WHY = "the Ascend 310's number; the 910 has 2048"
+MAX_INSTANCES_PER_DEVICE = DEVICE_STREAMS // 2
+MAX_STREAMS_PER_INSTANCE = DEVICE_STREAMS - 1
+MAX_WARMUP = 100
+MAX_METRICS_INTERVAL_MS = 3_600_000
+UINT32_MAX = 2**32 - 1
+UINT64_MAX = 2**64 - 1
+#: Triton's version numbers are int64; a version folder is named by its number
+MAX_VERSION = 2**63 - 1
+
 #: the extra input ATC adds to every gear model
 MBATCH_INPUT = "ascend_mbatch_shape_data"
 
@@ -50,6 +64,40 @@ CONTROLLED_ATC_FLAGS = {
     "soc_version": "model.soc_version",
     "precision_mode": "precision (origin, fp16 or bf16)",
     "precision_mode_v2": "precision (origin, fp16 or bf16)",
+}
+
+#: names people try for tensor parallelism; ATC has neither
+NOT_ATC_FLAGS = ("tp_size", "tensor_parallel_size")
+#: ATC's distributed-build flags: their OMs are not loadable with aclmdlLoadFromFile
+DISTRIBUTED_ATC_FLAGS = (
+    "distributed_cluster_build",
+    "enable_graph_parallel",
+    "graph_parallel_option_path",
+    "shard_model_dir",
+    "model_relation_config",
+)
+_DISTRIBUTED_OM = (
+    "CANN loads such an OM only through GE's Session::LoadGraph and RunGraph, not with aclmdlLoadFromFile "
+    "(pyACL acl.mdl.load_from_file), the only way the ge backend loads an OM"
+)
+_DATA_PARALLEL = (
+    "to use several NPUs, list them in placement.devices: one instance group per NPU, each serving whole "
+    "requests (data parallel); docs/serving.md explains"
+)
+#: flag -> why a model that the ge backend serves cannot use it (the flag's name is not part of the text)
+MULTI_DEVICE_ATC_FLAGS = {
+    **dict.fromkeys(
+        NOT_ATC_FLAGS,
+        "ATC has no such flag, and no ATC flag makes an OM split requests across NPUs: an OM loaded with "
+        "aclmdlLoadFromFile runs on the one device it is loaded on. ATC's tensor parallelism is a distributed "
+        "build (--distributed_cluster_build=1 --enable_graph_parallel=1, with tensor_parallel_size in the "
+        f"--graph_parallel_option_path file), and {_DISTRIBUTED_OM}; {_DATA_PARALLEL}",
+    ),
+    **dict.fromkeys(
+        DISTRIBUTED_ATC_FLAGS,
+        f"this flag builds an OM for distributed deployment over several NPUs, and {_DISTRIBUTED_OM}; "
+        f"{_DATA_PARALLEL}",
+    ),
 }
 
 _MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
@@ -73,6 +121,23 @@ def at_least(minimum: int) -> Validator:
             _fail(attribute, value, f"must be >= {minimum}, got {value}")
 
     return check
+
+
+def between(minimum: int, maximum: int, why: str) -> Validator:
+    """``minimum`` <= value <= ``maximum``; ``why`` says where the upper bound comes from."""
+
+    def check(_instance: Any, attribute: attrs.Attribute[Any], value: int) -> None:
+        if value < minimum:
+            _fail(attribute, value, f"must be >= {minimum}, got {value}")
+        if value > maximum:
+            _fail(attribute, value, f"at most {maximum}: {why}, got {value}")
+
+    return check
+
+
+def uint_field(bits: int, triton_field: str) -> Validator:
+    """>= 0 and within the unsigned protobuf field of Triton's model config that the value is rendered to."""
+    return between(0, 2**bits - 1, f"Triton's {triton_field} is a {bits}-bit unsigned field")
 
 
 def one_of(choices: Sequence[str]) -> Validator:
@@ -227,6 +292,8 @@ def atc_options(_instance: Any, attribute: attrs.Attribute[Any], value: dict[str
             _fail(attribute, value, f"write ATC flags without the leading dashes: {flag.lstrip('-')!r}", flag)
         if flag in CONTROLLED_ATC_FLAGS:
             _fail(attribute, value, f"--{flag} is set by the spec; use {CONTROLLED_ATC_FLAGS[flag]}", flag)
+        if flag in MULTI_DEVICE_ATC_FLAGS:
+            _fail(attribute, value, f"--{flag}: {MULTI_DEVICE_ATC_FLAGS[flag]}", flag)
         if not _ATC_FLAG.fullmatch(flag):
             _fail(
                 attribute,
@@ -234,6 +301,41 @@ def atc_options(_instance: Any, attribute: attrs.Attribute[Any], value: dict[str
                 f"an ATC flag name is lower-case letters, digits and '_', got {flag!r}",
                 flag,
             )
+
+
+def _version_problem(version: int) -> Union[str, None]:
+    if not 1 <= version <= MAX_VERSION:
+        return (
+            f"a version is 1 to {MAX_VERSION}, named by its folder <repo>/<name>/<version>/ (Triton ignores "
+            f"folders named 0 or starting with 0), got {version}"
+        )
+    return None
+
+
+def version_numbers(_instance: Any, attribute: attrs.Attribute[Any], value: dict[int, Any]) -> None:
+    """The keys of ``versions``."""
+    for version in value:
+        problem = _version_problem(version)
+        if problem:
+            _fail(attribute, value, problem, version)
+
+
+def version_list(_instance: Any, attribute: attrs.Attribute[Any], value: tuple[int, ...]) -> None:
+    """``version_policy.specific``."""
+    if not value:
+        _fail(attribute, value, "list at least one version (or use latest: N or all)")
+    for index, version in enumerate(value):
+        problem = _version_problem(version)
+        if problem:
+            _fail(attribute, value, problem, index)
+        if version in value[:index]:
+            _fail(attribute, value, f"version {version} is listed twice", index)
+
+
+def latest_versions(_instance: Any, attribute: attrs.Attribute[Any], value: int) -> None:
+    """``version_policy.latest``: Triton's ``latest.num_versions``."""
+    if not 1 <= value <= UINT32_MAX:
+        _fail(attribute, value, f"serve the latest 1 to {UINT32_MAX} versions (a 32-bit field), got {value}")
 
 
 def json_object(_instance: Any, attribute: attrs.Attribute[Any], value: dict[str, Any]) -> None:
@@ -257,6 +359,47 @@ def cross_checks(spec: ModelSpec) -> list[Problem]:
         *_integer_ranges(spec),
         *_input_format(spec),
         *_preferred_batch_sizes(spec),
+        *_device_streams(spec),
+        *_version_policy(spec),
+    ]
+
+
+def _version_policy(spec: ModelSpec) -> list[Problem]:
+    policy = spec.version_policy
+    if policy is None or policy.all_versions:
+        return []
+    where = ("version_policy",)
+    if (policy.latest is None) == (policy.specific is None):
+        return [(where, "give one of latest: N or specific: [versions], or write version_policy: all")]
+    known = spec.version_numbers
+    return [
+        (
+            (*where, "specific", index),
+            f"version {version} is not among the spec's versions ({', '.join(map(str, known))}): it would have "
+            f"no folder for Triton to load",
+        )
+        for index, version in enumerate(policy.specific or ())
+        if version not in known and version not in (policy.specific or ())[:index]
+    ]
+
+
+def _device_streams(spec: ModelSpec) -> list[Problem]:
+    placement = spec.placement
+    if not (
+        1 <= placement.instances_per_device <= MAX_INSTANCES_PER_DEVICE
+        and 1 <= placement.streams_per_instance <= MAX_STREAMS_PER_INSTANCE
+    ):
+        return []  # the field's own check says what is wrong
+    needed = placement.instances_per_device * (placement.streams_per_instance + 1)
+    if needed <= DEVICE_STREAMS:
+        return []
+    return [
+        (
+            ("placement",),
+            f"{placement.instances_per_device} instances x ({placement.streams_per_instance} streams + 1 default "
+            f"stream of each instance's context) need {needed} streams on each device; a device has "
+            f"{DEVICE_STREAMS} ({DEVICE_STREAMS_WHY})",
+        )
     ]
 
 
@@ -297,7 +440,6 @@ def _unique_tensor_names(spec: ModelSpec) -> list[Problem]:
 
 def _dims_gears_fit(spec: ModelSpec) -> list[Problem]:
     slots = spec.dynamic_dims
-    named = ", ".join(f"{spec.inputs[i].name} dims[{d}]" for i, d in slots)
     if not spec.dims_gears:
         return [
             (
@@ -308,16 +450,27 @@ def _dims_gears_fit(spec: ModelSpec) -> list[Problem]:
         ]
     if not slots:
         return [(("dims_gears",), "no input has a -1 dim, so there is nothing for dims_gears to set")]
-    problems: list[Problem] = []
-    wrong = [
-        i for i, gear in enumerate(spec.dims_gears) if not isinstance(gear, int) and len(gear) != len(slots)
-    ]
+    return [*_dims_gear_widths(spec, slots), *_atc_gear_count(spec)]
+
+
+def _dims_gear_widths(spec: ModelSpec, slots: Sequence[tuple[int, int]]) -> list[Problem]:
+    """Each dims gear lists one value per -1 input dim; one problem when every gear is off, else one each."""
+    named = ", ".join(f"{spec.inputs[i].name} dims[{d}]" for i, d in slots)
+    wrong = {
+        i: len(gear)
+        for i, gear in enumerate(spec.dims_gears)
+        if not isinstance(gear, int) and len(gear) != len(slots)
+    }
     expected = f"each gear lists one value per -1 input dim ({len(slots)}: {named})"
     if wrong and len(wrong) == len(spec.dims_gears):
-        sizes = sorted({len(spec.dims_gears[i]) for i in wrong})
-        problems.append((("dims_gears",), f"{expected}, but the gears list {' or '.join(map(str, sizes))}"))
-    else:
-        problems.extend((("dims_gears", i), f"{expected}, got {len(spec.dims_gears[i])}") for i in wrong)
+        sizes = sorted(set(wrong.values()))
+        return [(("dims_gears",), f"{expected}, but the gears list {' or '.join(map(str, sizes))}")]
+    return [(("dims_gears", i), f"{expected}, got {size}") for i, size in wrong.items()]
+
+
+def _atc_gear_count(spec: ModelSpec) -> list[Problem]:
+    """Batch gears x dims gears are the ATC gears (one --dynamic_dims): MIN_GEARS to MAX_GEARS of them."""
+    problems: list[Problem] = []
     batch = len(spec.batching.gears) if spec.batching is not None else 1
     total = batch * len(spec.dims_gears)
     if spec.batching is not None and total > MAX_GEARS:

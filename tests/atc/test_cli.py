@@ -7,9 +7,9 @@ import shlex
 import onnx
 import pytest
 
+from ge_plugin import simom
 from ge_plugin.cli import main
 from ge_plugin.models import identity
-from ge_plugin.sim import omfile
 
 SPEC = """\
 name: ident
@@ -51,7 +51,7 @@ def test_flags_build_with_atc_answers(base, tmp_path, capsys):
     assert out.startswith("ATC start working now, please wait for a moment.\n")
     assert out.rstrip().endswith("ATC run success, welcome to the next use.")
     assert "gear static" in out  # --log=info shows the build
-    assert omfile.read(tmp_path / "out.om").header["dynamic"]["mode"] == "static"
+    assert simom.read(tmp_path / "out.om").header["dynamic"]["mode"] == "static"
 
 
 def test_flags_failure_is_atc_like(base, capsys):
@@ -75,7 +75,9 @@ def test_help_lists_flags_and_ends_with_examples(capsys):
         main(["atc", "--help"])
     out = capsys.readouterr().out
     assert "--dynamic_dims VALUE" in out and "--precision_mode_v2 VALUE" in out
-    assert out.rstrip().splitlines()[-1].strip() == "ge-plugin atc specs --sim --repository model_repository"
+    assert out.rstrip().splitlines()[-1].strip() == (
+        "ge-plugin atc specs/llama.yaml --sim --model-version 2    # only the OM of version 2"
+    )
 
 
 def test_spec_print_gives_the_real_atc_command(spec_dir, capsys):
@@ -91,7 +93,7 @@ def test_spec_sim_builds_into_the_repository(spec_dir, tmp_path, capsys):
     out = capsys.readouterr().out
     path = repo / "ident" / "1" / "ident.om"
     assert f"ident: sim OM written to {path}" in out
-    header = omfile.read(path).header
+    header = simom.read(path).header
     assert header["dynamic"]["mode"] == "batch"
     assert [g["values"] for g in header["dynamic"]["gears"]] == [[1], [2], [4]]
     assert header["precision"] == "fp32" and header["soc_version"] == "Ascend310P3"

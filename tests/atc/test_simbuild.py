@@ -12,10 +12,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ge_plugin import acl_constants as C
+from ge_plugin import simom
 from ge_plugin.atc import simbuild
 from ge_plugin.atc.flags import parse_args
 from ge_plugin.errors import AtcError
-from ge_plugin.sim import _state, omfile
+from ge_plugin.sim import _state
 from ge_plugin.sim import acl as sim_acl
 
 
@@ -76,7 +77,7 @@ def test_dims_gears_follow_input_shape_order(base, tmp_path):
     result = build(
         [*base, "--input_shape=x:-1,-1,4;ids:-1,-1", "--input_format=ND", "--dynamic_dims=1,2,1,2;3,5,3,5"]
     )
-    header = omfile.read(result.path).header
+    header = simom.read(result.path).header
     assert [i["name"] for i in header["inputs"]] == ["ids", "x"]  # the model's input order
     assert header["dynamic"]["mode"] == "dims"
     first, second = header["dynamic"]["gears"]
@@ -134,13 +135,13 @@ def test_model_file_problems(base, tmp_path):
 def test_out_nodes_by_name_and_by_node_index(acl, base):
     shape = "--input_shape=ids:1,2;x:1,2,4"
     by_node = build([*base, shape, "--out_nodes=mm:0", "--precision_mode=must_keep_origin_dtype"])
-    header = omfile.read(by_node.path).header
+    header = simom.read(by_node.path).header
     assert [o["name"] for o in header["outputs"]] == ["h"]
     x = np.arange(8, dtype=np.float32).reshape(1, 2, 4)
     _, (h,) = run_om(acl, by_node.path, [np.zeros((1, 2), np.int64), x], out_dtypes=[np.float32])
     np.testing.assert_array_equal(h, x @ np.arange(8, dtype=np.float32).reshape(4, 2))
     by_name = build([*base, shape, "--out_nodes=n;y"])
-    assert [o["name"] for o in omfile.read(by_name.path).header["outputs"]] == ["n", "y"]
+    assert [o["name"] for o in simom.read(by_name.path).header["outputs"]] == ["n", "y"]
     assert rejected([*base, shape, "--out_nodes=mm:3"]).startswith(
         "E10016: Opname [mm:3] specified in [--out_nodes]"
     )
@@ -148,10 +149,10 @@ def test_out_nodes_by_name_and_by_node_index(acl, base):
 
 def test_output_type_global_and_per_node(acl, base):
     shape = "--input_shape=ids:1,2;x:1,2,4"
-    every = omfile.read(build([*base, shape, "--output_type=FP16"]).path).header
+    every = simom.read(build([*base, shape, "--output_type=FP16"]).path).header
     assert [o["dtype"] for o in every["outputs"]] == [C.ACL_FLOAT16, C.ACL_FLOAT16]
     per = build([*base, shape, "--out_nodes=add:0;double:0", "--output_type=double:0:INT32"])
-    header = omfile.read(per.path).header
+    header = simom.read(per.path).header
     assert [o["dtype"] for o in header["outputs"]] == [C.ACL_FLOAT, C.ACL_INT32]
     ids = np.array([[3, -4]], np.int64)
     desc, (_, n) = run_om(
@@ -172,7 +173,7 @@ def test_data_dependent_outputs_fall_back_to_a_run(tmp_path, graphs):
     path = tmp_path / "nz.onnx"
     onnx.save(graphs.nonzero(), path)
     result = build([f"--model={path}", "--framework=5", f"--output={tmp_path / 'nz'}", "--soc_version=A"])
-    assert omfile.read(result.path).header["outputs"][0]["dims"] == [1, 0]  # zeros in, nothing non-zero
+    assert simom.read(result.path).header["outputs"][0]["dims"] == [1, 0]  # zeros in, nothing non-zero
 
 
 def test_batch_model_never_seen_before_loads_and_runs(acl, tmp_path):
@@ -216,6 +217,6 @@ def test_batch_model_never_seen_before_loads_and_runs(acl, tmp_path):
 
 def test_header_is_plain_json(base):
     result = build([*base, "--input_shape=ids:-1,2;x:-1,2,4", "--dynamic_batch_size=1,8"])
-    header = omfile.read(result.path).header
+    header = simom.read(result.path).header
     assert json.loads(json.dumps(header)) == header
     assert [g["values"] for g in header["dynamic"]["gears"]] == [[1], [8]]

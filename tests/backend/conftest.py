@@ -10,16 +10,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import shutil
 import sys
 from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 import pytest
-
-from ge_plugin.atc.flags import parse_args
-from ge_plugin.atc.simbuild import build
-from ge_plugin.models import write_demo_models
 
 
 class TritonError:
@@ -171,24 +168,12 @@ def _fresh_sim_for_every_test(fresh_sim):
 
 
 @pytest.fixture(scope="session")
-def identity_repo(tmp_path_factory) -> Path:
-    """<repo>/identity/1/identity.om, batch gears 1,2,4,8."""
-    models = tmp_path_factory.mktemp("models")
-    write_demo_models(models)
+def identity_repo(oms, tmp_path_factory) -> Path:
+    """<repo>/identity/1/identity.om: the shared ``identity`` sim OM, batch gears 1,2,4,8."""
     repo = tmp_path_factory.mktemp("repo")
-    build(
-        parse_args(
-            [
-                f"--model={models / 'identity.onnx'}",
-                "--framework=5",
-                f"--output={repo / 'identity' / '1' / 'identity'}",
-                "--input_shape=INPUT0:-1,16",
-                "--dynamic_batch_size=1,2,4,8",
-                "--soc_version=Ascend910B3",
-                "--precision_mode=must_keep_origin_dtype",
-            ]
-        )
-    )
+    version = repo / "identity" / "1"
+    version.mkdir(parents=True)
+    shutil.copyfile(oms["identity"], version / "identity.om")
     return repo
 
 

@@ -140,3 +140,17 @@ def test_render_warns_about_a_stale_ge_model_but_keeps_it(tmp_path):
         == f"warning: {stale} is a ge model that no given spec renders; delete it if it is stale\n"
     )
     assert stale.is_file()
+
+
+def test_validate_refuses_a_billion_laughs_at_its_line(tmp_path):
+    levels = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    levels += [f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]" for p, n in zip("abcdefgh", "bcdefghi")]
+    laughs = tmp_path / "laughs.yaml"
+    laughs.write_text("\n".join(levels) + "\n")
+
+    result = ge_plugin("validate", str(laughs))
+
+    assert result.returncode == 1
+    first = result.stderr.splitlines()[0]
+    assert first.startswith(f"{laughs}:5: $.e[0]: YAML aliases expand this document to more than 10000 nodes")
+    assert "'billion laughs' document is refused" in first

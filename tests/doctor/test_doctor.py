@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -34,10 +36,22 @@ def test_doctor_fails_on_a_fast_path_that_fell_back(capsys, monkeypatch):
 
 def test_doctor_fails_when_ascend_is_asked_for_and_pyacl_is_missing(monkeypatch):
     monkeypatch.setattr(aclapi, "_acl", None)
+    monkeypatch.setitem(sys.modules, "acl", None)  # importing it raises ImportError
     monkeypatch.setenv("GE_PLUGIN_DEVICE", "ascend")
     finding = doctor.check_device()
     assert finding.status == doctor.FAIL
     assert "source the CANN set_env.sh" in finding.detail
+
+
+def test_doctor_fails_when_ascend_is_asked_for_and_acl_is_the_simulator(monkeypatch):
+    from ge_plugin.sim import acl as simulated
+
+    monkeypatch.setattr(aclapi, "_acl", None)
+    monkeypatch.setitem(sys.modules, "acl", simulated)
+    monkeypatch.setenv("GE_PLUGIN_DEVICE", "ascend")
+    finding = doctor.check_device()
+    assert finding.status == doctor.FAIL
+    assert "gives ge-plugin's simulator, not CANN's pyACL" in finding.detail
 
 
 def test_doctor_fails_on_numpy_2(monkeypatch):

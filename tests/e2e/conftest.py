@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import re
 import shutil
 import time
-import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -33,6 +31,7 @@ from ge_plugin.atc.flags import parse_args
 from ge_plugin.atc.simbuild import build
 from ge_plugin.errors import ServeError
 from ge_plugin.models import write_demo_models, write_model
+from ge_plugin.promtext import Metrics, scrape
 from ge_plugin.render import write_repository
 from ge_plugin.serve import ServerOptions, TritonServer, free_port
 from ge_plugin.spec import load_specs
@@ -84,12 +83,26 @@ def mlp_model() -> onnx.ModelProto:
     return model
 
 
+def ids32_model() -> onnx.ModelProto:
+    """ids int32 [batch, 4] -> twice = 2 * ids: a model whose OM takes int32, served with an int64 config."""
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["ids", "ids"], ["twice"])],
+        "ids32",
+        [helper.make_tensor_value_info("ids", TensorProto.INT32, ["batch", 4])],
+        [helper.make_tensor_value_info("twice", TensorProto.INT32, ["batch", 4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    return model
+
+
 @pytest.fixture(scope="session")
 def models_dir(tmp_path_factory) -> Path:
-    """The demo ONNX models plus ``mlp.onnx``."""
+    """The demo ONNX models plus ``mlp.onnx`` and ``ids32.onnx``."""
     directory = tmp_path_factory.mktemp("e2e-models")
     write_demo_models(directory)
     write_model(directory / "mlp.onnx", mlp_model())
+    write_model(directory / "ids32.onnx", ids32_model())
     return directory
 
 
@@ -140,49 +153,6 @@ def build_repository(
 
 
 # -- servers ---------------------------------------------------------------------------------------------
-
-
-@attrs.define
-class Metrics:
-    """One scrape of the Prometheus text endpoint: (name, labels, value) samples and each family's type."""
-
-    samples: list[tuple[str, dict[str, str], float]]
-    types: dict[str, str]
-
-    _LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)$")
-    _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-    @classmethod
-    def parse(cls, text: str) -> Metrics:
-        samples = []
-        types = {}
-        for line in text.splitlines():
-            if line.startswith("# TYPE "):
-                _, _, name, kind = line.split(maxsplit=3)
-                types[name] = kind
-                continue
-            if not line or line.startswith("#"):
-                continue
-            match = cls._LINE.match(line)
-            if match is None:
-                raise ValueError(f"not a Prometheus sample line: {line!r}")
-            name, labels, value = match.groups()
-            samples.append((name, dict(cls._LABEL.findall(labels or "")), float(value)))
-        return cls(samples, types)
-
-    def names(self) -> set[str]:
-        return {name for name, _, _ in self.samples}
-
-    def select(self, name: str, **labels: str) -> list[tuple[dict[str, str], float]]:
-        return [
-            (lab, value)
-            for n, lab, value in self.samples
-            if n == name and all(lab.get(k) == v for k, v in labels.items())
-        ]
-
-    def total(self, name: str, **labels: str) -> float:
-        """The sum over every sample of ``name`` whose labels include ``labels`` (0 when there is none)."""
-        return sum(value for _, value in self.select(name, **labels))
 
 
 def _settled_part(metrics: Metrics) -> list[tuple[str, dict[str, str], float]]:
@@ -270,6 +240,25 @@ class RunningServer:
         with concurrent.futures.ThreadPoolExecutor(len(requests)) as pool:
             return list(pool.map(one, requests))
 
+    @contextlib.contextmanager
+    def loaded(self, model: str, *, timeout: float = 60.0) -> Iterator[RunningServer]:
+        """``model`` loaded (explicit model control) for the block, then unloaded, waiting until its instance
+        has finished: unload returns while it still finalizes, and the next load must start from a clean
+        slate (a new stub, new metric series once the old ones are deleted: docs/serving.md)."""
+        client = self.client("http")
+        client.load_model(model)
+        try:
+            yield self
+        finally:
+            client.unload_model(model)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and any(
+                entry["name"] == model and entry.get("state") in ("READY", "UNLOADING")
+                for entry in client.get_model_repository_index()
+            ):
+                time.sleep(0.1)
+            client.close()
+
     def is_ready(self) -> bool:
         client = self.client("http")
         try:
@@ -278,8 +267,7 @@ class RunningServer:
             client.close()
 
     def metrics(self) -> Metrics:
-        with urllib.request.urlopen(self.triton.metrics_url, timeout=10) as response:
-            return Metrics.parse(response.read().decode())
+        return scrape(self.triton.metrics_url)
 
     def baseline(self, *, timeout: float = METRICS_TIMEOUT_S) -> Metrics:
         """A scrape that no earlier request will still change: two scrapes, more than a flush interval apart,
@@ -371,6 +359,18 @@ def server_options(repo: Path, work_dir: Path, **kwargs) -> ServerOptions:
         work_dir=work_dir,
         **kwargs,
     )
+
+
+@pytest.fixture
+def start_server(
+    triton_work_dir, tmp_path
+) -> Callable[..., contextlib.AbstractContextManager[RunningServer]]:
+    """A server of the test's own: ``with start_server(repo, http_guard=False) as running: ...``."""
+
+    def start(repo: Path, **options) -> contextlib.AbstractContextManager[RunningServer]:
+        return running_server(server_options(repo, triton_work_dir, **options), tmp_path / "tritonserver.log")
+
+    return start
 
 
 @pytest.fixture(scope="session")

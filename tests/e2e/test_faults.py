@@ -9,8 +9,6 @@ alone, which fails. Execute 8: the next request.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from tritonclient.utils import InferenceServerException
@@ -24,21 +22,8 @@ FAILED = {"http": "500", "grpc": "StatusCode.INTERNAL"}
 @pytest.fixture
 def faulty(control_server):
     """identity_faulty freshly loaded (a new stub process, so the faults count from its first execute)."""
-    client = control_server.client("http")
-    client.load_model(MODEL)
-    try:
+    with control_server.loaded(MODEL):
         yield control_server
-    finally:
-        client.unload_model(MODEL)
-        # unload returns while the instance still finalizes; the next load must start from a clean slate
-        # (its metrics are new series once the old instance has deleted its own: docs/serving.md)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and any(
-            entry["name"] == MODEL and entry.get("state") in ("READY", "UNLOADING")
-            for entry in client.get_model_repository_index()
-        ):
-            time.sleep(0.1)
-        client.close()
 
 
 @pytest.mark.parametrize("protocol", ["http", "grpc"])

@@ -10,7 +10,7 @@ from ge_plugin.deploy import k8s
 from ge_plugin.deploy.ready import main as ready_main
 from ge_plugin.dtypes import by_name
 from ge_plugin.serve import free_port
-from ge_plugin.spec.model import Batching, InputSpec, ModelFiles, ModelSpec, OutputSpec
+from ge_plugin.spec.model import Batching, InputDecl, ModelFiles, ModelSpec, OutputDecl
 
 
 def _status(url: str) -> int:
@@ -28,8 +28,8 @@ def _specs(names: list[str]) -> list[ModelSpec]:
         ModelSpec(
             name=name,
             model=ModelFiles(om=f"{name}.om", source=f"{name}.onnx", soc_version="Ascend910B3"),
-            inputs=(InputSpec(name="x", **tensor),),
-            outputs=(OutputSpec(name="y", **tensor),),
+            inputs=(InputDecl(name="x", **tensor),),
+            outputs=(OutputDecl(name="y", **tensor),),
             batching=Batching(gears=(1, 2)),
         )
         for name in names

@@ -12,9 +12,9 @@ from ge_plugin.sim import faults, snapshot
 
 
 @pytest.fixture(scope="module")
-def ort_sessions(models_dir):
+def ort_sessions(demo_models_dir):
     def session(name):
-        return ort.InferenceSession(str(models_dir / f"{name}.onnx"), providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(str(demo_models_dir / f"{name}.onnx"), providers=["CPUExecutionProvider"])
 
     return {"llama": session("tiny_llama"), "bert": session("tiny_bert")}
 

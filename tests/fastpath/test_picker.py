@@ -56,7 +56,9 @@ def test_fastpath_broken_build_falls_back_and_says_why(monkeypatch: pytest.Monke
     fastpath = _reimport_fastpath(monkeypatch)
     assert fastpath.IMPLEMENTATION == "py"
     assert "the compiled ge_plugin._fastpath did not load" in fastpath.FALLBACK_REASON
-    assert fastpath.describe().startswith("pure-Python twin (py), 20-49x slower on small requests: the compiled")
+    assert fastpath.describe().startswith(
+        "pure-Python twin (py), 20-49x slower on small requests: the compiled"
+    )
 
 
 def test_fastpath_twin_chosen_on_purpose_is_no_fallback(monkeypatch: pytest.MonkeyPatch) -> None:

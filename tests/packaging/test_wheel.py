@@ -21,7 +21,7 @@ import pytest
 
 from ge_plugin.deploy.dockerfile import dockerfile
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.packaging]
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSTRAINTS = ROOT / "constraints.txt"

@@ -38,10 +38,12 @@ def test_spec_doc_describes_every_spec_field():
     classes = [
         model.ModelSpec,
         model.ModelFiles,
-        model.OutputSpec,
+        model.OutputDecl,
         model.Batching,
         model.QueuePolicy,
         model.Placement,
+        model.VersionFiles,
+        model.VersionPolicy,
     ]
     fields = {f.name for cls in classes for f in attrs.fields(cls) if not f.metadata.get(model.NOT_IN_YAML)}
 

@@ -19,6 +19,7 @@ CASES = {
     "bert_model": ROOT / "specs" / "bert.yaml",
     "classifier": HERE / "specs" / "classifier.yaml",
     "queued": HERE / "specs" / "queued.yaml",
+    "versioned": HERE / "specs" / "versioned.yaml",
 }
 
 

@@ -1,140 +1,17 @@
-"""Fixtures for the simulator tests: a fresh simulator per test, small ONNX graphs built into sim OMs once,
-and a helper that drives a model through the raw pyACL calls."""
+"""Fixtures for the simulator tests: a fresh simulator per test and a helper that drives a model through the
+raw pyACL calls (the sim OMs and their graphs are tests/conftest.py's ``oms`` and ``graphs``)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
-from ge_plugin.atc import flags, simbuild
 from ge_plugin.sim import _state
 from ge_plugin.sim import acl as sim_acl
-
-W = np.arange(12, dtype=np.float32).reshape(4, 3) / 7.0
-B = np.array([0.5, -1.25, 2.0], dtype=np.float32)
-
-
-def matmul_add() -> onnx.ModelProto:
-    """x [batch, seq, 4] float -> y = x @ W + b, [batch, seq, 3]."""
-    graph = helper.make_graph(
-        [
-            helper.make_node("MatMul", ["x", "W"], ["xw"], name="mm"),
-            helper.make_node("Add", ["xw", "b"], ["y"], name="add"),
-        ],
-        "matmul_add",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 3])],
-        [numpy_helper.from_array(W, "W"), numpy_helper.from_array(B, "b")],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-
-
-def ids_mask() -> onnx.ModelProto:
-    """ids, mask int64 [batch, seq] -> summed = float(ids * mask) [batch, seq], count = sum(mask, 1) [batch]."""
-    graph = helper.make_graph(
-        [
-            helper.make_node("Mul", ["ids", "mask"], ["prod"]),
-            helper.make_node("Cast", ["prod"], ["summed"], to=TensorProto.FLOAT),
-            helper.make_node("ReduceSum", ["mask", "axis"], ["count"], keepdims=0),
-        ],
-        "ids_mask",
-        [
-            helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"]),
-            helper.make_tensor_value_info("mask", TensorProto.INT64, ["batch", "seq"]),
-        ],
-        [
-            helper.make_tensor_value_info("summed", TensorProto.FLOAT, ["batch", "seq"]),
-            helper.make_tensor_value_info("count", TensorProto.INT64, ["batch"]),
-        ],
-        [numpy_helper.from_array(np.array([1], dtype=np.int64), "axis")],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-
-
-def image() -> onnx.ModelProto:
-    """x [1, 3, h, w] float -> y = x * 3 + 1."""
-    graph = helper.make_graph(
-        [helper.make_node("Mul", ["x", "three"], ["x3"]), helper.make_node("Add", ["x3", "one"], ["y"])],
-        "image",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "h", "w"])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, "h", "w"])],
-        [
-            numpy_helper.from_array(np.array(3, dtype=np.float32), "three"),
-            numpy_helper.from_array(np.array(1, dtype=np.float32), "one"),
-        ],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-
-
-def reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray], outputs: Sequence[str] | None = None):
-    import onnxruntime as ort
-
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(list(outputs) if outputs else None, feeds)
-
-
-def build_om(directory: Path, name: str, model: onnx.ModelProto, *atc: str) -> Path:
-    """Write ``model`` as ``name.onnx`` and build ``name.om`` from it with ATC flags ``atc``."""
-    source = directory / f"{name}.onnx"
-    onnx.save(model, source)
-    argv = [
-        f"--model={source}",
-        "--framework=5",
-        f"--output={directory / name}",
-        "--soc_version=Ascend910B3",
-        *atc,
-    ]
-    return simbuild.build(flags.parse_args(argv)).path
-
-
-ORIGIN = "--precision_mode=must_keep_origin_dtype"
-
-
-@pytest.fixture(scope="session")
-def oms(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Sim OMs of the small graphs, built once: static, batch gears, dims gears (a (batch, seq) grid), hw."""
-    d = tmp_path_factory.mktemp("oms")
-    return {
-        "static": build_om(d, "static", matmul_add(), "--input_shape=x:2,3,4", ORIGIN),
-        "batch": build_om(
-            d, "batch", matmul_add(), "--input_shape=x:-1,3,4", "--dynamic_batch_size=1,2,4", ORIGIN
-        ),
-        "dims": build_om(
-            d,
-            "dims",
-            ids_mask(),
-            "--input_shape=ids:-1,-1;mask:-1,-1",
-            "--input_format=ND",
-            "--dynamic_dims=1,4,1,4;1,8,1,8;2,4,2,4;2,8,2,8",
-            ORIGIN,
-        ),
-        "hw": build_om(d, "hw", image(), "--input_shape=x:1,3,-1,-1", "--dynamic_image_size=2,2;4,6", ORIGIN),
-        "fp16": build_om(d, "fp16", matmul_add(), "--input_shape=x:2,3,4"),
-        "bf16": build_om(
-            d, "bf16", matmul_add(), "--input_shape=x:2,3,4", "--precision_mode=allow_mix_precision_bf16"
-        ),
-    }
-
-
-@pytest.fixture(scope="session")
-def graphs() -> SimpleNamespace:
-    """The graph builders and constants, for tests (conftest is not importable under importlib mode)."""
-    return SimpleNamespace(
-        W=W,
-        B=B,
-        matmul_add=matmul_add,
-        ids_mask=ids_mask,
-        image=image,
-        reference=reference,
-        build_om=build_om,
-    )
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ge_plugin.sim import _args
+from ge_plugin.sim import _args, faults
 
 
 def test_unsigned_long_takes_exact_ints_and_masks_negatives():
@@ -47,3 +47,17 @@ def test_calls_take_positional_arguments_only(acl):
         acl.mdl.get_num_inputs()
     with pytest.raises(TypeError):
         acl.rt.get_run_mode(0)
+
+
+def test_calls_parse_before_an_injected_fault_fires(acl, ready):
+    faults.inject("rt.malloc", 207001, nth=1)
+    with pytest.raises(TypeError, match=r"acl\.rt\.malloc args parse failed: argument 1 must be int"):
+        acl.rt.malloc(1.5, 0)
+    assert acl.rt.malloc(64, 0)[1] == 207001  # the call that raised was not counted
+
+
+def test_wrong_call_forms_name_the_call(acl):
+    with pytest.raises(TypeError, match=r"acl\.rt\.malloc\(\) takes exactly 2 arguments \(1 given\)"):
+        acl.rt.malloc(16)
+    with pytest.raises(TypeError, match=r"acl\.mdl\.get_num_inputs\(\) takes no keyword arguments"):
+        acl.mdl.get_num_inputs(desc=1)

@@ -185,7 +185,7 @@ def test_timing_only_skips_the_computation_and_zero_fills_outputs(acl, ready, lo
     def no_compute(*args):
         raise AssertionError("timing-only mode computed the outputs")
 
-    monkeypatch.setattr(type(model_engine(model)), "run", no_compute)
+    monkeypatch.setattr(type(model_runner(model)), "run", no_compute)
     device_time.set_timing_only(True)
     out_ptr, out_size, _ = model.outputs[1][0]
     assert acl.rt.memset(out_ptr, out_size, 0x7F, out_size) == 0
@@ -194,10 +194,10 @@ def test_timing_only_skips_the_computation_and_zero_fills_outputs(acl, ready, lo
     assert snapshot()["devices"][0]["executes"] == 2
 
 
-def model_engine(model):
+def model_runner(model):
     from ge_plugin.sim._state import SIM
 
-    return SIM.models[model.id].engine
+    return SIM.models[model.id].runner
 
 
 def test_timing_only_still_checks_the_buffers(acl, ready, load, oms):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import faulthandler
+import sys
 import threading
 import time
 
@@ -9,7 +11,8 @@ import numpy as np
 import pytest
 
 from ge_plugin import acl_constants as C
-from ge_plugin.sim import faults
+from ge_plugin.sim import _codes as K
+from ge_plugin.sim import device_time, faults
 
 #: these tests use the deprecated acl.util.ptr_to_numpy on purpose (pyACL warns on every call)
 pytestmark = pytest.mark.filterwarnings("ignore:acl.util.ptr_to_numpy will be deprecated")
@@ -54,40 +57,59 @@ def test_tasks_on_a_stream_run_in_submission_order(acl, ready):
 
 
 def test_synchronize_releases_the_gil(acl, ready, load, oms):
+    # Another thread holds the device, and lets it go only after running Python code once this thread has
+    # entered synchronize_stream. With a one-second switch interval this thread hands the GIL over only when
+    # it blocks without it: a synchronize that kept the GIL would never return (the watchdog then ends the
+    # run with every thread's traceback).
     model = load(oms["static"])
     model.feed([np.ones((2, 3, 4), np.float32)])
-    faults.set_execute_latency_ms(300)
-    counts = []
-    stop = threading.Event()
+    entering = threading.Event()
+    order = []
 
-    def spin():
-        n = 0
-        while not stop.is_set():
-            n += 1
-        counts.append(n)
+    def holder():
+        with device_time.occupy(0):
+            held.set()
+            entering.wait()
+            order.append("the holder ran while synchronize waited")
 
-    spinner = threading.Thread(target=spin)
-    assert acl.mdl.execute_async(model.id, model.inputs[0], model.outputs[0], ready) == 0
-    spinner.start()
-    start = time.perf_counter()
-    assert acl.rt.synchronize_stream(ready) == 0
-    waited = time.perf_counter() - start
-    stop.set()
-    spinner.join()
-    assert waited >= 0.25
-    assert counts[0] > 10_000, "the spinning thread made no progress while synchronize_stream waited"
+    held = threading.Event()
+    thread = threading.Thread(target=holder)
+    interval = sys.getswitchinterval()
+    faulthandler.dump_traceback_later(120, exit=True)
+    try:
+        thread.start()
+        held.wait()
+        assert acl.mdl.execute_async(model.id, model.inputs[0], model.outputs[0], ready) == 0
+        sys.setswitchinterval(1.0)
+        entering.set()
+        assert acl.rt.synchronize_stream(ready) == 0
+        order.append("synchronize returned")
+    finally:
+        sys.setswitchinterval(interval)
+        faulthandler.cancel_dump_traceback_later()
+        thread.join()
+    assert order == ["the holder ran while synchronize waited", "synchronize returned"]
 
 
 def test_execute_latency_runs_on_the_stream_not_in_the_caller(acl, ready, load, oms):
+    # The device is held here, so the execute cannot run: execute_async must still return (it queued the
+    # work), and the work completes only once the device is let go.
     model = load(oms["static"])
     model.feed([np.ones((2, 3, 4), np.float32)])
-    faults.set_execute_latency_ms(200)
-    start = time.perf_counter()
-    assert acl.mdl.execute_async(model.id, model.inputs[0], model.outputs[0], ready) == 0
-    submitted = time.perf_counter() - start
+    done, ret = acl.rt.create_event()
+    assert ret == 0
+    order = []
+    with device_time.occupy(0):
+        assert acl.mdl.execute_async(model.id, model.inputs[0], model.outputs[0], ready) == 0
+        assert acl.rt.record_event(done, ready) == 0
+        order.append("execute_async returned")
+        status, ret = acl.rt.query_event_status(done)
+        assert (status, ret) == (K.ACL_EVENT_RECORDED_STATUS_NOT_READY, 0)
+    order.append("device let go")
     assert acl.rt.synchronize_stream(ready) == 0
-    total = time.perf_counter() - start
-    assert submitted < 0.05 and total >= 0.2
+    assert acl.rt.query_event_status(done) == (K.ACL_EVENT_RECORDED_STATUS_COMPLETE, 0)
+    assert order == ["execute_async returned", "device let go"]
+    assert acl.rt.destroy_event(done) == 0
 
 
 def test_synchronize_with_timeout_expires(acl, ready, load, oms):
@@ -99,11 +121,12 @@ def test_synchronize_with_timeout_expires(acl, ready, load, oms):
     assert acl.rt.synchronize_stream(ready) == 0
 
 
-def test_idle_synchronize_does_not_sleep(acl, ready):
-    start = time.perf_counter()
+def test_idle_synchronize_does_not_sleep(acl, ready, monkeypatch):
+    slept = []
+    monkeypatch.setattr(time, "sleep", lambda seconds: slept.append(seconds))
     for _ in range(1000):
         assert acl.rt.synchronize_stream(ready) == 0
-    assert (time.perf_counter() - start) / 1000 < 1e-3
+    assert slept == []
 
 
 def test_destroy_stream_waits_for_pending_work(acl, ready, load, oms, graphs):

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from ge_plugin.spec.marks import Duplicate, load_marked
+from ge_plugin.spec.marks import AliasExpansionError, Duplicate, MarkedLoader, load_marked
 
 
 def test_load_marked_records_key_and_item_lines():
@@ -65,3 +65,38 @@ def test_load_marked_marks_null_and_integer_keys():
 
     assert doc.lines[(None,)] == 2
     assert doc.lines[(3,)] == 3
+
+
+#: ten levels of nine aliases each: fully expanded, the last key stands for 9**9 (387 million) nodes
+BILLION_LAUGHS = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
+    f"{name}: &{name} [{', '.join([f'*{prev}'] * 9)}]\n" for prev, name in zip("abcdefgh", "bcdefghi")
+)
+
+
+def test_load_marked_refuses_a_billion_laughs_before_marking_100000_nodes(monkeypatch):
+    marked = 0
+    mark = MarkedLoader._mark
+
+    def counting_mark(self, *args):
+        nonlocal marked
+        marked += 1
+        assert marked <= 100_000, "the loader is expanding the aliases without a bound"
+        return mark(self, *args)
+
+    monkeypatch.setattr(MarkedLoader, "_mark", counting_mark)
+
+    with pytest.raises(AliasExpansionError) as info:
+        load_marked(BILLION_LAUGHS)
+
+    assert marked <= 100_000
+    # the budget runs out in e's first *d (d alone is 7381 nodes): its place, and the anchor it repeats
+    assert (info.value.location, info.value.line) == (("e", 0), 5)
+    assert "aliases expand this document to more than" in info.value.message
+    assert "*d (anchored at line 4)" in info.value.message
+
+
+def test_load_marked_still_takes_a_spec_that_reuses_anchors():
+    doc = load_marked("t: &t {name: x, dims: [1, 2]}\nuse: [*t, *t, *t]\n")
+
+    assert doc.data["use"] == [{"name": "x", "dims": [1, 2]}] * 3
+    assert doc.lines[("use", 2, "dims", 1)] == 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from ge_plugin.errors import SpecError
@@ -94,6 +96,54 @@ MISTAKES = [
         "negative-count",
         dict(replace={"  instances_per_device: 1": "  instances_per_device: 0"}),
         [(21, "$.placement.instances_per_device", "must be >= 1, got 0")],
+    ),
+    (
+        "instances-past-the-device-streams",
+        dict(replace={"  instances_per_device: 1": "  instances_per_device: 1000000000"}),
+        [(21, "$.placement.instances_per_device", "at most 512: each instance takes at least two of")],
+    ),
+    (
+        "streams-past-the-device-streams",
+        dict(append="  streams_per_instance: 1000000000\n"),
+        [(22, "$.placement.streams_per_instance", "at most 1023: a device has 1024 streams")],
+    ),
+    (
+        "instances-times-streams-past-the-device-streams",
+        dict(
+            replace={"  instances_per_device: 1": "  instances_per_device: 8"},
+            append="  streams_per_instance: 200\n",
+        ),
+        [
+            (
+                19,
+                "$.placement",
+                "8 instances x (200 streams + 1 default stream of each instance's context) need 1608",
+            )
+        ],
+    ),
+    (
+        "warmup-too-long",
+        dict(append="warmup: 1000000000\n"),
+        [(22, "$.warmup", "at most 100: warm-up runs every gear this many times on every stream")],
+    ),
+    (
+        "queue-numbers-past-their-triton-fields",
+        dict(
+            replace={
+                "  max_queue_delay_us: 100": "  max_queue_delay_us: 100000000000000000000\n"
+                "  queue: {max_size: 10000000000, timeout_us: 100000000000000000000}"
+            }
+        ),
+        [
+            (17, "$.batching.max_queue_delay_us", "at most 18446744073709551615: Triton's"),
+            (18, "$.batching.queue.max_size", "at most 4294967295: Triton's max_queue_size is a 32-bit"),
+            (18, "$.batching.queue.timeout_us", "at most 18446744073709551615: Triton's"),
+        ],
+    ),
+    (
+        "metrics-interval-past-an-hour",
+        dict(append="metrics_interval_ms: 100000000000000000000\n"),
+        [(22, "$.metrics_interval_ms", "at most 3600000")],
     ),
     (
         "grid-too-large",
@@ -339,3 +389,14 @@ def test_load_spec_shows_the_path_as_given(write_spec, variant, monkeypatch):
         load_spec("given.yaml")
 
     assert info.value.problems[0].startswith("given.yaml:8: $.inputs[0].dtype: ")
+
+
+def test_load_spec_unknown_dtype_lists_only_types_a_spec_accepts(write_spec, variant):
+    with pytest.raises(SpecError) as info:
+        load_spec(write_spec(variant({"    dtype: int64": "    dtype: fp33"})))
+
+    (problem,) = info.value.problems
+    choices = problem.split("use one of ", 1)[1]
+    named = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", choices))
+    assert {"fp32", "int64", "TYPE_FP32", "TYPE_INT64"} <= named
+    assert named.isdisjoint({"bf16", "string", "TYPE_BF16", "TYPE_STRING"}), problem

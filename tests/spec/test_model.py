@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from ge_plugin import dtypes
-from ge_plugin.spec import Batching, InputSpec, ModelFiles, ModelSpec, OutputSpec, Placement
+from ge_plugin.spec import Batching, InputDecl, ModelFiles, ModelSpec, OutputDecl, Placement
 
 FP32 = dtypes.by_name("fp32")
 
@@ -12,8 +12,8 @@ def _spec(**overrides) -> ModelSpec:
     fields = dict(
         name="m",
         model=ModelFiles("m.om", "m.onnx", "Ascend310P3"),
-        inputs=(InputSpec("x", FP32, (-1, 3)), InputSpec("y", FP32, (-1,))),
-        outputs=(OutputSpec("z", FP32, (-1,)),),
+        inputs=(InputDecl("x", FP32, (-1, 3)), InputDecl("y", FP32, (-1,))),
+        outputs=(OutputDecl("z", FP32, (-1,)),),
         batching=Batching((1, 4)),
         dims_gears=(8, 16),
     )
@@ -34,7 +34,7 @@ def test_model_spec_validates_when_built_in_python():
 
 def test_model_spec_properties_follow_batching():
     assert _spec().max_batch_size == 4
-    unbatched = _spec(batching=None, inputs=(InputSpec("x", FP32, (1, -1)),), dims_gears=(8, 16))
+    unbatched = _spec(batching=None, inputs=(InputDecl("x", FP32, (1, -1)),), dims_gears=(8, 16))
     assert unbatched.max_batch_size == 0
     assert unbatched.gears == ()
     assert unbatched.dims_gears == ((8,), (16,))
@@ -48,6 +48,6 @@ def test_model_spec_source_path_without_a_file_is_relative_to_the_working_direct
 
 
 def test_model_spec_dynamic_dims_lists_every_minus_one_input_dim_in_order():
-    spec = _spec(inputs=(InputSpec("a", FP32, (-1, 4, -1)), InputSpec("b", FP32, (2, -1))), dims_gears=())
+    spec = _spec(inputs=(InputDecl("a", FP32, (-1, 4, -1)), InputDecl("b", FP32, (2, -1))), dims_gears=())
 
     assert spec.dynamic_dims == ((0, 0), (0, 2), (1, 1))

@@ -1,5 +1,10 @@
 """The sim OM file: what ``ge-plugin atc`` writes and the simulator loads in place of a real ``.om``.
 
+Three parts of ge-plugin share this format, so it belongs to none of them: ``ge_plugin.atc.simbuild``
+writes it (``ge-plugin atc``); the simulator reads it (``ge_plugin.sim.mdl`` loads it, ``python -m
+ge_plugin.sim om FILE`` prints its header); ``ge_plugin.device.om`` reads only the header, for the precision
+the OM computes in. Nothing here imports the simulator or onnx.
+
 Layout (all integers little-endian)::
 
     16 bytes   magic b"GEPLUGIN-SIM-OM\\0"

@@ -17,7 +17,7 @@ import numpy as np
 
 from ge_plugin import acl_constants as C
 from ge_plugin.sim._fail import Fail
-from ge_plugin.sim.model import Gear, ModelInfo
+from ge_plugin.sim.model import ModelInfo, OmGear
 
 
 def round_fp16(a: np.ndarray) -> np.ndarray:
@@ -38,8 +38,8 @@ def round_bf16(a: np.ndarray) -> np.ndarray:
 _ROUNDING = {"fp32": None, "fp16": round_fp16, "bf16": round_bf16}
 
 
-class Engine:
-    """The compute of one loaded model."""
+class OnnxRunner:
+    """The compute of one loaded model: its ONNX graph in an onnxruntime InferenceSession."""
 
     def __init__(self, onnx_bytes: bytes, info: ModelInfo, threads: int):
         import onnxruntime as ort  # the heavy import happens at the first model load, not at import acl
@@ -63,7 +63,7 @@ class Engine:
         self.output_np = [d.np for d in info.outputs]
         self.rounding = _ROUNDING[info.precision]
 
-    def run(self, arrays: Sequence[np.ndarray], gear: Gear) -> list[np.ndarray]:
+    def run(self, arrays: Sequence[np.ndarray], gear: OmGear) -> list[np.ndarray]:
         """Outputs in OM order and dtypes; Fail(507011) if the graph fails or disagrees with the gear."""
         feeds = {
             name: (a if cast is None else a.astype(cast))
