@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Mapping, Sequence
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import numpy as np
 
@@ -330,13 +330,13 @@ class TensorSpec:
 def _value_range(name: str, type_name: str, value_range: object) -> tuple[float, float]:
     """(low, high) as the spec keeps them: ints for integer types, floats for float types; twin."""
     try:
-        low, high = value_range  # type: ignore[misc]
+        low, high = cast(Any, value_range)  # anything that unpacks into two: the compiled twin's rule
     except (TypeError, ValueError):
         raise ValueError(
             f"TensorSpec {name!r}: value_range must be (low, high), got {value_range!r}"
         ) from None
     integral = type_name in _INT_RANGE
-    bounds = []
+    bounds: list[float] = []
     for which, bound in (("low", low), ("high", high)):
         number = _number(bound, f"TensorSpec {name!r}: value_range {which}")
         if number != number:

@@ -47,7 +47,7 @@ class Binding:
         self.where = f"model {config.name!r} ({om_path})"
         #: what the instance's log should say at start-up about a config that works but may surprise
         self.warnings: list[str] = []
-        model = lane.model
+        model = lane.loaded_model
         self._bind_tensors(model)
         self._check_precision(model)
         self.gears = read_gear_table(lane, self.where)

@@ -23,6 +23,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import TypeVar
 
 import numpy as np
 
@@ -44,7 +45,10 @@ log = logging.getLogger("ge_plugin.engine")
 Entry = tuple[int, Sequence[np.ndarray]]
 
 
-def detached(exc: BaseException) -> BaseException:
+_E = TypeVar("_E", bound=BaseException)
+
+
+def detached(exc: _E) -> _E:
     """``exc`` without its traceback and chained exceptions.
 
     Results outlive the call that produced them; a traceback would keep every frame of that call alive, and
@@ -54,6 +58,12 @@ def detached(exc: BaseException) -> BaseException:
     exc.__context__ = None
     exc.__cause__ = None
     return exc
+
+
+def as_error(exc: BaseException) -> GePluginError:
+    """What a failed execute hands its requests: the GePluginError itself (an ACL error, say) or one that
+    carries the message of anything else (a ValueError from a copy), detached."""
+    return detached(exc if isinstance(exc, GePluginError) else GePluginError(str(exc)))
 
 
 def device_for_instance(instance_name: str, device_ids: Sequence[int]) -> int:
@@ -203,9 +213,9 @@ class Engine:
         before the device, from the completion thread otherwise. Outputs may be views of staging memory,
         valid until ``put`` returns; the caller copies (Triton's response sender does, before ``send``
         returns). The request arrays are not read after this returns: Triton frees them then."""
-        self._check_open()
+        context = self._check_open()
         if self._completion is None:
-            self._completion = Completion(self.context, self._finish)
+            self._completion = Completion(context, self._finish)
         self._run(requests, requested_outputs, put, True, synchronous=False)
 
     def device_memory(self) -> tuple[int, int]:
@@ -217,15 +227,17 @@ class Engine:
         with self._lock:
             self._lock.wait_for(lambda: all(lane.pending is None for lane in self.lanes))
 
-    def _check_open(self) -> None:
-        if self._closed:
+    def _check_open(self) -> device.Context:
+        """The engine's context, or GePluginError once it is closed."""
+        if self._closed or self.context is None:
             raise GePluginError(f"model {self.config.name!r}: the engine is closed")
+        return self.context
 
     def _run(self, requests, requested_outputs, put: Put, views: bool, *, synchronous: bool) -> None:
         n = len(requests)
         stats = self.stats
         stats.requests += n
-        self.context.make_current()
+        self._check_open().make_current()
         if len(self.recovering):
             for index in self.recovering.due():
                 with self._lock:
@@ -319,13 +331,16 @@ class Engine:
         types: Sequence[str] | None = None,
     ) -> InFlight:
         out_sel = self._every_output if wanted is None else sorted({k for i, _ in chunk for k in wanted[i]})
+        gear = self.gears.choose(need)
+        if gear is None:  # every chunk is formed from needs a gear covers (execute checks each)
+            raise AssertionError(f"no gear covers {need}")
         return InFlight(
             indices=[i for i, _ in chunk],
             shapes=[tuple([a.shape for a in arrays]) for _, arrays in chunk],
             arrays=[arrays for _, arrays in chunk],
             types=types or self.binding.in_type,
             need=need,
-            gear=self.gears.choose(need),
+            gear=gear,
             out_sel=out_sel,
             wanted=wanted,
             put=put,
@@ -347,7 +362,7 @@ class Engine:
                 lane.pending = None
                 self._lock.notify_all()
             return
-        if not synchronous:
+        if not synchronous and self._completion is not None:
             job.arrays = None  # gathered; Triton frees them once submit() returns
             self._completion.push(lane)
 
@@ -374,6 +389,9 @@ class Engine:
         """Gather the chunk into the lane's staging and queue copies and the execute."""
         b = self.binding
         gear = job.gear
+        if job.arrays is None:
+            raise GePluginError("a job's request arrays are gone once it has started; it cannot start again")
+        arrays_of = job.arrays
         lane.reclaim()
         lane.pending = job
         in_bytes = b.in_bytes[gear.index]
@@ -383,7 +401,7 @@ class Engine:
                 host.array,
                 gear.input_dims[k],
                 b.in_om_type[k],
-                [arrays[k] for arrays in job.arrays],
+                [arrays[k] for arrays in arrays_of],
                 job.types[k],
                 pad,
             )
@@ -423,6 +441,8 @@ class Engine:
     def _finish(self, lane: Lane) -> None:
         """Wait for the lane's job, answer its requests (or find which fail), then free the lane."""
         job = lane.pending
+        if job is None:
+            return
         try:
             self._complete(lane, job)
         except (GePluginError, ValueError) as exc:
@@ -452,7 +472,7 @@ class Engine:
 
         The requests' inputs are taken back out of the lane's staging first (gathered there, untouched
         since): in Triton the request memory may already be gone, and rebuilding frees the staging."""
-        error = detached(exc if isinstance(exc, GePluginError) else GePluginError(str(exc)))
+        error = as_error(exc)
         log.warning(
             "model %s: an execute of %d request(s) failed (%s); rebuilding the lane",
             self.config.name,
@@ -481,7 +501,7 @@ class Engine:
             dtype = dtypes.by_name(b.in_om_type[k]).numpy
             dims = job.gear.input_dims[k]
             wholes.append(host.array[: math.prod(dims) * dtype.itemsize].view(dtype).reshape(dims))
-        entries = []
+        entries: list[Entry] = []
         row = 0
         for index, shapes in zip(job.indices, job.shapes):
             arrays = [
@@ -547,7 +567,7 @@ class Engine:
             self._complete(lane, part)
         except (GePluginError, ValueError) as exc:
             self._rebuild(lane)
-            return detached(exc if isinstance(exc, GePluginError) else GePluginError(str(exc)))
+            return as_error(exc)
         finally:
             lane.pending = job
         return None
@@ -589,13 +609,13 @@ class Engine:
             )
         else:
             stats.lane_rebuilds += 1
-            recovery = self.recovering.recovered(index)
-            if recovery is not None:
+            was_down = self.recovering.recovered(index)
+            if was_down is not None:
                 log.warning(
                     "model %s: lane %d is back after %d failed rebuilds",
                     self.config.name,
                     index,
-                    recovery.failures,
+                    was_down.failures,
                 )
         stats.lanes_down = len(self.recovering)
 

@@ -26,7 +26,7 @@ class GearSetting:
 
 def read_gear_table(lane: Lane, where: str) -> GearTable:
     """Every gear of the lane's OM, its output dims read with the gear selected."""
-    model = lane.model
+    model = lane.loaded_model
     gears = []
     for index, gear in enumerate(gear_settings(model, where)):
         lane.select(Gear(index, gear.input_dims, (), gear.setting, gear.label))

@@ -16,6 +16,7 @@ import numpy as np
 from ge_plugin import device
 from ge_plugin.engine.gears import Gear
 from ge_plugin.engine.stats import BusyClock
+from ge_plugin.errors import GePluginError
 
 #: where a request's outputs go: ``put(index, outputs_or_error)``
 Put = Callable[[int, object], None]
@@ -119,6 +120,16 @@ class Lane:
             raise
         self.usable = True
 
+    def _loaded(self) -> tuple[device.Stream, device.OmModel, device.Dataset, device.Dataset]:
+        """The stream, model and datasets of an open lane; a closed lane runs nothing."""
+        if self.stream is None or self.model is None or self.inputs is None or self.outputs is None:
+            raise GePluginError("the lane is closed: it runs nothing until it is opened again")
+        return self.stream, self.model, self.inputs, self.outputs
+
+    @property
+    def loaded_model(self) -> device.OmModel:
+        return self._loaded()[1]
+
     @property
     def device_bytes(self) -> int:
         return sum(b.size for b in (*self.in_dev, *self.out_dev)) + (self.mbatch.size if self.mbatch else 0)
@@ -131,27 +142,29 @@ class Lane:
         """Tell the model which gear the next execute runs (writes ascend_mbatch_shape_data)."""
         if gear.setting is None:
             return
+        _, model, inputs, _ = self._loaded()
         if isinstance(gear.setting, int):
-            self.model.set_batch(self.inputs, gear.setting)
+            model.set_batch(inputs, gear.setting)
         else:
-            self.model.set_dims(self.inputs, gear.setting)
+            model.set_dims(inputs, gear.setting)
 
     def launch(self, gear: Gear, in_bytes: list[int], out_indices: list[int], out_bytes: list[int]) -> None:
         """Queue H2D of the staged inputs, the execute on ``gear``, and D2H of the wanted outputs."""
-        handle = self.stream.handle
+        stream, model, inputs, outputs = self._loaded()
+        handle = stream.handle
         if not self._on_device:
             self._on_device = True
             self.busy.enter()
         for dev, host, nbytes in zip(self.in_dev, self.in_host, in_bytes):
             device.copy_to_device_async(dev, host, nbytes, handle)
         self.select(gear)
-        self.model.execute_async(self.inputs, self.outputs, handle)
+        model.execute_async(inputs, outputs, handle)
         for j, nbytes in zip(out_indices, out_bytes):
             device.copy_to_host_async(self.out_host[j], self.out_dev[j], nbytes, handle)
 
     def wait(self) -> None:
         try:
-            self.stream.synchronize()
+            self._loaded()[0].synchronize()
         finally:
             self._off_device()
 
@@ -187,12 +200,12 @@ class Lane:
         for ds in (self.inputs, self.outputs):
             if ds is not None:
                 step(ds.close)
-        for buf in (*self.in_dev, *self.out_dev, *([self.mbatch] if self.mbatch else [])):
-            step(buf.close)
+        for device_buffer in (*self.in_dev, *self.out_dev, *([self.mbatch] if self.mbatch else [])):
+            step(device_buffer.close)
         if self.model is not None:
             step(self.model.close)
-        for buf in (*self.in_host, *self.out_host):
-            step(buf.close)
+        for pinned in (*self.in_host, *self.out_host):
+            step(pinned.close)
         if self.stream is not None:
             step(self.stream.close)
         self.usable = False
