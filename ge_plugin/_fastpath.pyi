@@ -4,7 +4,9 @@ from collections.abc import Mapping, Sequence
 
 IMPLEMENTATION: str
 
-__all__ = ["IMPLEMENTATION", "TensorSpec", "copy_bytes", "fill", "gather", "scatter", "validate"]
+CASTS: frozenset[tuple[str, str]]
+
+__all__ = ["CASTS", "IMPLEMENTATION", "TensorSpec", "copy_bytes", "fill", "gather", "scatter", "validate"]
 
 class TensorSpec:
     name: str

@@ -5,7 +5,8 @@ Every request's tensors pass through here twice (gather into the gear, scatter b
 Python work is kept to one pass over the arguments; the copies themselves run in C on raw pointers, as
 memcpy wherever a run is contiguous, and drop the GIL when they are large. ``_fastpath_py.py`` is the
 specification: same names, signatures, results and messages; where this file matches it deliberately in
-a way that is not obvious, a comment says "twin".
+a way that is not obvious, a comment says "twin". What runs only when a spec is built or a request is
+refused (reading a value range, wording a range or shape-tie error) is the twin's own code, imported.
 
 Annotations are documentation only (``annotation_typing=False``): arguments are converted by hand, so that
 a bad argument gets the twin's ValueError rather than Cython's TypeError.
@@ -25,6 +26,7 @@ import sys
 
 import numpy as np
 
+from ge_plugin._fastpath_py import _check_ties, _pair_names, _range_problem, _value_range
 from ge_plugin.errors import RequestError
 
 cnp.import_array()
@@ -34,7 +36,7 @@ if sys.byteorder != "little":  # pad values are narrowed by taking their low byt
 
 IMPLEMENTATION = "c"
 
-__all__ = ["IMPLEMENTATION", "TensorSpec", "copy_bytes", "fill", "gather", "scatter", "validate"]
+__all__ = ["CASTS", "IMPLEMENTATION", "TensorSpec", "copy_bytes", "fill", "gather", "scatter", "validate"]
 
 # --- type tables (indexed by TypeCode) -----------------------------------------------------------------
 
@@ -55,7 +57,20 @@ _TYPE_CODES = {
 }
 _TYPE_NAMES = ", ".join(_TYPE_CODES)
 _NAMES = tuple(_TYPE_CODES)
-_CAST_NAMES = "fp32<->fp16, fp32<->bf16, fp16<->bf16, int64<->int32"
+#: (from, to) type names -> what happens to each element; the one list of conversions (twin: _CASTS)
+_CAST_TABLE = {
+    ("fp32", "fp16"): CAST_F32_F16,
+    ("fp16", "fp32"): CAST_F16_F32,
+    ("fp32", "bf16"): CAST_F32_BF16,
+    ("bf16", "fp32"): CAST_BF16_F32,
+    ("fp16", "bf16"): CAST_F16_BF16,
+    ("bf16", "fp16"): CAST_BF16_F16,
+    ("int64", "int32"): CAST_I64_I32,
+    ("int32", "int64"): CAST_I32_I64,
+}
+#: every (from, to) pair of type names the fast path converts; equal types are always copied as they are
+CASTS = frozenset(_CAST_TABLE)
+_CAST_NAMES = ", ".join(_pair_names(_CAST_TABLE))
 
 cdef Py_ssize_t[13] _ITEMSIZE = [1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 8, 2]
 cdef char[13] _KIND = [b"b", b"u", b"u", b"u", b"u", b"i", b"i", b"i", b"i", b"f", b"f", b"f", b"u"]
@@ -89,22 +104,9 @@ cdef int _type_code(object name, str what) except -1:
 cdef int _cast_code(int src, int dst, str what) except -1:
     if src == dst:
         return CAST_NONE
-    if src == T_FP32 and dst == T_FP16:
-        return CAST_F32_F16
-    if src == T_FP16 and dst == T_FP32:
-        return CAST_F16_F32
-    if src == T_FP32 and dst == T_BF16:
-        return CAST_F32_BF16
-    if src == T_BF16 and dst == T_FP32:
-        return CAST_BF16_F32
-    if src == T_FP16 and dst == T_BF16:
-        return CAST_F16_BF16
-    if src == T_BF16 and dst == T_FP16:
-        return CAST_BF16_F16
-    if src == T_INT64 and dst == T_INT32:
-        return CAST_I64_I32
-    if src == T_INT32 and dst == T_INT64:
-        return CAST_I32_I64
+    code = _CAST_TABLE.get((_NAMES[src], _NAMES[dst]))
+    if code is not None:
+        return code
     raise ValueError(f"{what}: cannot cast {_NAMES[src]} to {_NAMES[dst]} (the casts are {_CAST_NAMES})")
 
 
@@ -407,6 +409,21 @@ def _unravel(Py_ssize_t flat, shape):
     return ", ".join(str(int(i)) for i in np.unravel_index(flat, tuple(shape)))
 
 
+# --- how often the GIL was let go, for the tests (a count, not a race) -------------------------------------
+
+cdef Py_ssize_t _nogil_sections = 0
+
+
+cdef inline void _released() noexcept:
+    global _nogil_sections
+    _nogil_sections += 1
+
+
+def _gil_releases() -> int:
+    """How many copies or checks so far ran without the GIL (each one large enough to be worth it)."""
+    return _nogil_sections
+
+
 # --- the public surface ----------------------------------------------------------------------------
 
 
@@ -515,46 +532,6 @@ cdef int _set_bounds(TensorSpec spec, object low, object high) except -1:
     return 0
 
 
-def _value_range(name, type_name, value_range):
-    """(low, high) as the spec keeps them: ints for integer types, floats for float types; twin."""
-    try:
-        low, high = value_range
-    except (TypeError, ValueError):
-        raise ValueError(f"TensorSpec {name!r}: value_range must be (low, high), got {value_range!r}") from None
-    integral = type_name in _INT_RANGE
-    bounds = []
-    for which, bound in (("low", low), ("high", high)):
-        number = _number(bound, f"TensorSpec {name!r}: value_range {which}")
-        if number != number:
-            raise ValueError(f"TensorSpec {name!r}: value_range {which} is NaN")
-        if integral:
-            if isinstance(bound, (int, np.integer)):
-                bounds.append(int(bound))
-                continue
-            if not number.is_integer():
-                raise ValueError(
-                    f"TensorSpec {name!r}: value_range {which} {bound!r} is not an integer, and {type_name} "
-                    "holds integers"
-                )
-            bounds.append(int(number))
-        else:
-            bounds.append(number)
-    if bounds[0] > bounds[1]:
-        raise ValueError(f"TensorSpec {name!r}: value_range low {bounds[0]} is above high {bounds[1]}")
-    return (bounds[0], bounds[1])
-
-
-def _range_problem(spec, values, flat):
-    """The message for the first value outside the spec's range, at flat index ``flat``; twin."""
-    value = values.flat[flat]
-    shown = repr(float(value)) if values.dtype.kind == "f" else str(int(value))
-    index = ", ".join(str(int(i)) for i in np.unravel_index(flat, values.shape))
-    low, high = spec.value_range
-    return RequestError(
-        f"input {spec.name!r}: value {shown} at [{index}] is outside the accepted range [{low}, {high}]"
-    )
-
-
 cdef Py_ssize_t _first_outside(TensorSpec spec, const char* data, Py_ssize_t n) noexcept nogil:
     """The flat index of the first element outside the spec's range, or -1 (twin: _check_range)."""
     cdef Py_ssize_t i
@@ -624,6 +601,7 @@ cdef int _check_range(TensorSpec spec, cnp.ndarray array) except -1:
     cdef const char* data = <const char*>cnp.PyArray_DATA(array)
     cdef Py_ssize_t bad
     if n * _ITEMSIZE[spec.code] >= GIL_RELEASE_BYTES:
+        _released()
         with nogil:
             bad = _first_outside(spec, data, n)
     else:
@@ -634,22 +612,6 @@ cdef int _check_range(TensorSpec spec, cnp.ndarray array) except -1:
             values = (values.astype(np.uint32) << 16).view(np.float32)
         raise _range_problem(spec, values, bad)
     return 0
-
-
-def _check_ties(specs, arrays):
-    """Inputs whose shapes must be equal; twin."""
-    for k, spec in enumerate(specs):
-        other = spec.same_shape_as
-        if other is None:
-            continue
-        j = next((j for j, candidate in enumerate(specs) if candidate.name == other), None)
-        if j is None:
-            raise ValueError(f"TensorSpec {spec.name!r}: same_shape_as {other!r} is not one of the inputs")
-        if arrays[k].shape != arrays[j].shape:
-            raise RequestError(
-                f"input {spec.name!r}: shape {list(arrays[k].shape)} differs from input {other!r}'s "
-                f"{list(arrays[j].shape)}; the model takes them with the same shape"
-            )
 
 
 def _as_array(name, value):
@@ -861,6 +823,7 @@ def gather(
         mv.src_item = _ITEMSIZE[src_code]
         mv.dst_item = _ITEMSIZE[dst_code]
         if nbytes > GIL_RELEASE_BYTES:
+            _released()
             with nogil:
                 i = _gather_all(&mv, sources, n, gear, <char*>out.buf, row_bytes, rows)
         else:
@@ -966,6 +929,7 @@ def scatter(
             _plan(&mv)
             mv.src_base = base
             if out_bytes > GIL_RELEASE_BYTES:
+                _released()
                 with nogil:
                     status = _move(&mv, 0, base, cnp.PyArray_BYTES(out))
             else:
@@ -985,8 +949,9 @@ def scatter(
 
 
 def copy_bytes(dst, src) -> None:
-    """Copy every byte of ``src`` (any C-contiguous buffer) to the start of ``dst``: the H2D/D2H staging
-    step for tensors that need neither padding nor casting."""
+    """Copy every byte of ``src`` (any C-contiguous buffer) to the start of ``dst``, at memcpy speed and
+    without the GIL when large. The engine does not call it (``gather`` and ``scatter`` carry every request's
+    bytes, padding and casts included); it is the plain copy for code that stages bytes by hand."""
     cdef Py_buffer source, target
     _get_buffer(src, &source, "copy_bytes: src", False)
     try:
@@ -995,6 +960,7 @@ def copy_bytes(dst, src) -> None:
             if target.len < source.len:
                 raise ValueError(f"copy_bytes: dst holds {target.len} bytes, src has {source.len}")
             if source.len > GIL_RELEASE_BYTES:
+                _released()
                 with nogil:
                     memcpy(target.buf, source.buf, source.len)
             else:
@@ -1007,7 +973,8 @@ def copy_bytes(dst, src) -> None:
 
 def fill(dst, type: str, value: float, start: int = 0, count: int = -1) -> None:
     """Write ``value`` as ``type`` into elements ``start .. start+count`` of ``dst`` (``count=-1``: to the
-    end), for padding a staging buffer without building a source array."""
+    end), without building a source array. The engine does not call it (``gather`` pads as it copies); it is
+    the plain fill for code that stages bytes by hand."""
     cdef Move mv
     cdef char pad[8]
     cdef Py_buffer target
@@ -1027,6 +994,7 @@ def fill(dst, type: str, value: float, start: int = 0, count: int = -1) -> None:
                 f"fill: elements {first}..{first + n} are outside dst, which holds {capacity} {type} elements"
             )
         if n * mv.dst_item > GIL_RELEASE_BYTES:
+            _released()
             with nogil:
                 _fill(<char*>target.buf + first * mv.dst_item, n, &mv)
         else:

@@ -21,7 +21,7 @@ from ge_plugin.errors import RequestError
 
 IMPLEMENTATION = "py"
 
-__all__ = ["IMPLEMENTATION", "TensorSpec", "copy_bytes", "fill", "gather", "scatter", "validate"]
+__all__ = ["CASTS", "IMPLEMENTATION", "TensorSpec", "copy_bytes", "fill", "gather", "scatter", "validate"]
 
 #: numpy's own limit on the number of dims, which the compiled module uses for its fixed-size arrays
 _MAX_DIMS = 32
@@ -43,7 +43,6 @@ _NUMPY: dict[str, np.dtype] = {
     "bf16": np.dtype(np.uint16),
 }
 _TYPE_NAMES = ", ".join(_NUMPY)
-_CAST_NAMES = "fp32<->fp16, fp32<->bf16, fp16<->bf16, int64<->int32"
 
 #: the integer range of each integer type, for pad values (a float has to land on one of them exactly)
 _INT_RANGE = {
@@ -116,6 +115,16 @@ def _int64_to_int32(values: np.ndarray, where: str) -> np.ndarray:
 
 _Cast = Callable[[np.ndarray, str], np.ndarray]
 
+
+def _pair_names(pairs) -> list[str]:
+    """``a<->b`` once per pair of conversions both ways, in table order (for messages)."""
+    seen: list[tuple[str, str]] = []
+    for a, b in pairs:
+        if (b, a) not in seen:
+            seen.append((a, b))
+    return [f"{a}<->{b}" for a, b in seen]
+
+
 _CASTS: dict[tuple[str, str], _Cast] = {
     ("fp32", "fp16"): lambda a, where: _f32_to_f16(a),
     ("fp16", "fp32"): lambda a, where: _f16_to_f32(a),
@@ -126,6 +135,11 @@ _CASTS: dict[tuple[str, str], _Cast] = {
     ("int64", "int32"): _int64_to_int32,
     ("int32", "int64"): lambda a, where: a.astype(np.int64),
 }
+
+
+#: every (from, to) pair of type names the fast path converts; equal types are always copied as they are
+CASTS = frozenset(_CASTS)
+_CAST_NAMES = ", ".join(_pair_names(_CASTS))
 
 
 def _cast(src_type: str, dst_type: str, what: str) -> _Cast | None:
@@ -570,14 +584,18 @@ def scatter(
         raise ValueError(
             f"scatter: src holds {in_bytes.size} bytes, the source {list(full)} {src_type} needs {nbytes}"
         )
-    counts = [operator.index(r) for r in rows]
-    if len(counts) != len(shapes):
+    # the compiled module's order: the two lists as a whole, then each request, its count before its dims
+    counts = rows if type(rows) is list or type(rows) is tuple else list(rows)
+    parts = shapes if type(shapes) is list or type(shapes) is tuple else list(shapes)
+    if len(counts) != len(parts):
         raise ValueError(
-            f"scatter: {len(counts)} row counts but {len(shapes)} shapes; give one of each per request"
+            f"scatter: {len(counts)} row counts but {len(parts)} shapes; give one of each per request"
         )
     wanted = []
-    for i, (count, shape) in enumerate(zip(counts, shapes)):
-        trimmed = tuple(operator.index(d) for d in shape)
+    total = 0
+    for i in range(len(counts)):
+        count = operator.index(counts[i])
+        trimmed = parts[i] if type(parts[i]) is tuple else tuple(parts[i])
         if count < 1:
             raise ValueError(f"scatter: request {i} has {count} rows; every request has at least one")
         if len(trimmed) != len(full) - 1:
@@ -585,14 +603,17 @@ def scatter(
                 f"scatter: request {i} shape {list(trimmed)} has {len(trimmed)} dims, the source {list(full)} "
                 f"has {len(full) - 1} after the row dim"
             )
-        for k, size in enumerate(trimmed):
+        sizes = []
+        for k in range(len(full) - 1):
+            size = operator.index(trimmed[k])
             if not 0 <= size <= full[k + 1]:
                 raise ValueError(
                     f"scatter: request {i} shape {list(trimmed)}: dim {k + 1} is {size}, outside the source's "
                     f"0..{full[k + 1]}"
                 )
-        wanted.append((count, *trimmed))
-    total = sum(counts)
+            sizes.append(size)
+        wanted.append((count, *sizes))
+        total += count
     if total > full[0]:
         raise ValueError(f"scatter: the requests own {total} rows in total, more than the source's {full[0]}")
 
@@ -612,8 +633,9 @@ def scatter(
 
 
 def copy_bytes(dst, src) -> None:
-    """Copy every byte of ``src`` (any C-contiguous buffer) to the start of ``dst``: the H2D/D2H staging
-    step for tensors that need neither padding nor casting."""
+    """Copy every byte of ``src`` (any C-contiguous buffer) to the start of ``dst``, at memcpy speed and
+    without the GIL when large. The engine does not call it (``gather`` and ``scatter`` carry every request's
+    bytes, padding and casts included); it is the plain copy for code that stages bytes by hand."""
     source = _bytes_of(src, "copy_bytes: src", writable=False)
     target = _bytes_of(dst, "copy_bytes: dst", writable=True)
     if target.size < source.size:
@@ -623,7 +645,8 @@ def copy_bytes(dst, src) -> None:
 
 def fill(dst, type: str, value: float, start: int = 0, count: int = -1) -> None:
     """Write ``value`` as ``type`` into elements ``start .. start+count`` of ``dst`` (``count=-1``: to the
-    end), for padding a staging buffer without building a source array."""
+    end), without building a source array. The engine does not call it (``gather`` pads as it copies); it is
+    the plain fill for code that stages bytes by hand."""
     dtype = _dtype(type, "fill: type")
     typed = _typed_value(value, type, "fill: value")
     target = _bytes_of(dst, "fill: dst", writable=True)

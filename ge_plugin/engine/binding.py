@@ -20,8 +20,6 @@ from ge_plugin.errors import ConfigError
 
 log = logging.getLogger("ge_plugin.engine")
 
-#: Triton dtype -> OM dtype pairs the fast path converts (both directions); equal types always work
-CASTS = frozenset({("fp32", "fp16"), ("fp32", "bf16"), ("fp16", "bf16"), ("int64", "int32")})
 
 #: the values an int64 request keeps when an int32 OM takes it
 INT32_RANGE = (-(2**31), 2**31 - 1)
@@ -31,7 +29,9 @@ PRECISION_OF_OM = {"fp32": "origin", "fp16": "fp16", "bf16": "bf16"}
 
 
 def _can_cast(a: str, b: str) -> bool:
-    return a == b or (a, b) in CASTS or (b, a) in CASTS
+    """Requests of type ``a`` can go to an OM tensor of type ``b`` and its outputs come back (the fast path
+    converts both ways, ``fp.CASTS``)."""
+    return a == b or ((a, b) in fp.CASTS and (b, a) in fp.CASTS)
 
 
 class Binding:

@@ -147,3 +147,29 @@ def test_cast_pad_value_rounds_like_the_data(fp: ModuleType, dst_type: str, pad:
     dst = np.empty(2, np.uint8)
     fp.gather(dst, (1,), dst_type, [], "fp32", pad)
     assert dst.view(np.uint16)[0] == bits
+
+
+def test_casts_one_table_that_both_twins_and_the_engine_share(fp, both):
+    """The conversions exist once per implementation (CASTS), the engine reads the picked one, and the two
+    agree with each other and with what gather does: each listed pair converts, no other pair does."""
+    from ge_plugin import fastpath
+    from ge_plugin.engine import binding
+
+    compiled, twin = both
+    assert compiled.CASTS == twin.CASTS
+    assert fastpath.CASTS is compiled.CASTS or fastpath.CASTS is twin.CASTS
+    numpy_of = {"bool": np.bool_, "uint8": np.uint8, "int32": np.int32, "int64": np.int64}
+    numpy_of.update({"fp16": np.float16, "fp32": np.float32, "bf16": np.uint16})
+    names = list(numpy_of)
+    for a in names:
+        for b in names:
+            dst = np.zeros(64, np.uint8)
+            src = np.zeros((1, 2), numpy_of[a])
+            if a == b or (a, b) in fp.CASTS:
+                fp.gather(dst, (1, 2), b, [src], a, 0)
+            else:
+                with pytest.raises(
+                    ValueError, match=r"cannot cast .* \(the casts are fp32<->fp16, fp32<->bf16"
+                ):
+                    fp.gather(dst, (1, 2), b, [src], a, 0)
+            assert binding._can_cast(a, b) == (a == b or ((a, b) in fp.CASTS and (b, a) in fp.CASTS))

@@ -341,3 +341,84 @@ def test_range_twins_agree(both: tuple[ModuleType, ModuleType], case: tuple) -> 
 
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
+
+
+#: argument values a caller may get wrong: each twin must refuse the same ones with the same exception
+ODD_COUNTS = st.one_of(
+    st.lists(st.sampled_from([1, 2, 0, -1, 1.5, "1", None, True]), max_size=3),
+    st.sampled_from([None, 1, "12", (1,)]),
+)
+ODD_SHAPES = st.one_of(
+    st.lists(
+        st.one_of(
+            st.tuples(st.sampled_from([1, 4, 0, 5, 1.5, None])),
+            st.sampled_from([4, None, "4", ()]),
+        ),
+        max_size=3,
+    ),
+    st.sampled_from([None, 4, "4"]),
+)
+
+
+@PROPERTY_SETTINGS
+@given(
+    rows=ODD_COUNTS,
+    shapes=ODD_SHAPES,
+    src_shape=st.sampled_from([(2, 4), (2,), (), (2, 4.0), None, (0, 4)]),
+    types=st.sampled_from(
+        [("fp32", "fp32"), ("fp32", "fp16"), ("fp32", "int8"), ("xx", "fp32"), (None, "fp32")]
+    ),
+    src=st.sampled_from(["buffer", "small", "none", "readonly"]),
+)
+def test_scatter_twins_refuse_bad_arguments_alike(both, rows, shapes, src_shape, types, src) -> None:
+    buffers = {
+        "buffer": np.zeros(64, np.uint8),
+        "small": np.zeros(4, np.uint8),
+        "none": None,
+        "readonly": np.frombuffer(bytes(64), np.uint8),
+    }
+    results = []
+    for fp in both:
+        kind, value = outcome_any(fp.scatter, buffers[src], src_shape, types[0], types[1], rows, shapes)
+        results.append((kind, value if kind != "ok" else [a.tobytes() for a in value]))
+    assert results[0] == results[1]
+
+
+@PROPERTY_SETTINGS
+@given(
+    dst_shape=st.sampled_from([(2, 4), (2,), (), (2, 4.5), None, (1, 0)]),
+    types=st.sampled_from(
+        [("fp32", "fp32"), ("fp16", "fp32"), ("int8", "fp32"), ("xx", "fp32"), ("fp32", None)]
+    ),
+    srcs=st.sampled_from(["one", "two", "wrong-dtype", "none", "list", "too-long"]),
+    pad=st.sampled_from([0, 1.5, "0", None, float("nan"), 1e40]),
+    dst=st.sampled_from(["buffer", "small", "none", "readonly"]),
+)
+def test_gather_twins_refuse_bad_arguments_alike(both, dst_shape, types, srcs, pad, dst) -> None:
+    sources = {
+        "one": [np.ones((1, 4), np.float32)],
+        "two": [np.ones((1, 4), np.float32), np.ones((1, 2), np.float32)],
+        "wrong-dtype": [np.ones((1, 4), np.float64)],
+        "none": None,
+        "list": [[1.0, 2.0]],
+        "too-long": [np.ones((3, 4), np.float32)],
+    }
+    results = []
+    for fp in both:
+        buffers = {
+            "buffer": np.zeros(64, np.uint8),
+            "small": np.zeros(4, np.uint8),
+            "none": None,
+            "readonly": np.frombuffer(bytes(64), np.uint8),
+        }
+        kind, value = outcome_any(fp.gather, buffers[dst], dst_shape, types[0], sources[srcs], types[1], pad)
+        results.append((kind, value))
+    assert results[0] == results[1]
+
+
+def outcome_any(func: Callable[..., Any], *args: Any) -> tuple[str, Any]:
+    """What a call did: ("ok", its result), or any exception's type name and message."""
+    try:
+        return "ok", func(*args)
+    except Exception as exc:
+        return type(exc).__name__, str(exc)
