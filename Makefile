@@ -47,11 +47,11 @@ bench: setup
 bench-micro: setup
 	$(PY) -m pytest benchmarks -q -p no:randomly --benchmark-columns=min,median,max,ops --benchmark-sort=name
 
-lint: setup
+lint: setup typecheck
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# mypy over ge_plugin, as configured in pyproject.toml [tool.mypy]; not yet part of `lint` (issue 13).
+# mypy over ge_plugin, as configured in pyproject.toml [tool.mypy]
 typecheck: setup
 	$(VENV)/bin/mypy
 
