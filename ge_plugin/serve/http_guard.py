@@ -10,17 +10,23 @@ behind it. The guard reads each inference request's JSON header and refuses, wit
 ``max_input_bytes``; everything else, bytes unchanged, goes to tritonserver on one upstream connection per
 client connection. gRPC does not need it (gRPC and binary HTTP requests were already refused with 400).
 
+Bodies are not carried through Python: past the head (and the JSON part the check reads), bytes move from
+one socket to the other with ``os.splice`` through a pipe, inside the kernel, so a 2 MiB response costs the
+relay about as much as a small one. One thread per client connection, as Triton's HTTP clients keep few.
+
 It also owns the client connections, so a stop can close idle keep-alive ones at once instead of waiting out
 tritonserver's exit timeout for them.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import fcntl
 import json
 import math
+import os
 import re
+import socket
 import threading
 from collections.abc import Mapping
 
@@ -90,7 +96,7 @@ def _count(data: object) -> int:
 
 
 class HttpGuard:
-    """Serves ``listen`` in a thread of its own and forwards to tritonserver's HTTP endpoint at ``upstream``."""
+    """Serves ``listen`` from threads of its own and forwards to tritonserver's HTTP endpoint at ``upstream``."""
 
     def __init__(
         self,
@@ -103,141 +109,116 @@ class HttpGuard:
         self.upstream = upstream
         self.max_input_bytes = max_input_bytes
         self.refused = 0  #: requests the guard answered itself
+        self._lock = threading.Lock()
         self._stopping = False
-        self._loop = asyncio.new_event_loop()
-        self._server: asyncio.base_events.Server | None = None
-        self._clients: set[asyncio.StreamWriter] = set()
-        self._started = threading.Event()
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="ge-plugin-http-guard", daemon=True)
+        #: open client connections -> whether each waits for its next request (idle)
+        self._clients: dict[socket.socket, bool] = {}
+        self._server = socket.create_server(listen, reuse_port=False, backlog=128)
+        self._thread = threading.Thread(target=self._accept, name="ge-plugin-http-guard", daemon=True)
         self._thread.start()
-        self._started.wait()
-        if self._error is not None:
-            raise self._error
 
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        try:
-            self._server = self._loop.run_until_complete(
-                asyncio.start_server(self._connection, *self.listen, reuse_address=True)
-            )
-        except OSError as exc:
-            self._error = exc
-            self._started.set()
-            return
-        self._started.set()
-        self._loop.run_forever()
-        self._loop.close()
-
-    def close(self) -> None:
-        """Stop listening and close every client connection (requests in flight are cut)."""
-        server = self._server
-        if server is None or self._loop.is_closed():
-            return
-
-        async def shut() -> None:
-            server.close()
-            for writer in list(self._clients):
-                writer.close()
-            await server.wait_closed()
-
-        with contextlib.suppress(RuntimeError):
-            asyncio.run_coroutine_threadsafe(shut(), self._loop).result(timeout=10)
-            self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._server.accept()
+            except OSError:  # the listening socket was closed: the stop began
+                return
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            with self._lock:
+                if self._stopping:
+                    client.close()
+                    continue
+                self._clients[client] = True
+            threading.Thread(
+                target=self._connection, args=(client,), name="ge-plugin-http-guard", daemon=True
+            ).start()
 
     def begin_stop(self) -> None:
         """Take no new connection and close the idle ones (a client waiting between requests), which would
         otherwise hold tritonserver's stop for its whole exit timeout; requests in flight are answered, and
         their connections close after the answer."""
-        server = self._server
-        if server is None or self._loop.is_closed():
-            return
-
-        def stop_accepting() -> None:
+        with self._lock:
             self._stopping = True
-            server.close()
-            for writer in list(self._clients):
-                if getattr(writer, "ge_idle", False):
-                    writer.close()
+            idle = [client for client, waiting in self._clients.items() if waiting]
+        _shut(self._server)
+        self._server.close()
+        for client in idle:
+            _shut(client)
 
-        self._loop.call_soon_threadsafe(stop_accepting)
+    def close(self) -> None:
+        """Stop listening and close every client connection (requests in flight are cut)."""
+        self.begin_stop()
+        with self._lock:
+            clients = list(self._clients)
+        for client in clients:
+            _shut(client)
+        self._thread.join(timeout=10)
 
     # -- one client connection ---------------------------------------------------------------------
 
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _connection(self, client: socket.socket) -> None:
         """Requests of one client, in turn: each checked if it is an inference request, then relayed to
-        tritonserver, and the answer relayed back; bodies stream through in pieces, not held whole, except
-        the JSON part the check reads."""
-        self._clients.add(writer)
-        upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        tritonserver, and the answer relayed back."""
+        upstream: socket.socket | None = None
+        incoming = _Stream(client)
+        pipe = _Pipe()
         try:
             while True:
-                writer.ge_idle = True  # type: ignore[attr-defined]
-                head = await _read_head(reader)
-                writer.ge_idle = False  # type: ignore[attr-defined]
+                head = incoming.head()
                 if head is None:
                     return
-                head, length, whole = await _framed(reader, head)
+                with self._lock:
+                    self._clients[client] = False
+                head, length, whole = _framed(incoming, head)
                 checked = b""
                 json_length = self._json_length(head, length)
                 if json_length:
-                    checked = (
-                        whole[:json_length] if whole is not None else await reader.readexactly(json_length)
-                    )
+                    checked = whole[:json_length] if whole is not None else incoming.exactly(json_length)
                     problem = self._problem(checked)
                     if problem is not None:
                         if whole is None:
-                            await _discard(reader, length - json_length)
-                        self.refused += 1
-                        await _answer(writer, b"400 Bad Request", problem)
+                            incoming.discard(length - json_length)
+                        with self._lock:
+                            self.refused += 1
+                        _answer(client, b"400 Bad Request", problem)
+                        self._idle(client)
                         continue
                 if upstream is None:
                     try:
-                        upstream = await asyncio.open_connection(*self.upstream)
+                        upstream = socket.create_connection(self.upstream)
                     except OSError as exc:  # tritonserver not listening (yet, or any more)
-                        await _answer(
-                            writer, b"503 Service Unavailable", f"tritonserver is not reachable: {exc}"
-                        )
+                        _answer(client, b"503 Service Unavailable", f"tritonserver is not reachable: {exc}")
                         return
-                upstream[1].write(head + checked)
+                    upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                    outgoing = _Stream(upstream)
+                upstream.sendall(head + checked)
                 if whole is not None:
-                    upstream[1].write(whole[len(checked) :])
+                    upstream.sendall(whole[len(checked) :])
                 else:
-                    await _relay(reader, upstream[1], length - len(checked))
-                response = await _read_head(upstream[0])
+                    incoming.relay(upstream, length - len(checked), pipe)
+                response = outgoing.head()
                 if response is None:
                     return
-                await self._relay_response(response, upstream[0], writer)
+                _relay_response(response, outgoing, client, pipe)
                 if _closes(head) or _closes(response) or self._stopping:
                     return
-        except (ConnectionError, asyncio.IncompleteReadError, _BadMessage):
+                self._idle(client)
+        except (OSError, _BadMessage):
             return
         finally:
-            self._clients.discard(writer)
-            writer.close()
+            with self._lock:
+                self._clients.pop(client, None)
+            client.close()
             if upstream is not None:
-                upstream[1].close()
+                upstream.close()
+            pipe.close()
 
-    @staticmethod
-    async def _relay_response(
-        head: bytes, source: asyncio.StreamReader, client: asyncio.StreamWriter
-    ) -> None:
-        client.write(head)
-        headers = _headers(head)
-        if b"chunked" in headers.get(b"transfer-encoding", b"").lower():
-            await _relay_chunks(source, client)
-            return
-        length = headers.get(b"content-length")
-        if length is not None:
-            if not length.isdigit():
-                raise _BadMessage
-            await _relay(source, client, int(length))
-            return
-        status = head.split(b" ", 2)[1] if b" " in head else b""
-        if not (status in (b"204", b"304") or status.startswith(b"1")):
-            client.write(await source.read())  # a response framed by closing the connection
-        await client.drain()
+    def _idle(self, client: socket.socket) -> None:
+        with self._lock:
+            self._clients[client] = True
+            stopping = self._stopping
+        if stopping:
+            _shut(client)
 
     @staticmethod
     def _json_length(head: bytes, length: int) -> int:
@@ -268,31 +249,114 @@ class HttpGuard:
         return None
 
 
-#: how much of a body is held at once while it streams through
+class _BadMessage(Exception):
+    pass
+
+
+class _Pipe:
+    """A pipe, as large as the system allows, that ``os.splice`` moves bytes through between two sockets."""
+
+    def __init__(self) -> None:
+        self.read_end, self.write_end = os.pipe()
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(self.write_end, fcntl.F_SETPIPE_SZ, _PIECE)
+
+    def close(self) -> None:
+        os.close(self.read_end)
+        os.close(self.write_end)
+
+
+#: how much moves at once between the sockets
 _PIECE = 1 << 20
 
 
-async def _read_head(reader: asyncio.StreamReader) -> bytes | None:
-    """The start line and headers of the next message (with the blank line); None at a clean end."""
-    try:
-        head = await reader.readuntil(b"\r\n\r\n")
-    except asyncio.IncompleteReadError as exc:
-        if exc.partial:
-            raise _BadMessage from None
-        return None
-    except asyncio.LimitOverrunError:
-        raise _BadMessage from None
-    if len(head) > MAX_HEAD_BYTES:
-        raise _BadMessage
-    return head
+class _Stream:
+    """A socket read in two ways: heads and short parts into Python, bodies spliced on untouched. Bytes read
+    past what was asked for are kept and handed on first."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.buffer = bytearray()
+
+    def _fill(self) -> bool:
+        data = self.sock.recv(65536)
+        if not data:
+            return False
+        self.buffer += data
+        return True
+
+    def head(self) -> bytes | None:
+        """The start line and headers of the next message (with the blank line); None at a clean end."""
+        while True:
+            end = self.buffer.find(b"\r\n\r\n")
+            if end >= 0:
+                head = bytes(self.buffer[: end + 4])
+                del self.buffer[: end + 4]
+                return head
+            if len(self.buffer) > MAX_HEAD_BYTES:
+                raise _BadMessage
+            if not self._fill():
+                if self.buffer:
+                    raise _BadMessage
+                return None
+
+    def line(self) -> bytes:
+        while (end := self.buffer.find(b"\r\n")) < 0:
+            if not self._fill():
+                raise _BadMessage
+        data = bytes(self.buffer[: end + 2])
+        del self.buffer[: end + 2]
+        return data
+
+    def exactly(self, n: int) -> bytes:
+        while len(self.buffer) < n:
+            if not self._fill():
+                raise _BadMessage
+        data = bytes(self.buffer[:n])
+        del self.buffer[:n]
+        return data
+
+    def relay(self, sink: socket.socket, n: int, pipe: _Pipe) -> None:
+        """``n`` bytes to ``sink``: what is buffered, then the rest spliced socket to socket."""
+        first = bytes(self.buffer[:n])
+        del self.buffer[: len(first)]
+        if first:
+            sink.sendall(first)
+        n -= len(first)
+        source = self.sock.fileno()
+        target = sink.fileno()
+        while n > 0:
+            moved = os.splice(source, pipe.write_end, min(n, _PIECE))
+            if moved == 0:
+                raise _BadMessage
+            left = moved
+            while left:
+                left -= os.splice(pipe.read_end, target, left)
+            n -= moved
+
+    def discard(self, n: int) -> None:
+        while n > 0:
+            if not self.buffer and not self._fill():
+                raise _BadMessage
+            taken = min(n, len(self.buffer))
+            del self.buffer[:taken]
+            n -= taken
+
+    def rest(self) -> bytes:
+        """Everything until the peer closes (a response framed by closing the connection)."""
+        while self._fill():
+            pass
+        data = bytes(self.buffer)
+        self.buffer.clear()
+        return data
 
 
-async def _framed(reader: asyncio.StreamReader, head: bytes) -> tuple[bytes, int, bytes | None]:
+def _framed(stream: _Stream, head: bytes) -> tuple[bytes, int, bytes | None]:
     """A request's head, body length, and the body itself when it came chunked (no Triton client sends
     one): that one is read whole and sent on with Content-Length, so tritonserver sees one framing."""
     headers = _headers(head)
     if b"chunked" in headers.get(b"transfer-encoding", b"").lower():
-        body = await _read_chunked(reader)
+        body = _read_chunked(stream)
         return _reframe(head, len(body)), len(body), body
     length = headers.get(b"content-length", b"0")
     if not length.isdigit():
@@ -300,52 +364,38 @@ async def _framed(reader: asyncio.StreamReader, head: bytes) -> tuple[bytes, int
     return head, int(length), None
 
 
-async def _relay(source: asyncio.StreamReader, sink: asyncio.StreamWriter, length: int) -> None:
-    while length > 0:
-        piece = await source.read(min(length, _PIECE))
-        if not piece:
-            raise asyncio.IncompleteReadError(b"", length)
-        sink.write(piece)
-        await sink.drain()
-        length -= len(piece)
-    await sink.drain()
+def _relay_response(head: bytes, source: _Stream, client: socket.socket, pipe: _Pipe) -> None:
+    client.sendall(head)
+    headers = _headers(head)
+    if b"chunked" in headers.get(b"transfer-encoding", b"").lower():
+        while True:  # verbatim, through the last (empty) chunk and the trailer
+            size_line = source.line()
+            client.sendall(size_line)
+            size = int(size_line.split(b";", 1)[0].strip() or b"0", 16)
+            if size == 0:
+                client.sendall(source.line())
+                return
+            source.relay(client, size + 2, pipe)
+    length = headers.get(b"content-length")
+    if length is not None:
+        if not length.isdigit():
+            raise _BadMessage
+        source.relay(client, int(length), pipe)
+        return
+    status = head.split(b" ", 2)[1] if b" " in head else b""
+    if not (status in (b"204", b"304") or status.startswith(b"1")):
+        client.sendall(source.rest())
 
 
-async def _relay_chunks(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
-    """A chunked body, verbatim, through its last (empty) chunk and trailer."""
-    while True:
-        size_line = await source.readuntil(b"\r\n")
-        sink.write(size_line)
-        size = int(size_line.split(b";", 1)[0].strip() or b"0", 16)
-        if size == 0:
-            sink.write(await source.readuntil(b"\r\n"))
-            await sink.drain()
-            return
-        await _relay(source, sink, size + 2)
-
-
-async def _discard(reader: asyncio.StreamReader, length: int) -> None:
-    while length > 0:
-        piece = await reader.read(min(length, _PIECE))
-        if not piece:
-            raise asyncio.IncompleteReadError(b"", length)
-        length -= len(piece)
-
-
-class _BadMessage(Exception):
-    pass
-
-
-async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
+def _read_chunked(stream: _Stream) -> bytes:
     parts: list[bytes] = []
     while True:
-        size_line = await reader.readuntil(b"\r\n")
-        size = int(size_line.split(b";", 1)[0].strip() or b"0", 16)
+        size = int(stream.line().split(b";", 1)[0].strip() or b"0", 16)
         if size == 0:
-            await reader.readuntil(b"\r\n")  # the (empty) trailer
+            stream.line()  # the (empty) trailer
             return b"".join(parts)
-        parts.append(await reader.readexactly(size))
-        await reader.readexactly(2)
+        parts.append(stream.exactly(size))
+        stream.exactly(2)
 
 
 def _reframe(head: bytes, length: int) -> bytes:
@@ -371,10 +421,10 @@ def _closes(head: bytes) -> bool:
     return _headers(head).get(b"connection", b"").lower() == b"close" or head.startswith(b"HTTP/1.0")
 
 
-async def _answer(writer: asyncio.StreamWriter, status: bytes, message: str) -> None:
+def _answer(client: socket.socket, status: bytes, message: str) -> None:
     """An answer of the guard's own, in Triton's error body: ``{"error": message}``."""
     body = json.dumps({"error": message}).encode()
-    writer.write(
+    client.sendall(
         b"HTTP/1.1 "
         + status
         + b"\r\nContent-Type: application/json\r\nContent-Length: "
@@ -382,4 +432,9 @@ async def _answer(writer: asyncio.StreamWriter, status: bytes, message: str) -> 
         + b"\r\n\r\n"
         + body
     )
-    await writer.drain()
+
+
+def _shut(sock: socket.socket) -> None:
+    """End a socket's traffic both ways, waking whoever waits on it."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
