@@ -22,7 +22,7 @@ from pathlib import Path
 
 import attrs
 
-from ge_plugin.bench.repository import BenchModel
+from ge_plugin.bench.records import BenchModel, Measurement, PerfRow
 from ge_plugin.errors import BenchError
 
 #: CSV column -> PerfRow field (times in µs as perf_analyzer writes them)
@@ -47,43 +47,10 @@ NO_STABILITY_CHECK = 999
 
 
 @attrs.frozen
-class PerfRow:
-    """One concurrency level as perf_analyzer measured it (µs, infer/s)."""
-
-    concurrency: int
-    throughput: float
-    client_send_us: float
-    network_us: float
-    server_queue_us: float
-    server_compute_input_us: float
-    server_compute_infer_us: float
-    server_compute_output_us: float
-    client_recv_us: float
-    p50_us: float
-    p90_us: float
-    p95_us: float
-    p99_us: float
-
-
-@attrs.frozen
 class PerfSettings:
     measurement_ms: int = 2000
     stability_percentage: int = 20
     max_trials: int = 8
-
-
-@attrs.frozen
-class Measurement:
-    model: str
-    row: PerfRow
-    stable: bool  #: False: perf_analyzer's stability check failed and the point was measured without it
-    #: rows per request (perf_analyzer ``-b``); throughput counts rows, as the seed's req/s does
-    batch: int = 1
-    #: from the server's counters over the run (ge_plugin.bench.serverstats); None when not known
-    rows_per_execute: float | None = None
-    engine_ms_per_execute: float | None = None
-    #: executions per batch size (rows in one execute) during the run
-    batch_sizes: dict[str, int] | None = None
 
 
 def parse_csv(text: str, *, source: str = "perf_analyzer CSV") -> list[PerfRow]:

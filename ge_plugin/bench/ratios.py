@@ -8,56 +8,18 @@ the least Triton allows for a response of the same size.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 
-import attrs
-
 from ge_plugin.bench import seed
-from ge_plugin.bench.direct import Allocations, DirectRow
-from ge_plugin.bench.perf import Measurement
+from ge_plugin.bench.records import Allocations, DirectRow, Measurement, Target
 from ge_plugin.bench.repository import GE_MODELS
 
-_OPS = {"<=": operator.le, ">=": operator.ge, "==": operator.eq}
 #: the replica's served LLaMA (2 instances × 1 stream), its naive twin, and the same-size floor
 REPLICA_GE = "replica_ge_llama"
 REPLICA_NAIVE = "replica_naive_llama"
 FLOOR = "py_logits"
 #: the same-size floor at the device's pace: waits the seed's device time, then returns the logits
 PACED_FLOOR = "replica_py_logits"
-
-
-@attrs.frozen
-class Target:
-    id: str
-    what: str
-    op: str  #: "<=", ">=" or "=="
-    threshold: float
-    unit: str  #: "x" (a ratio), "ms" or "allocations/request"
-    value: float | None
-    detail: str  #: the raw numbers the value came from, or why there is none
-
-    @property
-    def passed(self) -> bool | None:
-        if self.value is None:
-            return None
-        return bool(_OPS[self.op](round(self.value, 6), self.threshold))
-
-    def show_value(self) -> str:
-        if self.value is None:
-            return "–"
-        if self.unit == "x":
-            return f"{self.value:.2f}×"
-        if self.unit == "ms":
-            return f"{self.value:+.2f} ms"
-        return f"{self.value:g}"
-
-    def show_target(self) -> str:
-        unit = "×" if self.unit == "x" else f" {self.unit}"
-        return f"{self.op} {self.threshold:g}{unit}"
-
-    def verdict(self) -> str:
-        return {True: "met", False: "missed", None: "n/a"}[self.passed]
 
 
 def at(triton: Sequence[Measurement], model: str, concurrency: int, batch: int = 1) -> Measurement | None:

@@ -15,20 +15,27 @@ from typing import Any
 import attrs
 
 from ge_plugin.bench import seed
-from ge_plugin.bench.direct import Allocations, DirectRow
-from ge_plugin.bench.perf import NO_STABILITY_CHECK, Measurement, PerfRow
+from ge_plugin.bench.perf import NO_STABILITY_CHECK
 from ge_plugin.bench.ratios import (
     FLOOR,
     PACED_FLOOR,
     REPLICA_GE,
     REPLICA_NAIVE,
-    Target,
     added_ms,
     at,
     direct_at,
     paced_added_ms,
 )
-from ge_plugin.bench.repository import BenchModel
+from ge_plugin.bench.records import (
+    Allocations,
+    BenchModel,
+    DirectRow,
+    Measurement,
+    PerfRow,
+    Result,
+    Target,
+    Window,
+)
 from ge_plugin.errors import BenchError
 
 SCHEMA = "ge-plugin-bench/2"
@@ -37,23 +44,6 @@ JSON = "report.json"
 PLOT = "latency_throughput.png"
 #: instances × streams of the replica's LLaMA models (§5)
 LAYOUTS = (("replica_ge_llama_1x1", "1 × 1"), ("replica_ge_llama_1x2", "1 × 2"), (REPLICA_GE, "2 × 1"))
-
-
-@attrs.frozen
-class Result:
-    label: str  #: "CPU simulator (timing-only), 2 cores"
-    created: str  #: ISO 8601, UTC
-    machine: dict[str, Any]
-    options: dict[str, Any]
-    models: tuple[BenchModel, ...]
-    triton: tuple[Measurement, ...]
-    direct: tuple[DirectRow, ...]
-    allocations: tuple[Allocations, ...]
-    targets: tuple[Target, ...]
-    notes: tuple[str, ...] = ()  #: what the run could not do, said in the report rather than hidden
-
-    def model(self, name: str) -> BenchModel:
-        return next(m for m in self.models if m.name == name)
 
 
 def to_json(result: Result) -> dict[str, Any]:
@@ -79,9 +69,7 @@ def _measurement_json(m: Measurement) -> dict[str, Any]:
         "model": m.model,
         "batch": m.batch,
         "stable": m.stable,
-        "rows_per_execute": m.rows_per_execute,
-        "engine_ms_per_execute": m.engine_ms_per_execute,
-        "batch_sizes": m.batch_sizes,
+        **attrs.asdict(m.server),
         **attrs.asdict(m.row),
     }
 
@@ -162,9 +150,7 @@ def from_json(data: Mapping[str, Any], *, source: str = "report.json") -> Result
                 row=PerfRow(**fields(PerfRow, m)),
                 stable=m["stable"],
                 batch=m["batch"],
-                rows_per_execute=m["rows_per_execute"],
-                engine_ms_per_execute=m["engine_ms_per_execute"],
-                batch_sizes=m["batch_sizes"],
+                server=Window(**fields(Window, m)),
             ),
         ),
         direct=each("direct", lambda r: DirectRow(**fields(DirectRow, r))),
@@ -335,7 +321,11 @@ def host_rows(result: Result) -> list[dict[str, Any]]:
         if served is None and alone is None:
             continue
         infer = served.row.server_compute_infer_us if served else None
-        stream = served.engine_ms_per_execute * 1e3 if served and served.engine_ms_per_execute else None
+        stream = (
+            served.server.engine_ms_per_execute * 1e3
+            if served and served.server.engine_ms_per_execute
+            else None
+        )
         rows.append(
             {
                 "model": ge,
@@ -428,8 +418,8 @@ def _layouts_section(result: Result) -> list[str]:
             cells.append(
                 "–"
                 if m is None
-                else f"{m.row.throughput:.1f} / {_opt(device_bound(m.batch_sizes), '.1f')}; "
-                f"{m.row.p50_us / 1e3:.1f} ms; {_opt(m.rows_per_execute, '.2f')}"
+                else f"{m.row.throughput:.1f} / {_opt(device_bound(m.server.batch_sizes), '.1f')}; "
+                f"{m.row.p50_us / 1e3:.1f} ms; {_opt(m.server.rows_per_execute, '.2f')}"
             )
         lines.append(f"| {layout} | " + " | ".join(cells) + " |")
     return lines
@@ -458,8 +448,8 @@ def _triton_section(result: Result) -> list[str]:
             f"| {meas.model} | {model.what} | {model.phase} | {meas.batch} | {r.concurrency} | {r.throughput:.1f}{star} "
             f"| {_ms(r.p50_us)} | {_ms(r.p99_us)} | {_ms(r.client_send_us + r.client_recv_us)} | {_ms(r.network_us)} "
             f"| {_ms(r.server_queue_us)} | {_ms(r.server_compute_input_us)} | {_ms(r.server_compute_infer_us)} "
-            f"| {_ms(r.server_compute_output_us)} | {_opt(meas.rows_per_execute, '.2f')} "
-            f"| {_sizes(meas.batch_sizes)} | {_opt(meas.engine_ms_per_execute, '.2f')} |"
+            f"| {_ms(r.server_compute_output_us)} | {_opt(meas.server.rows_per_execute, '.2f')} "
+            f"| {_sizes(meas.server.batch_sizes)} | {_opt(meas.server.engine_ms_per_execute, '.2f')} |"
         )
     if any(not x.stable for x in result.triton):
         lines += [

@@ -33,6 +33,7 @@ from ge_plugin.atc.command import atc_args
 from ge_plugin.atc.flags import parse_args
 from ge_plugin.atc.simbuild import build
 from ge_plugin.bench import seed
+from ge_plugin.bench.records import BenchModel
 from ge_plugin.errors import BenchError
 from ge_plugin.models import LLAMA_VOCAB, identity, tiny_llama, write_model
 from ge_plugin.render import render_config, write_repository
@@ -45,21 +46,6 @@ SEQ_GEARS = (16, 32, 64, 128)
 REPORTS = "sim-reports"
 HOST = "host"
 REPLICA = "replica"
-
-
-@attrs.frozen
-class BenchModel:
-    """One model the bench serves."""
-
-    name: str
-    backend: str  #: "ge" or "python"
-    family: str  #: "identity" or "llama": models of a family are compared with each other
-    #: "host" (timing-only, no device time) or "replica" (timing-only, the seed's device time per gear)
-    phase: str
-    what: str  #: one line for tables: what this row stands for
-    input_name: str
-    #: perf_analyzer ``--shape`` value (dims without the batch dim), or "" when the config fixes every dim
-    shape: str = ""
 
 
 def models(seq: int) -> tuple[BenchModel, ...]:

@@ -29,11 +29,11 @@ import attrs
 from ge_plugin.bench import allocations as alloc
 from ge_plugin.bench import direct, machine, perf, plot, ratios, report, seed, serverstats
 from ge_plugin.bench.progress import Progress
+from ge_plugin.bench.records import Allocations, BenchModel, DirectRow, Measurement, Point, Result
 from ge_plugin.bench.repository import (
     GE_MODELS,
     REPLICA,
     SEQ_GEARS,
-    BenchModel,
     Repository,
     build_repository,
     models,
@@ -49,15 +49,6 @@ REPLICA_CONCURRENCIES = (16, 32, 48)
 STREAMS_CONCURRENCIES = (1, 16, 32)
 #: models whose allocations are counted when served: the ge models and the naive baseline
 _COUNTED = (*GE_MODELS, "replica_naive_llama")
-
-
-@attrs.frozen
-class Point:
-    """One perf_analyzer run: a model, rows per request, requests in flight."""
-
-    model: str
-    batch: int
-    concurrency: int
 
 
 @attrs.frozen
@@ -163,7 +154,7 @@ def plan(options: BenchOptions) -> list[Point]:
 
 def run_bench(
     options: BenchOptions, *, say: Callable[[str], None] = print, progress: Progress | None = None
-) -> tuple[report.Result, dict[str, Path]]:
+) -> tuple[Result, dict[str, Path]]:
     """Everything ``ge-plugin bench`` does; returns the result and the files written."""
     options.check()
     plot.require_matplotlib()
@@ -184,8 +175,8 @@ def run_bench(
     # The simulated device's queue is this run's own: other users' simulators on the host never hold it.
     sim_env = {"GE_PLUGIN_SIM_DEVICE_LOCK_DIR": str(repo.work / "device-locks")}
 
-    direct_rows: list[direct.DirectRow] = []
-    allocations: list[direct.Allocations] = []
+    direct_rows: list[DirectRow] = []
+    allocations: list[Allocations] = []
     for phase, names in direct_groups.items():
         bar.show(f"direct engine, no Triton ({phase}: {', '.join(names)})")
         rows, counts = direct.run_child(
@@ -239,7 +230,7 @@ def run_bench(
             notes.append(f"served allocations not counted: {exc}")
         bar.advance()
 
-    result = report.Result(
+    result = Result(
         label=machine.label(machine.cores()),
         created=datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat(),
         machine=machine.describe(tritonserver=server_version, perf_analyzer=perf_version, load_average=load),
@@ -270,7 +261,7 @@ def _direct_groups(selected: Sequence[BenchModel]) -> dict[str, list[str]]:
 
 
 def _mallocs_at_start(
-    allocations: Sequence[direct.Allocations], repo: Repository, names: Sequence[str]
+    allocations: Sequence[Allocations], repo: Repository, names: Sequence[str]
 ) -> dict[str, int]:
     """Mallocs one instance of each counted model makes before its first request: one lane's buffers (as
     the direct run counted them for a lane of the same OM) times its lanes. The naive model allocates
@@ -296,7 +287,7 @@ def _measure(
     server: TritonServer,
     repo: Repository,
     bar: Progress,
-) -> list[perf.Measurement]:
+) -> list[Measurement]:
     """Every point in order, with the server's counters read around each."""
     host = perf.PerfSettings(options.measurement_ms, options.stability_percentage, options.max_trials)
     replica = attrs.evolve(host, measurement_ms=options.replica_measurement_ms)
@@ -315,7 +306,7 @@ def _measure(
             batch=point.batch,
         )
         after = serverstats.read(server.http_url, server.metrics_url, model.name)
-        measurements.append(attrs.evolve(measured, **attrs.asdict(serverstats.window(before, after))))
+        measurements.append(attrs.evolve(measured, server=serverstats.window(before, after)))
         bar.advance()
     return measurements
 

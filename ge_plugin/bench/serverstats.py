@@ -14,32 +14,11 @@ import re
 import urllib.error
 import urllib.request
 
-import attrs
-
+from ge_plugin.bench.records import Counters, Window
 from ge_plugin.errors import BenchError
 
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)\{([^}]*)\}\s+(\S+)$")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
-
-@attrs.frozen
-class Counters:
-    inferences: int = 0
-    executions: int = 0
-    engine_executes: float = 0.0
-    engine_us: float = 0.0
-    #: executions per batch size (rows in one execute), as Triton's batch_stats count them
-    batches: dict[int, int] = attrs.field(factory=dict)
-
-
-@attrs.frozen
-class Window:
-    """Per-execute figures over one run; None when the run had no execute to divide by."""
-
-    rows_per_execute: float | None
-    engine_ms_per_execute: float | None
-    #: executions per batch size during the run ("8": 12 means twelve executes of 8 rows)
-    batch_sizes: dict[str, int] | None = None
 
 
 def get_json(url: str) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ge_plugin.bench import serverstats
+from ge_plugin.bench.records import Counters, Window
 
 METRICS = """\
 # HELP ge_execute_duration_us_sum Total execute time (µs)
@@ -31,19 +32,19 @@ def test_metric_sums_is_zero_for_a_model_without_ge_metrics():
 
 
 def test_window_divides_the_differences():
-    before = serverstats.Counters(inferences=100, executions=50, engine_executes=40, engine_us=8000)
-    after = serverstats.Counters(inferences=500, executions=150, engine_executes=140, engine_us=38000)
+    before = Counters(inferences=100, executions=50, engine_executes=40, engine_us=8000)
+    after = Counters(inferences=500, executions=150, engine_executes=140, engine_us=38000)
     window = serverstats.window(before, after)
     assert window.rows_per_execute == pytest.approx(4.0)
     assert window.engine_ms_per_execute == pytest.approx(0.3)
 
 
 def test_window_has_no_mean_without_executes():
-    counters = serverstats.Counters(inferences=3, executions=3)
-    assert serverstats.window(counters, counters) == serverstats.Window(None, None, None)
+    counters = Counters(inferences=3, executions=3)
+    assert serverstats.window(counters, counters) == Window(None, None, None)
 
 
 def test_window_counts_the_executions_of_each_batch_size_during_the_run():
-    before = serverstats.Counters(inferences=10, executions=5, batches={1: 3, 8: 2})
-    after = serverstats.Counters(inferences=60, executions=12, batches={1: 4, 4: 2, 8: 6})
+    before = Counters(inferences=10, executions=5, batches={1: 3, 8: 2})
+    after = Counters(inferences=60, executions=12, batches={1: 4, 4: 2, 8: 6})
     assert serverstats.window(before, after).batch_sizes == {"1": 1, "4": 2, "8": 4}
