@@ -27,7 +27,7 @@ from pathlib import Path
 import attrs
 
 from ge_plugin.bench import allocations as alloc
-from ge_plugin.bench import direct, machine, perf, plot, ratios, report, seed, serverstats
+from ge_plugin.bench import direct, machine, perf, plot, ratios, report, seed
 from ge_plugin.bench.progress import Progress
 from ge_plugin.bench.records import Allocations, BenchModel, DirectRow, Measurement, Point, Result
 from ge_plugin.bench.repository import (
@@ -38,6 +38,7 @@ from ge_plugin.bench.repository import (
     build_repository,
     models,
 )
+from ge_plugin.bench.serverstats import ServerStats, window
 from ge_plugin.errors import BenchError, ServeError
 from ge_plugin.serve import ServerOptions, TritonServer, free_port
 
@@ -210,13 +211,12 @@ def run_bench(
             server.wait_ready(timeout=300)
         except ServeError as exc:
             raise BenchError(f"{exc}; see {log_path}") from None
-        server_version = serverstats.get_json(f"http://{server.http_url}/v2").get("version", "unknown")
+        stats = stack.enter_context(ServerStats(server.http_url, server.metrics_url))
+        server_version = stats.version()
         stubs = alloc.stub_models(server.process.pid)
         bar.advance()
-        measurements = _measure(options, points, by_name, server, repo, bar)
-        requests = {
-            m.name: serverstats.read(server.http_url, server.metrics_url, m.name).inferences for m in counted
-        }
+        measurements = _measure(options, points, by_name, server.grpc_url, stats, repo, bar)
+        requests = {m.name: stats.read(m.name).inferences for m in counted}
         bar.show("stopping the server; reading the stubs' simulator reports")
     if counted:
         try:
@@ -284,7 +284,8 @@ def _measure(
     options: BenchOptions,
     points: Sequence[Point],
     models_by_name: Mapping[str, BenchModel],
-    server: TritonServer,
+    grpc_url: str,
+    stats: ServerStats,
     repo: Repository,
     bar: Progress,
 ) -> list[Measurement]:
@@ -295,18 +296,18 @@ def _measure(
     for point in points:
         model = models_by_name[point.model]
         bar.show(f"{model.name} at batch {point.batch}, concurrency {point.concurrency}")
-        before = serverstats.read(server.http_url, server.metrics_url, model.name)
+        before = stats.read(model.name)
         measured = perf.measure(
             model,
-            url=server.grpc_url,
+            url=grpc_url,
             concurrency=point.concurrency,
             settings=replica if model.phase == REPLICA else host,
             input_data=repo.inputs[model.name],
             work=repo.work / "perf",
             batch=point.batch,
         )
-        after = serverstats.read(server.http_url, server.metrics_url, model.name)
-        measurements.append(attrs.evolve(measured, server=serverstats.window(before, after)))
+        after = stats.read(model.name)
+        measurements.append(attrs.evolve(measured, server=window(before, after)))
         bar.advance()
     return measurements
 
