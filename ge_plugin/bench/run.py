@@ -208,7 +208,7 @@ def run_bench(
         log = stack.enter_context(open(log_path, "wb"))
         server = stack.enter_context(TritonServer(server_options, stdout=log, stderr=log))
         try:
-            server.wait_ready(timeout=300)
+            server.wait_ready(timeout=300, models=[m.name for m in selected])
         except ServeError as exc:
             raise BenchError(f"{exc}; see {log_path}") from None
         stats = stack.enter_context(ServerStats(server.http_url, server.metrics_url))
