@@ -94,20 +94,42 @@ def models(seq: int) -> tuple[BenchModel, ...]:
     )
 
 
-#: ge model -> (bench spec file, phase, instances per device, streams per instance)
+@attrs.frozen
+class GeRecipe:
+    """How one ge model is built: from which bench spec, for which phase's device, in which layout."""
+
+    spec_file: str  #: in ge_plugin/bench/specs/
+    phase: str
+    #: (instances per device, streams per instance); None: the spec's own placement
+    layout: tuple[int, int] | None = None
+
+
+@attrs.frozen
+class TwinRecipe:
+    """How one Python-backend model is built: a ge model's config with the backend swapped."""
+
+    source: str  #: the ge model it is rendered from
+    model_file: str  #: its model.py, from ge_plugin/bench/models/
+    keep_parameters: bool  #: the ge model's parameters (its acl_json: the same simulated device)
+    copy_om: bool  #: the ge model's OM next to model.py (the naive model loads it)
+
+
 GE_MODELS = {
-    "ge_identity": ("identity.yaml", HOST, None, None),
-    "ge_llama": ("llama.yaml", HOST, None, None),
-    "replica_ge_llama": ("llama.yaml", REPLICA, None, None),
-    "replica_ge_llama_1x1": ("llama.yaml", REPLICA, 1, 1),
-    "replica_ge_llama_1x2": ("llama.yaml", REPLICA, 1, 2),
+    "ge_identity": GeRecipe("identity.yaml", HOST),
+    "ge_llama": GeRecipe("llama.yaml", HOST),
+    "replica_ge_llama": GeRecipe("llama.yaml", REPLICA),
+    "replica_ge_llama_1x1": GeRecipe("llama.yaml", REPLICA, (1, 1)),
+    "replica_ge_llama_1x2": GeRecipe("llama.yaml", REPLICA, (1, 2)),
 }
-#: Python-backend model -> (the ge model it is rendered from, its model.py, keep the ge parameters, the OM)
 TWINS = {
-    "py_identity": ("ge_identity", "py_identity.py", False, False),
-    "py_logits": ("ge_llama", "py_logits.py", False, False),
-    "replica_py_logits": ("replica_ge_llama", "py_logits_paced.py", True, False),
-    "replica_naive_llama": ("replica_ge_llama", "naive_llama.py", True, True),
+    "py_identity": TwinRecipe("ge_identity", "py_identity.py", keep_parameters=False, copy_om=False),
+    "py_logits": TwinRecipe("ge_llama", "py_logits.py", keep_parameters=False, copy_om=False),
+    "replica_py_logits": TwinRecipe(
+        "replica_ge_llama", "py_logits_paced.py", keep_parameters=True, copy_om=False
+    ),
+    "replica_naive_llama": TwinRecipe(
+        "replica_ge_llama", "naive_llama.py", keep_parameters=True, copy_om=True
+    ),
 }
 
 
@@ -131,11 +153,15 @@ class Repository:
 
 def bench_specs(models_dir: Path) -> list[ModelSpec]:
     """The packaged bench specs, their ``source`` resolved inside ``models_dir`` (where the ONNX files go)."""
-    specs = []
-    for name in ("identity.yaml", "llama.yaml"):
+    return list(_bench_specs_by_file(models_dir).values())
+
+
+def _bench_specs_by_file(models_dir: Path) -> dict[str, ModelSpec]:
+    specs = {}
+    for name in sorted({recipe.spec_file for recipe in GE_MODELS.values()}):
         with resources.as_file(resources.files("ge_plugin.bench") / "specs" / name) as path:
             spec = load_spec(path)
-        specs.append(attrs.evolve(spec, path=models_dir / name))
+        specs[name] = attrs.evolve(spec, path=models_dir / name)
     return specs
 
 
@@ -146,11 +172,12 @@ def acl_json(phase: str) -> dict:
 
 def ge_spec(base: ModelSpec, name: str) -> ModelSpec:
     """``base`` (a bench spec) as the ge model ``name`` serves it: its device profile and placement."""
-    _, phase, instances, streams = GE_MODELS[name]
+    recipe = GE_MODELS[name]
     placement = base.placement
-    if instances is not None:
+    if recipe.layout is not None:
+        instances, streams = recipe.layout
         placement = attrs.evolve(placement, instances_per_device=instances, streams_per_instance=streams)
-    return attrs.evolve(base, name=name, acl_json=acl_json(phase), placement=placement)
+    return attrs.evolve(base, name=name, acl_json=acl_json(recipe.phase), placement=placement)
 
 
 def build_repository(work: str | Path, *, seq: int = 16) -> Repository:
@@ -167,8 +194,8 @@ def build_repository(work: str | Path, *, seq: int = 16) -> Repository:
     shutil.rmtree(root, ignore_errors=True)  # a model left from an older bench would be served too
     write_model(models_dir / "identity.onnx", identity())
     write_model(models_dir / "tiny_llama.onnx", tiny_llama())
-    by_file = {Path(spec.path).name: spec for spec in bench_specs(models_dir)}
-    specs = [ge_spec(by_file[GE_MODELS[name][0]], name) for name in GE_MODELS]
+    by_file = _bench_specs_by_file(models_dir)
+    specs = [ge_spec(by_file[recipe.spec_file], name) for name, recipe in GE_MODELS.items()]
     write_repository(specs, root)
     built: dict[str, Path] = {}
     for spec in specs:
@@ -180,8 +207,8 @@ def build_repository(work: str | Path, *, seq: int = 16) -> Repository:
         build(parse_args(atc_args(spec, output=om.with_suffix(""))))
         built[source] = om
     by_name = {spec.name: spec for spec in specs}
-    for twin, (source, model_file, keep_parameters, om) in TWINS.items():
-        _write_twin(root, by_name[source], twin, model_file, keep_parameters, om)
+    for twin, recipe in TWINS.items():
+        _write_twin(root, by_name[recipe.source], twin, recipe)
     inputs = _write_inputs(work / "inputs", seq)
     reports = work / REPORTS
     shutil.rmtree(reports, ignore_errors=True)
@@ -189,13 +216,11 @@ def build_repository(work: str | Path, *, seq: int = 16) -> Repository:
     return Repository(root=root, work=work, specs=tuple(specs), inputs=inputs)
 
 
-def _write_twin(
-    root: Path, spec: ModelSpec, name: str, model_file: str, keep_parameters: bool, om: bool
-) -> None:
+def _write_twin(root: Path, spec: ModelSpec, name: str, recipe: TwinRecipe) -> None:
     config = render_config(spec)
     config.name = name
     config.backend = "python"
-    if not keep_parameters:
+    if not recipe.keep_parameters:
         config.ClearField("parameters")
     version = root / name / "1"
     version.mkdir(parents=True, exist_ok=True)
@@ -204,9 +229,9 @@ def _write_twin(
         + text_format.MessageToString(config, use_short_repeated_primitives=True)
     )
     (root / name / "config.pbtxt").write_text(text)
-    with resources.as_file(resources.files("ge_plugin.bench.models") / model_file) as path:
+    with resources.as_file(resources.files("ge_plugin.bench.models") / recipe.model_file) as path:
         shutil.copyfile(path, version / "model.py")
-    if om:
+    if recipe.copy_om:
         shutil.copyfile(root / spec.name / "1" / spec.om_filename, version / spec.om_filename)
 
 

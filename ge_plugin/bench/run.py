@@ -270,13 +270,13 @@ def _mallocs_at_start(
     per_lane: dict[str, int] = {}  # bench spec file -> mallocs of one lane
     for a in allocations:
         if a.where == "direct" and a.model in GE_MODELS:
-            per_lane.setdefault(GE_MODELS[a.model][0], a.mallocs_at_start // streams[a.model])
+            per_lane.setdefault(GE_MODELS[a.model].spec_file, a.mallocs_at_start // streams[a.model])
     start = {}
     for name in names:
         if name not in GE_MODELS:
             start[name] = 0
-        elif GE_MODELS[name][0] in per_lane:
-            start[name] = per_lane[GE_MODELS[name][0]] * streams[name]
+        elif GE_MODELS[name].spec_file in per_lane:
+            start[name] = per_lane[GE_MODELS[name].spec_file] * streams[name]
     return start
 
 
