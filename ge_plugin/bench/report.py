@@ -16,16 +16,7 @@ import attrs
 
 from ge_plugin.bench import seed
 from ge_plugin.bench.perf import NO_STABILITY_CHECK
-from ge_plugin.bench.ratios import (
-    FLOOR,
-    PACED_FLOOR,
-    REPLICA_GE,
-    REPLICA_NAIVE,
-    added_ms,
-    at,
-    direct_at,
-    paced_added_ms,
-)
+from ge_plugin.bench.ratios import added_ms, at, direct_at, paced_added_ms
 from ge_plugin.bench.records import (
     Allocations,
     BenchModel,
@@ -36,6 +27,17 @@ from ge_plugin.bench.records import (
     Target,
     Window,
 )
+from ge_plugin.bench.repository import (
+    FLOOR,
+    GE_IDENTITY,
+    GE_LLAMA,
+    PACED_FLOOR,
+    PY_IDENTITY,
+    REPLICA_1X1,
+    REPLICA_1X2,
+    REPLICA_GE,
+    REPLICA_NAIVE,
+)
 from ge_plugin.errors import BenchError
 
 SCHEMA = "ge-plugin-bench/2"
@@ -43,7 +45,7 @@ MARKDOWN = "report.md"
 JSON = "report.json"
 PLOT = "latency_throughput.png"
 #: instances × streams of the replica's LLaMA models (§5)
-LAYOUTS = (("replica_ge_llama_1x1", "1 × 1"), ("replica_ge_llama_1x2", "1 × 2"), (REPLICA_GE, "2 × 1"))
+LAYOUTS = ((REPLICA_1X1, "1 × 1"), (REPLICA_1X2, "1 × 2"), (REPLICA_GE, "2 × 1"))
 
 
 def to_json(result: Result) -> dict[str, Any]:
@@ -312,7 +314,7 @@ def host_rows(result: Result) -> list[dict[str, Any]]:
     backend and the engine spend on the host. Direct: the call's p50 minus its stream time. The floor's
     compute infer is what the Python backend spends on the same response with nothing to run."""
     rows = []
-    pairs = [("ge_identity", "py_identity", 1)] + [("ge_llama", FLOOR, b) for b in seed.BATCHES]
+    pairs = [(GE_IDENTITY, PY_IDENTITY, 1)] + [(GE_LLAMA, FLOOR, b) for b in seed.BATCHES]
     pairs += [(REPLICA_GE, None, b) for b in seed.BATCHES]
     for ge, floor, batch in pairs:
         served = at(result.triton, ge, 1, batch)

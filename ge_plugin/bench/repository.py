@@ -47,45 +47,53 @@ REPORTS = "sim-reports"
 HOST = "host"
 REPLICA = "replica"
 
+# The served models by name. Every module that picks a row out of a run names it through these, so that a
+# misspelt name fails at import instead of leaving a target quietly without a value.
+GE_IDENTITY = "ge_identity"
+PY_IDENTITY = "py_identity"  #: the identity's floor
+GE_LLAMA = "ge_llama"
+FLOOR = "py_logits"  #: the LLaMA's same-size floor: precomputed logits, no device
+REPLICA_GE = "replica_ge_llama"  #: the served LLaMA on the seed's device, 2 instances × 1 stream
+PACED_FLOOR = "replica_py_logits"  #: the same-size floor at the device's pace (waits the seed's time)
+REPLICA_1X1 = "replica_ge_llama_1x1"
+REPLICA_1X2 = "replica_ge_llama_1x2"
+REPLICA_NAIVE = "replica_naive_llama"  #: the per-request pyACL model, the GE backend's path
+
 
 def models(seq: int) -> tuple[BenchModel, ...]:
     """The served models, in the order tables list them."""
     llama = dict(family="llama", input_name="input_ids", shape=f"input_ids:{seq}")
     return (
-        BenchModel("ge_identity", "ge", "identity", HOST, "ge backend, identity OM [B,16] fp32", "INPUT0"),
+        BenchModel(GE_IDENTITY, "ge", "identity", HOST, "ge backend, identity OM [B,16] fp32", "INPUT0"),
         BenchModel(
-            "py_identity", "python", "identity", HOST, "Python backend hands the input back (floor)", "INPUT0"
+            PY_IDENTITY, "python", "identity", HOST, "Python backend hands the input back (floor)", "INPUT0"
         ),
-        BenchModel("ge_llama", "ge", phase=HOST, what=f"ge backend, tiny LLaMA, seq {seq}", **llama),
+        BenchModel(GE_LLAMA, "ge", phase=HOST, what=f"ge backend, tiny LLaMA, seq {seq}", **llama),
         BenchModel(
-            "py_logits",
+            FLOOR,
             "python",
             phase=HOST,
             what="Python backend returns precomputed logits (same-size floor)",
             **llama,
         ),
         BenchModel(
-            "replica_ge_llama",
+            REPLICA_GE,
             "ge",
             phase=REPLICA,
             what="ge backend, 2 instances × 1 stream (as served)",
             **llama,
         ),
         BenchModel(
-            "replica_py_logits",
+            PACED_FLOOR,
             "python",
             phase=REPLICA,
             what="Python backend waits the device time, returns precomputed logits (paced floor)",
             **llama,
         ),
+        BenchModel(REPLICA_1X1, "ge", phase=REPLICA, what="ge backend, 1 instance × 1 stream", **llama),
+        BenchModel(REPLICA_1X2, "ge", phase=REPLICA, what="ge backend, 1 instance × 2 streams", **llama),
         BenchModel(
-            "replica_ge_llama_1x1", "ge", phase=REPLICA, what="ge backend, 1 instance × 1 stream", **llama
-        ),
-        BenchModel(
-            "replica_ge_llama_1x2", "ge", phase=REPLICA, what="ge backend, 1 instance × 2 streams", **llama
-        ),
-        BenchModel(
-            "replica_naive_llama",
+            REPLICA_NAIVE,
             "python",
             phase=REPLICA,
             what="naive pyACL per request (the GE backend's path)",
@@ -115,21 +123,17 @@ class TwinRecipe:
 
 
 GE_MODELS = {
-    "ge_identity": GeRecipe("identity.yaml", HOST),
-    "ge_llama": GeRecipe("llama.yaml", HOST),
-    "replica_ge_llama": GeRecipe("llama.yaml", REPLICA),
-    "replica_ge_llama_1x1": GeRecipe("llama.yaml", REPLICA, (1, 1)),
-    "replica_ge_llama_1x2": GeRecipe("llama.yaml", REPLICA, (1, 2)),
+    GE_IDENTITY: GeRecipe("identity.yaml", HOST),
+    GE_LLAMA: GeRecipe("llama.yaml", HOST),
+    REPLICA_GE: GeRecipe("llama.yaml", REPLICA),
+    REPLICA_1X1: GeRecipe("llama.yaml", REPLICA, (1, 1)),
+    REPLICA_1X2: GeRecipe("llama.yaml", REPLICA, (1, 2)),
 }
 TWINS = {
-    "py_identity": TwinRecipe("ge_identity", "py_identity.py", keep_parameters=False, copy_om=False),
-    "py_logits": TwinRecipe("ge_llama", "py_logits.py", keep_parameters=False, copy_om=False),
-    "replica_py_logits": TwinRecipe(
-        "replica_ge_llama", "py_logits_paced.py", keep_parameters=True, copy_om=False
-    ),
-    "replica_naive_llama": TwinRecipe(
-        "replica_ge_llama", "naive_llama.py", keep_parameters=True, copy_om=True
-    ),
+    PY_IDENTITY: TwinRecipe(GE_IDENTITY, "py_identity.py", keep_parameters=False, copy_om=False),
+    FLOOR: TwinRecipe(GE_LLAMA, "py_logits.py", keep_parameters=False, copy_om=False),
+    PACED_FLOOR: TwinRecipe(REPLICA_GE, "py_logits_paced.py", keep_parameters=True, copy_om=False),
+    REPLICA_NAIVE: TwinRecipe(REPLICA_GE, "naive_llama.py", keep_parameters=True, copy_om=True),
 }
 
 

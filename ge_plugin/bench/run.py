@@ -31,8 +31,17 @@ from ge_plugin.bench import direct, machine, perf, plot, ratios, report, seed
 from ge_plugin.bench.progress import Progress
 from ge_plugin.bench.records import Allocations, BenchModel, DirectRow, Measurement, Point, Result
 from ge_plugin.bench.repository import (
+    FLOOR,
+    GE_IDENTITY,
+    GE_LLAMA,
     GE_MODELS,
+    PACED_FLOOR,
+    PY_IDENTITY,
     REPLICA,
+    REPLICA_1X1,
+    REPLICA_1X2,
+    REPLICA_GE,
+    REPLICA_NAIVE,
     SEQ_GEARS,
     Repository,
     build_repository,
@@ -49,7 +58,7 @@ REPLICA_CONCURRENCIES = (16, 32, 48)
 #: 1 × 1 and 1 × 2 are measured at these (2 × 1 is the replica's own sweep)
 STREAMS_CONCURRENCIES = (1, 16, 32)
 #: models whose allocations are counted when served: the ge models and the naive baseline
-_COUNTED = (*GE_MODELS, "replica_naive_llama")
+_COUNTED = (*GE_MODELS, REPLICA_NAIVE)
 
 
 @attrs.frozen
@@ -137,18 +146,18 @@ def plan(options: BenchOptions) -> list[Point]:
         return [Point(m.name, 1, 1) for m in options.selected()]
     points = []
     for c in options.concurrencies:
-        points += [Point("ge_identity", 1, c), Point("py_identity", 1, c)]
+        points += [Point(GE_IDENTITY, 1, c), Point(PY_IDENTITY, 1, c)]
     for b in seed.BATCHES:
-        points += [Point("ge_llama", b, 1), Point("py_logits", b, 1)]
+        points += [Point(GE_LLAMA, b, 1), Point(FLOOR, b, 1)]
     for b in seed.BATCHES:
-        points += [Point("replica_ge_llama", b, 1), Point("replica_py_logits", b, 1)]
-    points.append(Point("replica_naive_llama", 1, 1))
+        points += [Point(REPLICA_GE, b, 1), Point(PACED_FLOOR, b, 1)]
+    points.append(Point(REPLICA_NAIVE, 1, 1))
     for c in options.replica_concurrencies:
-        points.append(Point("replica_ge_llama", 1, c))
+        points.append(Point(REPLICA_GE, 1, c))
         if c == 16:
-            points.append(Point("replica_naive_llama", 1, c))
+            points.append(Point(REPLICA_NAIVE, 1, c))
     for c in STREAMS_CONCURRENCIES:
-        points += [Point("replica_ge_llama_1x1", 1, c), Point("replica_ge_llama_1x2", 1, c)]
+        points += [Point(REPLICA_1X1, 1, c), Point(REPLICA_1X2, 1, c)]
     names = {m.name for m in options.selected()}
     return [p for p in points if p.model in names]
 
@@ -252,7 +261,7 @@ def run_bench(
 def _direct_groups(selected: Sequence[BenchModel]) -> dict[str, list[str]]:
     """The ge models timed in-process, one child process per phase (one acl.json per process): the served
     LLaMA of each phase and the identity; the replica's 1 × 1 and 1 × 2 run the same executes."""
-    timed = ("ge_identity", "ge_llama", "replica_ge_llama")
+    timed = (GE_IDENTITY, GE_LLAMA, REPLICA_GE)
     groups: dict[str, list[str]] = {}
     for m in selected:
         if m.name in timed:
