@@ -27,6 +27,7 @@ from pathlib import Path
 import attrs
 import numpy as np
 
+from ge_plugin.bench.allocations import mallocs
 from ge_plugin.bench.records import Allocations, DirectRow
 from ge_plugin.errors import BenchError
 
@@ -76,11 +77,11 @@ def request_from_input_data(path: Path, dtypes: Mapping[str, np.dtype]) -> dict[
 
 
 def allocation_count() -> int:
-    """Device mallocs on every device plus pinned host mallocs, cumulative, from the simulator."""
+    """Device mallocs on every device plus pinned host mallocs, cumulative, from this process's simulator:
+    counted as in the reports the served stubs leave behind, which hold the same snapshot."""
     from ge_plugin import sim
 
-    snap = sim.snapshot()
-    return sum(d["mallocs"] for d in snap["devices"]) + snap["host_pinned"]["mallocs"]
+    return mallocs(sim.snapshot())
 
 
 def measure_model(
