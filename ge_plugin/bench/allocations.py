@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from ge_plugin.bench.direct import Allocations
+from ge_plugin.bench.records import Allocations
 from ge_plugin.errors import BenchError
 
 STUB = "triton_python_backend_stub"

@@ -27,46 +27,13 @@ from pathlib import Path
 import attrs
 import numpy as np
 
+from ge_plugin.bench.allocations import mallocs
+from ge_plugin.bench.records import Allocations, DirectRow
 from ge_plugin.errors import BenchError
 
 #: timed calls per batch size, at least, however short the time budget
 MIN_ITERATIONS = 20
 WARMUP_CALLS = 5
-
-
-@attrs.frozen
-class DirectRow:
-    model: str
-    batch: int
-    iterations: int
-    throughput: float  #: rows (inferences) per second
-    p50_ms: float
-    p99_ms: float
-    #: mean ms per call the engine spent on the stream (launch until synchronize returned: H2D, execute, D2H)
-    stream_ms: float | None = None
-
-    @property
-    def host_us(self) -> float | None:
-        """The host's part of one call (p50 minus the mean stream time): the engine's own work, in µs."""
-        return None if self.stream_ms is None else (self.p50_ms - self.stream_ms) * 1e3
-
-
-@attrs.frozen
-class Allocations:
-    """Simulator allocations (device + pinned host) of one model: at start-up, and after serving requests."""
-
-    model: str
-    where: str  #: "direct" (this process) or "served" (the Triton stubs' reports)
-    instances: int
-    requests: int
-    mallocs_at_start: int  #: per instance
-    mallocs_total: int  #: all instances, start-up included
-
-    @property
-    def per_request(self) -> float | None:
-        if self.requests <= 0:
-            return None
-        return (self.mallocs_total - self.instances * self.mallocs_at_start) / self.requests
 
 
 def time_calls(call, *, seconds: float, min_iterations: int = MIN_ITERATIONS) -> list[float]:
@@ -110,11 +77,11 @@ def request_from_input_data(path: Path, dtypes: Mapping[str, np.dtype]) -> dict[
 
 
 def allocation_count() -> int:
-    """Device mallocs on every device plus pinned host mallocs, cumulative, from the simulator."""
+    """Device mallocs on every device plus pinned host mallocs, cumulative, from this process's simulator:
+    counted as in the reports the served stubs leave behind, which hold the same snapshot."""
     from ge_plugin import sim
 
-    snap = sim.snapshot()
-    return sum(d["mallocs"] for d in snap["devices"]) + snap["host_pinned"]["mallocs"]
+    return mallocs(sim.snapshot())
 
 
 def measure_model(

@@ -13,21 +13,25 @@ repeated once with stability checks off and the row is marked unstable, rather t
 from __future__ import annotations
 
 import csv
+import importlib.util
 import io
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 import attrs
 
-from ge_plugin.bench.repository import BenchModel
+from ge_plugin.bench.records import BenchModel, Measurement, PerfRow
 from ge_plugin.errors import BenchError
 
+CONCURRENCY = "Concurrency"
 #: CSV column -> PerfRow field (times in µs as perf_analyzer writes them)
 COLUMNS = {
-    "Concurrency": "concurrency",
+    CONCURRENCY: "concurrency",
     "Inferences/Second": "throughput",
     "Client Send": "client_send_us",
     "Network+Server Send/Recv": "network_us",
@@ -41,28 +45,10 @@ COLUMNS = {
     "p95 latency": "p95_us",
     "p99 latency": "p99_us",
 }
+_N = TypeVar("_N", int, float)
 UNSTABLE = "Failed to obtain stable measurement"
 #: a --stability-percentage no three windows can miss: how the bench switches the check off
 NO_STABILITY_CHECK = 999
-
-
-@attrs.frozen
-class PerfRow:
-    """One concurrency level as perf_analyzer measured it (µs, infer/s)."""
-
-    concurrency: int
-    throughput: float
-    client_send_us: float
-    network_us: float
-    server_queue_us: float
-    server_compute_input_us: float
-    server_compute_infer_us: float
-    server_compute_output_us: float
-    client_recv_us: float
-    p50_us: float
-    p90_us: float
-    p95_us: float
-    p99_us: float
 
 
 @attrs.frozen
@@ -70,20 +56,6 @@ class PerfSettings:
     measurement_ms: int = 2000
     stability_percentage: int = 20
     max_trials: int = 8
-
-
-@attrs.frozen
-class Measurement:
-    model: str
-    row: PerfRow
-    stable: bool  #: False: perf_analyzer's stability check failed and the point was measured without it
-    #: rows per request (perf_analyzer ``-b``); throughput counts rows, as the seed's req/s does
-    batch: int = 1
-    #: from the server's counters over the run (ge_plugin.bench.serverstats); None when not known
-    rows_per_execute: float | None = None
-    engine_ms_per_execute: float | None = None
-    #: executions per batch size (rows in one execute) during the run
-    batch_sizes: dict[str, int] | None = None
 
 
 def parse_csv(text: str, *, source: str = "perf_analyzer CSV") -> list[PerfRow]:
@@ -96,19 +68,25 @@ def parse_csv(text: str, *, source: str = "perf_analyzer CSV") -> list[PerfRow]:
             f"{source}: no column {', '.join(repr(m) for m in missing)} (header: {', '.join(header) or 'empty'}); "
             "rate mode or another perf_analyzer version?"
         )
-    rows = []
-    for number, record in enumerate(reader, start=2):
-        values = {}
-        for column, field in COLUMNS.items():
-            text_value = (record.get(column) or "").strip()
-            try:
-                values[field] = int(text_value) if field == "concurrency" else float(text_value)
-            except ValueError:
-                raise BenchError(f"{source}:{number}: {column} is {text_value!r}, not a number") from None
-        rows.append(PerfRow(**values))
+    rows = [_row(record, where=f"{source}:{line}") for line, record in enumerate(reader, start=2)]
     if not rows:
         raise BenchError(f"{source}: a header but no measurement")
     return sorted(rows, key=lambda row: row.concurrency)
+
+
+def _row(record: Mapping[str, str | None], *, where: str) -> PerfRow:
+    """One CSV record as a PerfRow; BenchError names the line and the column that is not a number."""
+
+    def number(column: str, kind: Callable[[str], _N]) -> _N:
+        text = (record.get(column) or "").strip()
+        try:
+            return kind(text)
+        except ValueError:
+            raise BenchError(f"{where}: {column} is {text!r}, not a number") from None
+
+    concurrency = number(CONCURRENCY, int)  # first: the columns are checked in COLUMNS' order
+    times = {field: number(column, float) for column, field in COLUMNS.items() if column != CONCURRENCY}
+    return PerfRow(concurrency=concurrency, **times)
 
 
 def binary() -> Path:
@@ -126,14 +104,17 @@ def binary() -> Path:
 def environment(base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment perf_analyzer loads with: libcudart.so.12 from nvidia-cuda-runtime-cu12 on the path."""
     env = dict(os.environ if base is None else base)
-    try:
-        import nvidia.cuda_runtime as cuda_runtime  # namespace package of nvidia-cuda-runtime-cu12
-    except ImportError:
+    try:  # where the namespace package of nvidia-cuda-runtime-cu12 lies; nothing in it is imported
+        spec = importlib.util.find_spec("nvidia.cuda_runtime")
+    except ImportError:  # not even the ``nvidia`` namespace
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
         raise BenchError(
             "perf_analyzer links libcudart.so.12 even without a GPU: pip install nvidia-cuda-runtime-cu12 "
             "(make setup does)"
-        ) from None
-    libdir = next((Path(p) / "lib" for p in cuda_runtime.__path__ if (Path(p) / "lib").is_dir()), None)
+        )
+    places = spec.submodule_search_locations
+    libdir = next((Path(p) / "lib" for p in places if (Path(p) / "lib").is_dir()), None)
     if libdir is None or not (libdir / "libcudart.so.12").exists():
         raise BenchError(f"nvidia-cuda-runtime-cu12 is installed but has no lib/libcudart.so.12 ({libdir})")
     env["LD_LIBRARY_PATH"] = ":".join(p for p in (str(libdir), env.get("LD_LIBRARY_PATH", "")) if p)

@@ -12,8 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from ge_plugin.bench import seed
-from ge_plugin.bench.ratios import FLOOR, REPLICA_GE, REPLICA_NAIVE, added_ms, at, paced_added_ms
-from ge_plugin.bench.report import LAYOUTS, Result, replica_rows
+from ge_plugin.bench.ratios import added_ms, at, paced_added_ms
+from ge_plugin.bench.records import Result
+from ge_plugin.bench.report import LAYOUTS, replica_rows
+from ge_plugin.bench.repository import FLOOR, GE_IDENTITY, GE_LLAMA, PY_IDENTITY, REPLICA_GE, REPLICA_NAIVE
 from ge_plugin.errors import BenchError
 
 
@@ -118,7 +120,7 @@ def _most(ax, result: Result) -> None:
 
 
 def _identity(ax, result: Result) -> None:
-    for name in ("ge_identity", "py_identity"):
+    for name in (GE_IDENTITY, PY_IDENTITY):
         points = sorted(
             (m.row for m in result.triton if m.model == name and m.batch == 1), key=lambda r: r.concurrency
         )
@@ -145,7 +147,7 @@ def _llama(ax, result: Result) -> None:
         ax,
         [f"batch {b}" for b in seed.BATCHES],
         [
-            ("ge_llama", [p50("ge_llama", b) for b in seed.BATCHES]),
+            (GE_LLAMA, [p50(GE_LLAMA, b) for b in seed.BATCHES]),
             (f"{FLOOR} (same-size floor)", [p50(FLOOR, b) for b in seed.BATCHES]),
         ],
     )

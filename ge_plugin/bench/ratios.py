@@ -8,56 +8,20 @@ the least Triton allows for a response of the same size.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 
-import attrs
-
 from ge_plugin.bench import seed
-from ge_plugin.bench.direct import Allocations, DirectRow
-from ge_plugin.bench.perf import Measurement
-from ge_plugin.bench.repository import GE_MODELS
-
-_OPS = {"<=": operator.le, ">=": operator.ge, "==": operator.eq}
-#: the replica's served LLaMA (2 instances × 1 stream), its naive twin, and the same-size floor
-REPLICA_GE = "replica_ge_llama"
-REPLICA_NAIVE = "replica_naive_llama"
-FLOOR = "py_logits"
-#: the same-size floor at the device's pace: waits the seed's device time, then returns the logits
-PACED_FLOOR = "replica_py_logits"
-
-
-@attrs.frozen
-class Target:
-    id: str
-    what: str
-    op: str  #: "<=", ">=" or "=="
-    threshold: float
-    unit: str  #: "x" (a ratio), "ms" or "allocations/request"
-    value: float | None
-    detail: str  #: the raw numbers the value came from, or why there is none
-
-    @property
-    def passed(self) -> bool | None:
-        if self.value is None:
-            return None
-        return bool(_OPS[self.op](round(self.value, 6), self.threshold))
-
-    def show_value(self) -> str:
-        if self.value is None:
-            return "–"
-        if self.unit == "x":
-            return f"{self.value:.2f}×"
-        if self.unit == "ms":
-            return f"{self.value:+.2f} ms"
-        return f"{self.value:g}"
-
-    def show_target(self) -> str:
-        unit = "×" if self.unit == "x" else f" {self.unit}"
-        return f"{self.op} {self.threshold:g}{unit}"
-
-    def verdict(self) -> str:
-        return {True: "met", False: "missed", None: "n/a"}[self.passed]
+from ge_plugin.bench.records import Allocations, DirectRow, Measurement, Target
+from ge_plugin.bench.repository import (
+    FLOOR,
+    GE_IDENTITY,
+    GE_LLAMA,
+    GE_MODELS,
+    PACED_FLOOR,
+    PY_IDENTITY,
+    REPLICA_GE,
+    REPLICA_NAIVE,
+)
 
 
 def at(triton: Sequence[Measurement], model: str, concurrency: int, batch: int = 1) -> Measurement | None:
@@ -108,9 +72,11 @@ def paced_added_ms(triton: Sequence[Measurement], batch: int) -> float | None:
 
 def _identity_p50(triton: Sequence[Measurement]) -> Target:
     what = "ge identity p50 / Python identity (floor) p50, c=1, no device time"
-    ge, floor = at(triton, "ge_identity", 1), at(triton, "py_identity", 1)
+    ge, floor = at(triton, GE_IDENTITY, 1), at(triton, PY_IDENTITY, 1)
     if ge is None or floor is None:
-        return Target("P3a", what, "<=", 1.10, "x", None, _missing("ge_identity c=1", "py_identity c=1"))
+        return Target(
+            "P3a", what, "<=", 1.10, "x", None, _missing(f"{GE_IDENTITY} c=1", f"{PY_IDENTITY} c=1")
+        )
     value = ge.row.p50_us / floor.row.p50_us
     detail = f"{ge.row.p50_us / 1e3:.3f} ms / {floor.row.p50_us / 1e3:.3f} ms"
     return Target("P3a", what, "<=", 1.10, "x", value, detail)
@@ -118,9 +84,9 @@ def _identity_p50(triton: Sequence[Measurement]) -> Target:
 
 def _identity_throughput(triton: Sequence[Measurement]) -> Target:
     what = "ge identity throughput / floor throughput, c=8, no device time"
-    ge, floor = at(triton, "ge_identity", 8), at(triton, "py_identity", 8)
+    ge, floor = at(triton, GE_IDENTITY, 8), at(triton, PY_IDENTITY, 8)
     if ge is None or floor is None:
-        return Target("P3b", what, ">=", 0.9, "x", None, _missing("ge_identity c=8", "py_identity c=8"))
+        return Target("P3b", what, ">=", 0.9, "x", None, _missing(f"{GE_IDENTITY} c=8", f"{PY_IDENTITY} c=8"))
     value = ge.row.throughput / floor.row.throughput
     detail = f"{ge.row.throughput:.0f} / {floor.row.throughput:.0f} infer/s"
     return Target("P3b", what, ">=", 0.9, "x", value, detail)
@@ -205,9 +171,9 @@ def _allocations(allocations: Sequence[Allocations]) -> Target:
 
 def _llama_p50(triton: Sequence[Measurement]) -> Target:
     what = "ge LLaMA p50 / same-size floor p50, c=1, no device time"
-    ge, floor = at(triton, "ge_llama", 1), at(triton, FLOOR, 1)
+    ge, floor = at(triton, GE_LLAMA, 1), at(triton, FLOOR, 1)
     if ge is None or floor is None:
-        return Target("P7", what, "<=", 1.15, "x", None, _missing("ge_llama c=1", f"{FLOOR} c=1"))
+        return Target("P7", what, "<=", 1.15, "x", None, _missing(f"{GE_LLAMA} c=1", f"{FLOOR} c=1"))
     value = ge.row.p50_us / floor.row.p50_us
     detail = f"{ge.row.p50_us / 1e3:.3f} ms / {floor.row.p50_us / 1e3:.3f} ms"
     return Target("P7", what, "<=", 1.15, "x", value, detail)

@@ -15,20 +15,29 @@ from typing import Any
 import attrs
 
 from ge_plugin.bench import seed
-from ge_plugin.bench.direct import Allocations, DirectRow
-from ge_plugin.bench.perf import NO_STABILITY_CHECK, Measurement, PerfRow
-from ge_plugin.bench.ratios import (
+from ge_plugin.bench.perf import NO_STABILITY_CHECK
+from ge_plugin.bench.ratios import added_ms, at, direct_at, paced_added_ms
+from ge_plugin.bench.records import (
+    Allocations,
+    BenchModel,
+    DirectRow,
+    Measurement,
+    PerfRow,
+    Result,
+    Target,
+    Window,
+)
+from ge_plugin.bench.repository import (
     FLOOR,
+    GE_IDENTITY,
+    GE_LLAMA,
     PACED_FLOOR,
+    PY_IDENTITY,
+    REPLICA_1X1,
+    REPLICA_1X2,
     REPLICA_GE,
     REPLICA_NAIVE,
-    Target,
-    added_ms,
-    at,
-    direct_at,
-    paced_added_ms,
 )
-from ge_plugin.bench.repository import BenchModel
 from ge_plugin.errors import BenchError
 
 SCHEMA = "ge-plugin-bench/2"
@@ -36,24 +45,7 @@ MARKDOWN = "report.md"
 JSON = "report.json"
 PLOT = "latency_throughput.png"
 #: instances × streams of the replica's LLaMA models (§5)
-LAYOUTS = (("replica_ge_llama_1x1", "1 × 1"), ("replica_ge_llama_1x2", "1 × 2"), (REPLICA_GE, "2 × 1"))
-
-
-@attrs.frozen
-class Result:
-    label: str  #: "CPU simulator (timing-only), 2 cores"
-    created: str  #: ISO 8601, UTC
-    machine: dict[str, Any]
-    options: dict[str, Any]
-    models: tuple[BenchModel, ...]
-    triton: tuple[Measurement, ...]
-    direct: tuple[DirectRow, ...]
-    allocations: tuple[Allocations, ...]
-    targets: tuple[Target, ...]
-    notes: tuple[str, ...] = ()  #: what the run could not do, said in the report rather than hidden
-
-    def model(self, name: str) -> BenchModel:
-        return next(m for m in self.models if m.name == name)
+LAYOUTS = ((REPLICA_1X1, "1 × 1"), (REPLICA_1X2, "1 × 2"), (REPLICA_GE, "2 × 1"))
 
 
 def to_json(result: Result) -> dict[str, Any]:
@@ -79,9 +71,7 @@ def _measurement_json(m: Measurement) -> dict[str, Any]:
         "model": m.model,
         "batch": m.batch,
         "stable": m.stable,
-        "rows_per_execute": m.rows_per_execute,
-        "engine_ms_per_execute": m.engine_ms_per_execute,
-        "batch_sizes": m.batch_sizes,
+        **attrs.asdict(m.server),
         **attrs.asdict(m.row),
     }
 
@@ -162,9 +152,7 @@ def from_json(data: Mapping[str, Any], *, source: str = "report.json") -> Result
                 row=PerfRow(**fields(PerfRow, m)),
                 stable=m["stable"],
                 batch=m["batch"],
-                rows_per_execute=m["rows_per_execute"],
-                engine_ms_per_execute=m["engine_ms_per_execute"],
-                batch_sizes=m["batch_sizes"],
+                server=Window(**fields(Window, m)),
             ),
         ),
         direct=each("direct", lambda r: DirectRow(**fields(DirectRow, r))),
@@ -326,7 +314,7 @@ def host_rows(result: Result) -> list[dict[str, Any]]:
     backend and the engine spend on the host. Direct: the call's p50 minus its stream time. The floor's
     compute infer is what the Python backend spends on the same response with nothing to run."""
     rows = []
-    pairs = [("ge_identity", "py_identity", 1)] + [("ge_llama", FLOOR, b) for b in seed.BATCHES]
+    pairs = [(GE_IDENTITY, PY_IDENTITY, 1)] + [(GE_LLAMA, FLOOR, b) for b in seed.BATCHES]
     pairs += [(REPLICA_GE, None, b) for b in seed.BATCHES]
     for ge, floor, batch in pairs:
         served = at(result.triton, ge, 1, batch)
@@ -335,7 +323,11 @@ def host_rows(result: Result) -> list[dict[str, Any]]:
         if served is None and alone is None:
             continue
         infer = served.row.server_compute_infer_us if served else None
-        stream = served.engine_ms_per_execute * 1e3 if served and served.engine_ms_per_execute else None
+        stream = (
+            served.server.engine_ms_per_execute * 1e3
+            if served and served.server.engine_ms_per_execute
+            else None
+        )
         rows.append(
             {
                 "model": ge,
@@ -428,8 +420,8 @@ def _layouts_section(result: Result) -> list[str]:
             cells.append(
                 "–"
                 if m is None
-                else f"{m.row.throughput:.1f} / {_opt(device_bound(m.batch_sizes), '.1f')}; "
-                f"{m.row.p50_us / 1e3:.1f} ms; {_opt(m.rows_per_execute, '.2f')}"
+                else f"{m.row.throughput:.1f} / {_opt(device_bound(m.server.batch_sizes), '.1f')}; "
+                f"{m.row.p50_us / 1e3:.1f} ms; {_opt(m.server.rows_per_execute, '.2f')}"
             )
         lines.append(f"| {layout} | " + " | ".join(cells) + " |")
     return lines
@@ -458,8 +450,8 @@ def _triton_section(result: Result) -> list[str]:
             f"| {meas.model} | {model.what} | {model.phase} | {meas.batch} | {r.concurrency} | {r.throughput:.1f}{star} "
             f"| {_ms(r.p50_us)} | {_ms(r.p99_us)} | {_ms(r.client_send_us + r.client_recv_us)} | {_ms(r.network_us)} "
             f"| {_ms(r.server_queue_us)} | {_ms(r.server_compute_input_us)} | {_ms(r.server_compute_infer_us)} "
-            f"| {_ms(r.server_compute_output_us)} | {_opt(meas.rows_per_execute, '.2f')} "
-            f"| {_sizes(meas.batch_sizes)} | {_opt(meas.engine_ms_per_execute, '.2f')} |"
+            f"| {_ms(r.server_compute_output_us)} | {_opt(meas.server.rows_per_execute, '.2f')} "
+            f"| {_sizes(meas.server.batch_sizes)} | {_opt(meas.server.engine_ms_per_execute, '.2f')} |"
         )
     if any(not x.stable for x in result.triton):
         lines += [

@@ -33,6 +33,7 @@ from ge_plugin.atc.command import atc_args
 from ge_plugin.atc.flags import parse_args
 from ge_plugin.atc.simbuild import build
 from ge_plugin.bench import seed
+from ge_plugin.bench.records import BenchModel
 from ge_plugin.errors import BenchError
 from ge_plugin.models import LLAMA_VOCAB, identity, tiny_llama, write_model
 from ge_plugin.render import render_config, write_repository
@@ -46,60 +47,53 @@ REPORTS = "sim-reports"
 HOST = "host"
 REPLICA = "replica"
 
-
-@attrs.frozen
-class BenchModel:
-    """One model the bench serves."""
-
-    name: str
-    backend: str  #: "ge" or "python"
-    family: str  #: "identity" or "llama": models of a family are compared with each other
-    #: "host" (timing-only, no device time) or "replica" (timing-only, the seed's device time per gear)
-    phase: str
-    what: str  #: one line for tables: what this row stands for
-    input_name: str
-    #: perf_analyzer ``--shape`` value (dims without the batch dim), or "" when the config fixes every dim
-    shape: str = ""
+# The served models by name. Every module that picks a row out of a run names it through these, so that a
+# misspelt name fails at import instead of leaving a target quietly without a value.
+GE_IDENTITY = "ge_identity"
+PY_IDENTITY = "py_identity"  #: the identity's floor
+GE_LLAMA = "ge_llama"
+FLOOR = "py_logits"  #: the LLaMA's same-size floor: precomputed logits, no device
+REPLICA_GE = "replica_ge_llama"  #: the served LLaMA on the seed's device, 2 instances × 1 stream
+PACED_FLOOR = "replica_py_logits"  #: the same-size floor at the device's pace (waits the seed's time)
+REPLICA_1X1 = "replica_ge_llama_1x1"
+REPLICA_1X2 = "replica_ge_llama_1x2"
+REPLICA_NAIVE = "replica_naive_llama"  #: the per-request pyACL model, the GE backend's path
 
 
 def models(seq: int) -> tuple[BenchModel, ...]:
     """The served models, in the order tables list them."""
     llama = dict(family="llama", input_name="input_ids", shape=f"input_ids:{seq}")
     return (
-        BenchModel("ge_identity", "ge", "identity", HOST, "ge backend, identity OM [B,16] fp32", "INPUT0"),
+        BenchModel(GE_IDENTITY, "ge", "identity", HOST, "ge backend, identity OM [B,16] fp32", "INPUT0"),
         BenchModel(
-            "py_identity", "python", "identity", HOST, "Python backend hands the input back (floor)", "INPUT0"
+            PY_IDENTITY, "python", "identity", HOST, "Python backend hands the input back (floor)", "INPUT0"
         ),
-        BenchModel("ge_llama", "ge", phase=HOST, what=f"ge backend, tiny LLaMA, seq {seq}", **llama),
+        BenchModel(GE_LLAMA, "ge", phase=HOST, what=f"ge backend, tiny LLaMA, seq {seq}", **llama),
         BenchModel(
-            "py_logits",
+            FLOOR,
             "python",
             phase=HOST,
             what="Python backend returns precomputed logits (same-size floor)",
             **llama,
         ),
         BenchModel(
-            "replica_ge_llama",
+            REPLICA_GE,
             "ge",
             phase=REPLICA,
             what="ge backend, 2 instances × 1 stream (as served)",
             **llama,
         ),
         BenchModel(
-            "replica_py_logits",
+            PACED_FLOOR,
             "python",
             phase=REPLICA,
             what="Python backend waits the device time, returns precomputed logits (paced floor)",
             **llama,
         ),
+        BenchModel(REPLICA_1X1, "ge", phase=REPLICA, what="ge backend, 1 instance × 1 stream", **llama),
+        BenchModel(REPLICA_1X2, "ge", phase=REPLICA, what="ge backend, 1 instance × 2 streams", **llama),
         BenchModel(
-            "replica_ge_llama_1x1", "ge", phase=REPLICA, what="ge backend, 1 instance × 1 stream", **llama
-        ),
-        BenchModel(
-            "replica_ge_llama_1x2", "ge", phase=REPLICA, what="ge backend, 1 instance × 2 streams", **llama
-        ),
-        BenchModel(
-            "replica_naive_llama",
+            REPLICA_NAIVE,
             "python",
             phase=REPLICA,
             what="naive pyACL per request (the GE backend's path)",
@@ -108,20 +102,38 @@ def models(seq: int) -> tuple[BenchModel, ...]:
     )
 
 
-#: ge model -> (bench spec file, phase, instances per device, streams per instance)
+@attrs.frozen
+class GeRecipe:
+    """How one ge model is built: from which bench spec, for which phase's device, in which layout."""
+
+    spec_file: str  #: in ge_plugin/bench/specs/
+    phase: str
+    #: (instances per device, streams per instance); None: the spec's own placement
+    layout: tuple[int, int] | None = None
+
+
+@attrs.frozen
+class TwinRecipe:
+    """How one Python-backend model is built: a ge model's config with the backend swapped."""
+
+    source: str  #: the ge model it is rendered from
+    model_file: str  #: its model.py, from ge_plugin/bench/models/
+    keep_parameters: bool  #: the ge model's parameters (its acl_json: the same simulated device)
+    copy_om: bool  #: the ge model's OM next to model.py (the naive model loads it)
+
+
 GE_MODELS = {
-    "ge_identity": ("identity.yaml", HOST, None, None),
-    "ge_llama": ("llama.yaml", HOST, None, None),
-    "replica_ge_llama": ("llama.yaml", REPLICA, None, None),
-    "replica_ge_llama_1x1": ("llama.yaml", REPLICA, 1, 1),
-    "replica_ge_llama_1x2": ("llama.yaml", REPLICA, 1, 2),
+    GE_IDENTITY: GeRecipe("identity.yaml", HOST),
+    GE_LLAMA: GeRecipe("llama.yaml", HOST),
+    REPLICA_GE: GeRecipe("llama.yaml", REPLICA),
+    REPLICA_1X1: GeRecipe("llama.yaml", REPLICA, (1, 1)),
+    REPLICA_1X2: GeRecipe("llama.yaml", REPLICA, (1, 2)),
 }
-#: Python-backend model -> (the ge model it is rendered from, its model.py, keep the ge parameters, the OM)
 TWINS = {
-    "py_identity": ("ge_identity", "py_identity.py", False, False),
-    "py_logits": ("ge_llama", "py_logits.py", False, False),
-    "replica_py_logits": ("replica_ge_llama", "py_logits_paced.py", True, False),
-    "replica_naive_llama": ("replica_ge_llama", "naive_llama.py", True, True),
+    PY_IDENTITY: TwinRecipe(GE_IDENTITY, "py_identity.py", keep_parameters=False, copy_om=False),
+    FLOOR: TwinRecipe(GE_LLAMA, "py_logits.py", keep_parameters=False, copy_om=False),
+    PACED_FLOOR: TwinRecipe(REPLICA_GE, "py_logits_paced.py", keep_parameters=True, copy_om=False),
+    REPLICA_NAIVE: TwinRecipe(REPLICA_GE, "naive_llama.py", keep_parameters=True, copy_om=True),
 }
 
 
@@ -145,11 +157,15 @@ class Repository:
 
 def bench_specs(models_dir: Path) -> list[ModelSpec]:
     """The packaged bench specs, their ``source`` resolved inside ``models_dir`` (where the ONNX files go)."""
-    specs = []
-    for name in ("identity.yaml", "llama.yaml"):
+    return list(_bench_specs_by_file(models_dir).values())
+
+
+def _bench_specs_by_file(models_dir: Path) -> dict[str, ModelSpec]:
+    specs = {}
+    for name in sorted({recipe.spec_file for recipe in GE_MODELS.values()}):
         with resources.as_file(resources.files("ge_plugin.bench") / "specs" / name) as path:
             spec = load_spec(path)
-        specs.append(attrs.evolve(spec, path=models_dir / name))
+        specs[name] = attrs.evolve(spec, path=models_dir / name)
     return specs
 
 
@@ -160,11 +176,12 @@ def acl_json(phase: str) -> dict:
 
 def ge_spec(base: ModelSpec, name: str) -> ModelSpec:
     """``base`` (a bench spec) as the ge model ``name`` serves it: its device profile and placement."""
-    _, phase, instances, streams = GE_MODELS[name]
+    recipe = GE_MODELS[name]
     placement = base.placement
-    if instances is not None:
+    if recipe.layout is not None:
+        instances, streams = recipe.layout
         placement = attrs.evolve(placement, instances_per_device=instances, streams_per_instance=streams)
-    return attrs.evolve(base, name=name, acl_json=acl_json(phase), placement=placement)
+    return attrs.evolve(base, name=name, acl_json=acl_json(recipe.phase), placement=placement)
 
 
 def build_repository(work: str | Path, *, seq: int = 16) -> Repository:
@@ -181,8 +198,8 @@ def build_repository(work: str | Path, *, seq: int = 16) -> Repository:
     shutil.rmtree(root, ignore_errors=True)  # a model left from an older bench would be served too
     write_model(models_dir / "identity.onnx", identity())
     write_model(models_dir / "tiny_llama.onnx", tiny_llama())
-    by_file = {Path(spec.path).name: spec for spec in bench_specs(models_dir)}
-    specs = [ge_spec(by_file[GE_MODELS[name][0]], name) for name in GE_MODELS]
+    by_file = _bench_specs_by_file(models_dir)
+    specs = [ge_spec(by_file[recipe.spec_file], name) for name, recipe in GE_MODELS.items()]
     write_repository(specs, root)
     built: dict[str, Path] = {}
     for spec in specs:
@@ -194,8 +211,8 @@ def build_repository(work: str | Path, *, seq: int = 16) -> Repository:
         build(parse_args(atc_args(spec, output=om.with_suffix(""))))
         built[source] = om
     by_name = {spec.name: spec for spec in specs}
-    for twin, (source, model_file, keep_parameters, om) in TWINS.items():
-        _write_twin(root, by_name[source], twin, model_file, keep_parameters, om)
+    for twin, recipe in TWINS.items():
+        _write_twin(root, by_name[recipe.source], twin, recipe)
     inputs = _write_inputs(work / "inputs", seq)
     reports = work / REPORTS
     shutil.rmtree(reports, ignore_errors=True)
@@ -203,13 +220,11 @@ def build_repository(work: str | Path, *, seq: int = 16) -> Repository:
     return Repository(root=root, work=work, specs=tuple(specs), inputs=inputs)
 
 
-def _write_twin(
-    root: Path, spec: ModelSpec, name: str, model_file: str, keep_parameters: bool, om: bool
-) -> None:
+def _write_twin(root: Path, spec: ModelSpec, name: str, recipe: TwinRecipe) -> None:
     config = render_config(spec)
     config.name = name
     config.backend = "python"
-    if not keep_parameters:
+    if not recipe.keep_parameters:
         config.ClearField("parameters")
     version = root / name / "1"
     version.mkdir(parents=True, exist_ok=True)
@@ -218,9 +233,9 @@ def _write_twin(
         + text_format.MessageToString(config, use_short_repeated_primitives=True)
     )
     (root / name / "config.pbtxt").write_text(text)
-    with resources.as_file(resources.files("ge_plugin.bench.models") / model_file) as path:
+    with resources.as_file(resources.files("ge_plugin.bench.models") / recipe.model_file) as path:
         shutil.copyfile(path, version / "model.py")
-    if om:
+    if recipe.copy_om:
         shutil.copyfile(root / spec.name / "1" / spec.om_filename, version / spec.om_filename)
 
 

@@ -27,17 +27,27 @@ from pathlib import Path
 import attrs
 
 from ge_plugin.bench import allocations as alloc
-from ge_plugin.bench import direct, machine, perf, plot, ratios, report, seed, serverstats
+from ge_plugin.bench import direct, machine, perf, plot, ratios, report, seed
 from ge_plugin.bench.progress import Progress
+from ge_plugin.bench.records import Allocations, BenchModel, DirectRow, Measurement, Point, Result
 from ge_plugin.bench.repository import (
+    FLOOR,
+    GE_IDENTITY,
+    GE_LLAMA,
     GE_MODELS,
+    PACED_FLOOR,
+    PY_IDENTITY,
     REPLICA,
+    REPLICA_1X1,
+    REPLICA_1X2,
+    REPLICA_GE,
+    REPLICA_NAIVE,
     SEQ_GEARS,
-    BenchModel,
     Repository,
     build_repository,
     models,
 )
+from ge_plugin.bench.serverstats import ServerStats, window
 from ge_plugin.errors import BenchError, ServeError
 from ge_plugin.serve import ServerOptions, TritonServer, free_port
 
@@ -48,16 +58,7 @@ REPLICA_CONCURRENCIES = (16, 32, 48)
 #: 1 × 1 and 1 × 2 are measured at these (2 × 1 is the replica's own sweep)
 STREAMS_CONCURRENCIES = (1, 16, 32)
 #: models whose allocations are counted when served: the ge models and the naive baseline
-_COUNTED = (*GE_MODELS, "replica_naive_llama")
-
-
-@attrs.frozen
-class Point:
-    """One perf_analyzer run: a model, rows per request, requests in flight."""
-
-    model: str
-    batch: int
-    concurrency: int
+_COUNTED = (*GE_MODELS, REPLICA_NAIVE)
 
 
 @attrs.frozen
@@ -145,25 +146,25 @@ def plan(options: BenchOptions) -> list[Point]:
         return [Point(m.name, 1, 1) for m in options.selected()]
     points = []
     for c in options.concurrencies:
-        points += [Point("ge_identity", 1, c), Point("py_identity", 1, c)]
+        points += [Point(GE_IDENTITY, 1, c), Point(PY_IDENTITY, 1, c)]
     for b in seed.BATCHES:
-        points += [Point("ge_llama", b, 1), Point("py_logits", b, 1)]
+        points += [Point(GE_LLAMA, b, 1), Point(FLOOR, b, 1)]
     for b in seed.BATCHES:
-        points += [Point("replica_ge_llama", b, 1), Point("replica_py_logits", b, 1)]
-    points.append(Point("replica_naive_llama", 1, 1))
+        points += [Point(REPLICA_GE, b, 1), Point(PACED_FLOOR, b, 1)]
+    points.append(Point(REPLICA_NAIVE, 1, 1))
     for c in options.replica_concurrencies:
-        points.append(Point("replica_ge_llama", 1, c))
+        points.append(Point(REPLICA_GE, 1, c))
         if c == 16:
-            points.append(Point("replica_naive_llama", 1, c))
+            points.append(Point(REPLICA_NAIVE, 1, c))
     for c in STREAMS_CONCURRENCIES:
-        points += [Point("replica_ge_llama_1x1", 1, c), Point("replica_ge_llama_1x2", 1, c)]
+        points += [Point(REPLICA_1X1, 1, c), Point(REPLICA_1X2, 1, c)]
     names = {m.name for m in options.selected()}
     return [p for p in points if p.model in names]
 
 
 def run_bench(
     options: BenchOptions, *, say: Callable[[str], None] = print, progress: Progress | None = None
-) -> tuple[report.Result, dict[str, Path]]:
+) -> tuple[Result, dict[str, Path]]:
     """Everything ``ge-plugin bench`` does; returns the result and the files written."""
     options.check()
     plot.require_matplotlib()
@@ -184,8 +185,8 @@ def run_bench(
     # The simulated device's queue is this run's own: other users' simulators on the host never hold it.
     sim_env = {"GE_PLUGIN_SIM_DEVICE_LOCK_DIR": str(repo.work / "device-locks")}
 
-    direct_rows: list[direct.DirectRow] = []
-    allocations: list[direct.Allocations] = []
+    direct_rows: list[DirectRow] = []
+    allocations: list[Allocations] = []
     for phase, names in direct_groups.items():
         bar.show(f"direct engine, no Triton ({phase}: {', '.join(names)})")
         rows, counts = direct.run_child(
@@ -216,16 +217,15 @@ def run_bench(
         log = stack.enter_context(open(log_path, "wb"))
         server = stack.enter_context(TritonServer(server_options, stdout=log, stderr=log))
         try:
-            server.wait_ready(timeout=300)
+            server.wait_ready(timeout=300, models=[m.name for m in selected])
         except ServeError as exc:
             raise BenchError(f"{exc}; see {log_path}") from None
-        server_version = serverstats.get_json(f"http://{server.http_url}/v2").get("version", "unknown")
+        stats = stack.enter_context(ServerStats(server.http_url, server.metrics_url))
+        server_version = stats.version()
         stubs = alloc.stub_models(server.process.pid)
         bar.advance()
-        measurements = _measure(options, points, by_name, server, repo, bar)
-        requests = {
-            m.name: serverstats.read(server.http_url, server.metrics_url, m.name).inferences for m in counted
-        }
+        measurements = _measure(options, points, by_name, server.grpc_url, stats, repo, bar)
+        requests = {m.name: stats.read(m.name).inferences for m in counted}
         bar.show("stopping the server; reading the stubs' simulator reports")
     if counted:
         try:
@@ -239,7 +239,7 @@ def run_bench(
             notes.append(f"served allocations not counted: {exc}")
         bar.advance()
 
-    result = report.Result(
+    result = Result(
         label=machine.label(machine.cores()),
         created=datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat(),
         machine=machine.describe(tritonserver=server_version, perf_analyzer=perf_version, load_average=load),
@@ -261,7 +261,7 @@ def run_bench(
 def _direct_groups(selected: Sequence[BenchModel]) -> dict[str, list[str]]:
     """The ge models timed in-process, one child process per phase (one acl.json per process): the served
     LLaMA of each phase and the identity; the replica's 1 × 1 and 1 × 2 run the same executes."""
-    timed = ("ge_identity", "ge_llama", "replica_ge_llama")
+    timed = (GE_IDENTITY, GE_LLAMA, REPLICA_GE)
     groups: dict[str, list[str]] = {}
     for m in selected:
         if m.name in timed:
@@ -270,7 +270,7 @@ def _direct_groups(selected: Sequence[BenchModel]) -> dict[str, list[str]]:
 
 
 def _mallocs_at_start(
-    allocations: Sequence[direct.Allocations], repo: Repository, names: Sequence[str]
+    allocations: Sequence[Allocations], repo: Repository, names: Sequence[str]
 ) -> dict[str, int]:
     """Mallocs one instance of each counted model makes before its first request: one lane's buffers (as
     the direct run counted them for a lane of the same OM) times its lanes. The naive model allocates
@@ -279,13 +279,13 @@ def _mallocs_at_start(
     per_lane: dict[str, int] = {}  # bench spec file -> mallocs of one lane
     for a in allocations:
         if a.where == "direct" and a.model in GE_MODELS:
-            per_lane.setdefault(GE_MODELS[a.model][0], a.mallocs_at_start // streams[a.model])
+            per_lane.setdefault(GE_MODELS[a.model].spec_file, a.mallocs_at_start // streams[a.model])
     start = {}
     for name in names:
         if name not in GE_MODELS:
             start[name] = 0
-        elif GE_MODELS[name][0] in per_lane:
-            start[name] = per_lane[GE_MODELS[name][0]] * streams[name]
+        elif GE_MODELS[name].spec_file in per_lane:
+            start[name] = per_lane[GE_MODELS[name].spec_file] * streams[name]
     return start
 
 
@@ -293,10 +293,11 @@ def _measure(
     options: BenchOptions,
     points: Sequence[Point],
     models_by_name: Mapping[str, BenchModel],
-    server: TritonServer,
+    grpc_url: str,
+    stats: ServerStats,
     repo: Repository,
     bar: Progress,
-) -> list[perf.Measurement]:
+) -> list[Measurement]:
     """Every point in order, with the server's counters read around each."""
     host = perf.PerfSettings(options.measurement_ms, options.stability_percentage, options.max_trials)
     replica = attrs.evolve(host, measurement_ms=options.replica_measurement_ms)
@@ -304,18 +305,18 @@ def _measure(
     for point in points:
         model = models_by_name[point.model]
         bar.show(f"{model.name} at batch {point.batch}, concurrency {point.concurrency}")
-        before = serverstats.read(server.http_url, server.metrics_url, model.name)
+        before = stats.read(model.name)
         measured = perf.measure(
             model,
-            url=server.grpc_url,
+            url=grpc_url,
             concurrency=point.concurrency,
             settings=replica if model.phase == REPLICA else host,
             input_data=repo.inputs[model.name],
             work=repo.work / "perf",
             batch=point.batch,
         )
-        after = serverstats.read(server.http_url, server.metrics_url, model.name)
-        measurements.append(attrs.evolve(measured, **attrs.asdict(serverstats.window(before, after))))
+        after = stats.read(model.name)
+        measurements.append(attrs.evolve(measured, server=window(before, after)))
         bar.advance()
     return measurements
 

@@ -2,80 +2,80 @@
 
 perf_analyzer's breakdown stops at "compute infer", the whole ``execute`` of the Python stub. Two counters
 split it further, read before and after each run: Triton's statistics extension (rows and executions per
-model, and executions per batch size, exact), and the ``ge`` backend's metrics (``ge_execute_duration_us_sum/_count``: H2D, execute and
-D2H on the simulated stream, per engine execute). The backend flushes its metrics once a second, so the
-device time is a mean over roughly the run's span, which is all it is used for.
+model, and executions per batch size, exact), read with tritonclient's ``get_inference_statistics``, and the
+``ge`` backend's metrics (``ge_execute_duration_us_sum/_count``: H2D, execute and D2H on the simulated
+stream, per engine execute), read with ge_plugin.promtext like every other reader of that page. The backend
+flushes its metrics once a second, so the device time is a mean over roughly the run's span, which is all
+it is used for.
 """
 
 from __future__ import annotations
 
-import json
-import re
-import urllib.error
-import urllib.request
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Any
 
-import attrs
-
+from ge_plugin.bench.records import Counters, Window
 from ge_plugin.errors import BenchError
+from ge_plugin.promtext import Metrics, scrape
 
-_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)\{([^}]*)\}\s+(\S+)$")
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
-
-@attrs.frozen
-class Counters:
-    inferences: int = 0
-    executions: int = 0
-    engine_executes: float = 0.0
-    engine_us: float = 0.0
-    #: executions per batch size (rows in one execute), as Triton's batch_stats count them
-    batches: dict[int, int] = attrs.field(factory=dict)
+ENGINE_EXECUTES = "ge_execute_duration_us_count"
+ENGINE_US = "ge_execute_duration_us_sum"
+#: seconds a statistics request or a scrape may take
+TIMEOUT_S = 10.0
 
 
-@attrs.frozen
-class Window:
-    """Per-execute figures over one run; None when the run had no execute to divide by."""
+class ServerStats:
+    """Triton's statistics and the ge metrics of one running server; one HTTP client for the whole run."""
 
-    rows_per_execute: float | None
-    engine_ms_per_execute: float | None
-    #: executions per batch size during the run ("8": 12 means twelve executes of 8 rows)
-    batch_sizes: dict[str, int] | None = None
+    def __init__(self, http_url: str, metrics_url: str):
+        import tritonclient.http as httpclient
+
+        self.http_url = http_url
+        self.metrics_url = metrics_url
+        self._client = httpclient.InferenceServerClient(
+            http_url, connection_timeout=TIMEOUT_S, network_timeout=TIMEOUT_S
+        )
+
+    def __enter__(self) -> ServerStats:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._client.close()
+
+    def version(self) -> str:
+        """The server's own version (``2.51.0``), from its metadata."""
+        return str(self._call("metadata", self._client.get_server_metadata).get("version", "unknown"))
+
+    def read(self, model: str) -> Counters:
+        """``model``'s counters now."""
+        statistics = self._call(
+            f"statistics of model {model!r}", self._client.get_inference_statistics, model_name=model
+        )
+        try:
+            metrics = scrape(self.metrics_url, timeout=TIMEOUT_S)
+        except (OSError, ValueError) as exc:  # URLError is an OSError; ValueError: not a metrics page
+            raise BenchError(f"GET {self.metrics_url}: {exc}") from None
+        return counters(statistics, metrics, model)
+
+    def _call(self, what: str, method: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
+        from tritonclient.utils import InferenceServerException
+
+        try:
+            return method(**kwargs)
+        except (InferenceServerException, OSError) as exc:
+            raise BenchError(f"{what} from tritonserver at {self.http_url}: {exc}") from None
 
 
-def get_json(url: str) -> dict:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return json.loads(response.read().decode())
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise BenchError(f"GET {url}: {exc}") from None
-
-
-def get_text(url: str) -> str:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.read().decode()
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        raise BenchError(f"GET {url}: {exc}") from None
-
-
-def metric_sums(text: str, model: str, names: tuple[str, ...]) -> dict[str, float]:
-    """Sum of every sample of each metric in ``names`` whose ``model`` label is ``model``."""
-    sums = dict.fromkeys(names, 0.0)
-    for line in text.splitlines():
-        match = _SAMPLE.match(line)
-        if not match or match.group(1) not in sums:
-            continue
-        labels = dict(_LABEL.findall(match.group(2)))
-        if labels.get("model") == model:
-            sums[match.group(1)] += float(match.group(3))
-    return sums
-
-
-def read(http_url: str, metrics_url: str, model: str) -> Counters:
-    stats = get_json(f"http://{http_url}/v2/models/{model}/stats").get("model_stats", [])
-    sums = metric_sums(
-        get_text(metrics_url), model, ("ge_execute_duration_us_count", "ge_execute_duration_us_sum")
-    )
+def counters(statistics: Mapping[str, Any], metrics: Metrics, model: str) -> Counters:
+    """``model``'s Counters from Triton's statistics response (every version it lists) and a metrics scrape
+    (every instance's samples)."""
+    stats = statistics.get("model_stats", [])
     batches: dict[int, int] = {}
     for s in stats:
         for entry in s.get("batch_stats", []):
@@ -84,8 +84,8 @@ def read(http_url: str, metrics_url: str, model: str) -> Counters:
     return Counters(
         inferences=sum(int(s.get("inference_count", 0)) for s in stats),
         executions=sum(int(s.get("execution_count", 0)) for s in stats),
-        engine_executes=sums["ge_execute_duration_us_count"],
-        engine_us=sums["ge_execute_duration_us_sum"],
+        engine_executes=metrics.total(ENGINE_EXECUTES, model=model),
+        engine_us=metrics.total(ENGINE_US, model=model),
         batches=batches,
     )
 

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ge_plugin.bench.direct import Allocations, DirectRow
-from ge_plugin.bench.perf import Measurement, PerfRow
 from ge_plugin.bench.ratios import evaluate
-from ge_plugin.bench.report import Result
+from ge_plugin.bench.records import Allocations, DirectRow, Measurement, PerfRow, Result, Window
 from ge_plugin.bench.repository import build_repository, models
 
 
@@ -57,8 +55,10 @@ def _make_result(**changes) -> Result:
                     model=name,
                     row=_perf_row(c, throughput * (1 + c / 8), p50 * (1 + (c - 1) / 4)),
                     stable=c != 16,
-                    rows_per_execute=1.0 + c / 4,
-                    engine_ms_per_execute=p50 / 2e3 if name.startswith(("ge_", "replica_ge")) else None,
+                    server=Window(
+                        rows_per_execute=1.0 + c / 4,
+                        engine_ms_per_execute=p50 / 2e3 if name.startswith(("ge_", "replica_ge")) else None,
+                    ),
                 )
             )
     for name, by_batch in (
@@ -74,8 +74,9 @@ def _make_result(**changes) -> Result:
                     row=_perf_row(1, 1e6 / p50 * batch, p50),
                     stable=True,
                     batch=batch,
-                    rows_per_execute=1.0,
-                    engine_ms_per_execute=p50 / 2e3 if name != "py_logits" else None,
+                    server=Window(
+                        rows_per_execute=1.0, engine_ms_per_execute=p50 / 2e3 if name != "py_logits" else None
+                    ),
                 )
             )
     direct = [

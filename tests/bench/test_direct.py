@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from ge_plugin.bench import direct
+from ge_plugin.bench.records import Allocations, DirectRow
 from ge_plugin.errors import BenchError
 
 
@@ -19,8 +20,8 @@ def test_summarize_gives_percentiles_and_rows_per_second():
 
 
 def test_host_us_is_the_call_less_its_stream_time():
-    assert direct.DirectRow("m", 1, 10, 1.0, 0.25, 0.3, 0.2).host_us == pytest.approx(50.0)
-    assert direct.DirectRow("m", 1, 10, 1.0, 0.25, 0.3).host_us is None
+    assert DirectRow("m", 1, 10, 1.0, 0.25, 0.3, 0.2).host_us == pytest.approx(50.0)
+    assert DirectRow("m", 1, 10, 1.0, 0.25, 0.3).host_us is None
 
 
 def test_time_calls_makes_at_least_the_minimum_number_of_calls():
@@ -60,7 +61,7 @@ def test_run_times_every_batch_gear_and_counts_allocations(fresh_sim, bench_repo
     assert all(row["iterations"] >= direct.MIN_ITERATIONS and row["throughput"] > 0 for row in data["rows"])
     # the engine's stream time is inside the call's time
     assert all(0 < row["stream_ms"] < row["p99_ms"] for row in data["rows"])
-    (counted,) = [direct.Allocations(**a) for a in data["allocations"]]
+    (counted,) = [Allocations(**a) for a in data["allocations"]]
     assert counted.mallocs_at_start > 0  # the engine's buffers, made once
     assert counted.requests == sum(
         (direct.WARMUP_CALLS + row["iterations"]) * row["batch"] for row in data["rows"]

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ge_plugin.bench.direct import Allocations, DirectRow
-from ge_plugin.bench.perf import Measurement
-from ge_plugin.bench.ratios import Target, evaluate
+from ge_plugin.bench.ratios import evaluate
+from ge_plugin.bench.records import Allocations, DirectRow, Measurement, Target
 
 
 def _by_id(targets: list[Target]) -> dict[str, Target]:

@@ -4,23 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
-from google.protobuf import text_format
-from tritonclient.grpc import model_config_pb2 as mc
 
 from ge_plugin.bench.repository import bench_specs, build_repository, models
+from ge_plugin.engine import read_config_pbtxt
 from ge_plugin.errors import BenchError
 from ge_plugin.models import LLAMA_VOCAB
 from ge_plugin.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _config(path: Path) -> mc.ModelConfig:
-    text = "\n".join(line for line in path.read_text().splitlines() if not line.startswith("#"))
-    return text_format.Parse(text, mc.ModelConfig())
 
 
 def test_bench_llama_spec_is_the_served_llama(tmp_path):
@@ -50,13 +45,17 @@ def test_build_repository_drops_models_an_older_bench_left(tmp_path):
     assert not stale.exists() and repo.config("replica_naive_llama").is_file()
 
 
-def _sim_section(config: mc.ModelConfig) -> dict:
-    return json.loads(config.parameters["acl_json"].string_value)["ge_plugin_sim"]
+def _parameter(config: dict[str, Any], name: str) -> str:
+    return config["parameters"][name]["string_value"]
+
+
+def _sim_section(config: dict[str, Any]) -> dict:
+    return json.loads(_parameter(config, "acl_json"))["ge_plugin_sim"]
 
 
 def test_host_models_are_timing_only_without_device_time(bench_repo):
     for name in ("ge_identity", "ge_llama"):
-        assert _sim_section(_config(bench_repo.config(name))) == {"timing_only": True}
+        assert _sim_section(read_config_pbtxt(bench_repo.config(name))) == {"timing_only": True}
 
 
 def test_replica_models_take_the_seeds_direct_times_on_every_gear(bench_repo):
@@ -67,7 +66,7 @@ def test_replica_models_take_the_seeds_direct_times_on_every_gear(bench_repo):
         "replica_naive_llama",
         "replica_py_logits",  # reads the same table to wait as long
     ):
-        sim = _sim_section(_config(bench_repo.config(name)))
+        sim = _sim_section(read_config_pbtxt(bench_repo.config(name)))
         assert sim["timing_only"] is True
         latency = sim["execute_latency_ms"]
         assert len(latency) == 12  # 3 batch gears x 4 sequence gears
@@ -79,11 +78,12 @@ def test_replica_models_take_the_seeds_direct_times_on_every_gear(bench_repo):
     [("replica_ge_llama", 2, 1), ("replica_ge_llama_1x1", 1, 1), ("replica_ge_llama_1x2", 1, 2)],
 )
 def test_replica_layouts_differ_only_in_instances_and_streams(bench_repo, name, instances, streams):
-    config, served = _config(bench_repo.config(name)), _config(bench_repo.config("replica_ge_llama"))
-    assert sum(group.count for group in config.instance_group) == instances
-    assert config.parameters["streams_per_instance"].string_value == str(streams)
+    config = read_config_pbtxt(bench_repo.config(name))
+    served = read_config_pbtxt(bench_repo.config("replica_ge_llama"))
+    assert sum(group["count"] for group in config["instance_group"]) == instances
+    assert _parameter(config, "streams_per_instance") == str(streams)
     for field in ("max_batch_size", "input", "output", "dynamic_batching"):
-        assert getattr(config, field) == getattr(served, field), field
+        assert config[field] == served[field], field
 
 
 @pytest.mark.parametrize(
@@ -96,18 +96,18 @@ def test_replica_layouts_differ_only_in_instances_and_streams(bench_repo, name, 
     ],
 )
 def test_python_twin_differs_from_its_ge_model_only_in_backend(bench_repo, twin, source):
-    python, ge = _config(bench_repo.config(twin)), _config(bench_repo.config(source))
-    assert (python.backend, ge.backend) == ("python", "ge")
+    python, ge = read_config_pbtxt(bench_repo.config(twin)), read_config_pbtxt(bench_repo.config(source))
+    assert (python["backend"], ge["backend"]) == ("python", "ge")
     for field in ("max_batch_size", "input", "output", "instance_group", "dynamic_batching"):
-        assert getattr(python, field) == getattr(ge, field), field
+        assert python[field] == ge[field], field
     model_py = (bench_repo.version_dir(twin) / "model.py").read_text()
     assert "class TritonPythonModel" in model_py
 
 
 def test_naive_model_keeps_the_om_parameters_and_does_the_published_per_request_work(bench_repo):
-    config = _config(bench_repo.config("replica_naive_llama"))
-    assert config.parameters["om_model_path"].string_value == "llama.om"
-    assert "execute_latency_ms" in config.parameters["acl_json"].string_value  # the same simulated device
+    config = read_config_pbtxt(bench_repo.config("replica_naive_llama"))
+    assert _parameter(config, "om_model_path") == "llama.om"
+    assert "execute_latency_ms" in _parameter(config, "acl_json")  # the same simulated device
     model_py = (bench_repo.version_dir("replica_naive_llama") / "model.py").read_text()
     for call in (
         "acl.init(path)",

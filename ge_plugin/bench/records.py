@@ -1,0 +1,186 @@
+"""What one bench run measures and concludes, as plain records: the only place their fields are declared.
+
+The modules that measure (perf, serverstats, direct, allocations), judge (ratios) and publish (report, plot)
+all read and write these, so a field is named once and a JSON key follows from it. They hold no behaviour
+beyond what is derived from their own fields.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import attrs
+
+
+@attrs.frozen
+class BenchModel:
+    """One model the bench serves."""
+
+    name: str
+    backend: str  #: "ge" or "python"
+    family: str  #: "identity" or "llama": models of a family are compared with each other
+    #: "host" (timing-only, no device time) or "replica" (timing-only, the seed's device time per gear)
+    phase: str
+    what: str  #: one line for tables: what this row stands for
+    input_name: str
+    #: perf_analyzer ``--shape`` value (dims without the batch dim), or "" when the config fixes every dim
+    shape: str = ""
+
+
+@attrs.frozen
+class Point:
+    """One perf_analyzer run: a model, rows per request, requests in flight."""
+
+    model: str
+    batch: int
+    concurrency: int
+
+
+@attrs.frozen
+class PerfRow:
+    """One concurrency level as perf_analyzer measured it (µs, infer/s)."""
+
+    concurrency: int
+    throughput: float
+    client_send_us: float
+    network_us: float
+    server_queue_us: float
+    server_compute_input_us: float
+    server_compute_infer_us: float
+    server_compute_output_us: float
+    client_recv_us: float
+    p50_us: float
+    p90_us: float
+    p95_us: float
+    p99_us: float
+
+
+@attrs.frozen
+class Counters:
+    """The server's cumulative counters of one model at one moment (Triton's statistics, ge's metrics)."""
+
+    inferences: int = 0
+    executions: int = 0
+    engine_executes: float = 0.0
+    engine_us: float = 0.0
+    #: executions per batch size (rows in one execute), as Triton's batch_stats count them
+    batches: dict[int, int] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class Window:
+    """Per-execute figures over one run, from the counters before and after it; None where not known (no
+    execute to divide by, or the counters were not read)."""
+
+    rows_per_execute: float | None = None
+    engine_ms_per_execute: float | None = None
+    #: executions per batch size during the run ("8": 12 means twelve executes of 8 rows)
+    batch_sizes: dict[str, int] | None = None
+
+
+@attrs.frozen
+class Measurement:
+    """One point through Triton: what perf_analyzer measured and what the server counted meanwhile."""
+
+    model: str
+    row: PerfRow
+    stable: bool  #: False: perf_analyzer's stability check failed and the point was measured without it
+    #: rows per request (perf_analyzer ``-b``); throughput counts rows, as the seed's req/s does
+    batch: int = 1
+    #: from the server's counters over the run (ge_plugin.bench.serverstats)
+    server: Window = Window()
+
+
+@attrs.frozen
+class DirectRow:
+    """One batch gear of a ge model timed in-process, without Triton."""
+
+    model: str
+    batch: int
+    iterations: int
+    throughput: float  #: rows (inferences) per second
+    p50_ms: float
+    p99_ms: float
+    #: mean ms per call the engine spent on the stream (launch until synchronize returned: H2D, execute, D2H)
+    stream_ms: float | None = None
+
+    @property
+    def host_us(self) -> float | None:
+        """The host's part of one call (p50 minus the mean stream time): the engine's own work, in µs."""
+        return None if self.stream_ms is None else (self.p50_ms - self.stream_ms) * 1e3
+
+
+@attrs.frozen
+class Allocations:
+    """Simulator allocations (device + pinned host) of one model: at start-up, and after serving requests."""
+
+    model: str
+    where: str  #: "direct" (this process) or "served" (the Triton stubs' reports)
+    instances: int
+    requests: int
+    mallocs_at_start: int  #: per instance
+    mallocs_total: int  #: all instances, start-up included
+
+    @property
+    def per_request(self) -> float | None:
+        if self.requests <= 0:
+            return None
+        return (self.mallocs_total - self.instances * self.mallocs_at_start) / self.requests
+
+
+_OPS = {"<=": operator.le, ">=": operator.ge, "==": operator.eq}
+
+
+@attrs.frozen
+class Target:
+    """One of the issue's targets as one run met it, or did not, or could not tell."""
+
+    id: str
+    what: str
+    op: str  #: "<=", ">=" or "=="
+    threshold: float
+    unit: str  #: "x" (a ratio), "ms" or "allocations/request"
+    value: float | None
+    detail: str  #: the raw numbers the value came from, or why there is none
+
+    @property
+    def passed(self) -> bool | None:
+        if self.value is None:
+            return None
+        return bool(_OPS[self.op](round(self.value, 6), self.threshold))
+
+    def show_value(self) -> str:
+        if self.value is None:
+            return "–"
+        if self.unit == "x":
+            return f"{self.value:.2f}×"
+        if self.unit == "ms":
+            return f"{self.value:+.2f} ms"
+        return f"{self.value:g}"
+
+    def show_target(self) -> str:
+        unit = "×" if self.unit == "x" else f" {self.unit}"
+        return f"{self.op} {self.threshold:g}{unit}"
+
+    def verdict(self) -> str:
+        return {True: "met", False: "missed", None: "n/a"}[self.passed]
+
+
+@attrs.frozen
+class Result:
+    """One whole run: what ``report`` writes as JSON and markdown, and reads back."""
+
+    label: str  #: "CPU simulator (timing-only), 2 cores"
+    created: str  #: ISO 8601, UTC
+    machine: dict[str, Any]
+    options: dict[str, Any]
+    models: tuple[BenchModel, ...]
+    triton: tuple[Measurement, ...]
+    direct: tuple[DirectRow, ...]
+    allocations: tuple[Allocations, ...]
+    targets: tuple[Target, ...]
+    notes: tuple[str, ...] = ()  #: what the run could not do, said in the report rather than hidden
+
+    def model(self, name: str) -> BenchModel:
+        return next(m for m in self.models if m.name == name)
