@@ -160,7 +160,7 @@ def _allocations(allocations: Sequence[Allocations]) -> Target:
     covered = [a for a in allocations if a.model in GE_MODELS and a.per_request is not None]
     if not covered:
         return Target("P6", what, "==", 0, "allocations/request", None, _missing("allocation counters"))
-    value = max(a.per_request for a in covered)
+    value = max(a.per_request for a in covered if a.per_request is not None)
     detail = "; ".join(
         f"{a.model} {a.where}: {a.mallocs_total} = {a.instances} x {a.mallocs_at_start} at start, "
         f"{a.requests} requests"

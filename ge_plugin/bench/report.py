@@ -8,7 +8,7 @@ section heading and the JSON's ``label`` say "CPU simulator (timing-only), N cor
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -217,9 +217,7 @@ def _head(result: Result) -> list[str]:
 
 
 def _seed_section(result: Result) -> list[str]:
-    ours = replica_rows(result)
-    head = "| row | batch 1 p50 ms | batch 4 p50 ms | batch 8 p50 ms | most rows/s |"
-    lines = [
+    return [
         "",
         f"## The seed's table, replicated: {result.label}",
         "",
@@ -230,63 +228,94 @@ def _seed_section(result: Result) -> list[str]:
         "does the same after waiting the device time of the batch, so its transport runs after the same idle "
         "gap as the replica's; what it adds beyond the device time is what any model at that pace pays.",
         "",
-        head,
+        "| row | batch 1 p50 ms | batch 4 p50 ms | batch 8 p50 ms | most rows/s |",
         "|---|--:|--:|--:|--:|",
-        "| seed: direct AscendCL | "
-        + " | ".join(f"{seed.DIRECT_MS[b]:g}" for b in seed.BATCHES)
-        + f" | {seed.DIRECT_MAX_RPS:g} |",
-        "| seed: Triton + CANN GE backend | "
-        + " | ".join(f"{seed.TRITON_MS[b]:g}" for b in seed.BATCHES)
-        + f" | {seed.TRITON_MAX_RPS:g} |",
-        "| seed: added by Triton | "
-        + " | ".join(f"+{seed.TRITON_MS[b] - seed.DIRECT_MS[b]:g}" for b in seed.BATCHES)
-        + f" | {seed.TRITON_MAX_RPS / seed.DIRECT_MAX_RPS:.2f}× |",
+        *_seed_rows(),
+        *_our_rows(result),
     ]
-    d, t, f = ours["direct_ms"], ours["triton_ms"], ours["floor_ms"]
+
+
+def _table_row(label: str, cells: Iterable[str], last: str = "–") -> str:
+    """One markdown row of the seed's table: the label, a cell per batch size, the most rows/s."""
+    return f"| {label} | " + " | ".join(cells) + f" | {last} |"
+
+
+def _seed_rows() -> list[str]:
+    """The seed's own three rows, as published."""
+    added = [seed.TRITON_MS[b] - seed.DIRECT_MS[b] for b in seed.BATCHES]
+    return [
+        _table_row(
+            "seed: direct AscendCL",
+            (f"{seed.DIRECT_MS[b]:g}" for b in seed.BATCHES),
+            f"{seed.DIRECT_MAX_RPS:g}",
+        ),
+        _table_row(
+            "seed: Triton + CANN GE backend",
+            (f"{seed.TRITON_MS[b]:g}" for b in seed.BATCHES),
+            f"{seed.TRITON_MAX_RPS:g}",
+        ),
+        _table_row(
+            "seed: added by Triton",
+            (f"+{a:g}" for a in added),
+            f"{seed.TRITON_MAX_RPS / seed.DIRECT_MAX_RPS:.2f}×",
+        ),
+    ]
+
+
+def _minus(a: float | None, b: float | None) -> float | None:
+    return a - b if a is not None and b is not None else None
+
+
+def _our_rows(result: Result) -> list[str]:
+    """The same rows measured here, then the floors that say how much of Triton's addition any model pays."""
+    ours = replica_rows(result)
+    d, t, f, paced = ours["direct_ms"], ours["triton_ms"], ours["floor_ms"], ours["paced_floor_ms"]
     best_d, best_t = ours["direct_max_rows_per_s"], ours["triton_max_rows_per_s"]
     added = [added_ms(result.triton, result.direct, b) for b in seed.BATCHES]
-    lines += [
-        "| ours: direct engine | "
-        + " | ".join(_opt(d[str(b)], ".2f") for b in seed.BATCHES)
-        + f" | {_opt(best_d, '.1f')}"
-        + (f" (batch {ours['direct_max_at_batch']})" if best_d else "")
-        + " |",
-        "| ours: Triton + ge backend (2 instances × 1 stream) | "
-        + " | ".join(_opt(t[str(b)], ".2f") for b in seed.BATCHES)
-        + f" | {_opt(best_t, '.1f')}"
-        + (f" (c={ours['triton_max_at_concurrency']})" if best_t else "")
-        + " |",
-        "| ours: added by Triton | "
-        + " | ".join(_opt(a, ".2f", "+" if a is not None and a >= 0 else "") for a in added)
-        + f" | {_opt(best_t / best_d if best_t and best_d else None, '.2f')}"
-        + ("×" if best_t and best_d else "")
-        + " |",
-        "| ours: the same-size floor, no device (2 / 8 / 16 MiB) | "
-        + " | ".join(_opt(f[str(b)], ".2f") for b in seed.BATCHES)
-        + " | – |",
-        "| ours: added minus the floor | "
-        + " | ".join(
-            _opt(a - f[str(b)] if a is not None and f[str(b)] is not None else None, "+.2f")
-            for a, b in zip(added, seed.BATCHES)
-        )
-        + " | – |",
-        "| ours: the paced floor (waits the device time, then returns the logits) | "
-        + " | ".join(_opt(ours["paced_floor_ms"][str(b)], ".2f") for b in seed.BATCHES)
-        + " | – |",
-        "| ours: added minus what the paced floor adds to its wait | "
-        + " | ".join(
-            _opt(a - p if a is not None and p is not None else None, "+.2f")
-            for a, p in zip(added, (paced_added_ms(result.triton, b) for b in seed.BATCHES))
-        )
-        + " | – |",
+    paced_added = [paced_added_ms(result.triton, b) for b in seed.BATCHES]
+    ratio = best_t / best_d if best_t and best_d else None
+    lines = [
+        _table_row(
+            "ours: direct engine",
+            (_opt(d[str(b)], ".2f") for b in seed.BATCHES),
+            _opt(best_d, ".1f") + (f" (batch {ours['direct_max_at_batch']})" if best_d else ""),
+        ),
+        _table_row(
+            "ours: Triton + ge backend (2 instances × 1 stream)",
+            (_opt(t[str(b)], ".2f") for b in seed.BATCHES),
+            _opt(best_t, ".1f") + (f" (c={ours['triton_max_at_concurrency']})" if best_t else ""),
+        ),
+        _table_row(
+            "ours: added by Triton",
+            (_opt(a, ".2f", "+" if a is not None and a >= 0 else "") for a in added),
+            _opt(ratio, ".2f") + ("×" if ratio is not None else ""),
+        ),
+        _table_row(
+            "ours: the same-size floor, no device (2 / 8 / 16 MiB)",
+            (_opt(f[str(b)], ".2f") for b in seed.BATCHES),
+        ),
+        _table_row(
+            "ours: added minus the floor",
+            (_opt(_minus(a, f[str(b)]), "+.2f") for a, b in zip(added, seed.BATCHES)),
+        ),
+        _table_row(
+            "ours: the paced floor (waits the device time, then returns the logits)",
+            (_opt(paced[str(b)], ".2f") for b in seed.BATCHES),
+        ),
+        _table_row(
+            "ours: added minus what the paced floor adds to its wait",
+            (_opt(_minus(a, p), "+.2f") for a, p in zip(added, paced_added)),
+        ),
     ]
     naive_1 = at(result.triton, REPLICA_NAIVE, 1)
     if naive_1 or ours["naive_rows_per_s"]:
         lines.append(
-            f"| ours: naive per-request pyACL through Triton | {_opt(naive_1.row.p50_us / 1e3 if naive_1 else None, '.2f')} "
-            f"| – | – | {_opt(ours['naive_rows_per_s'], '.1f')}"
-            + (f" (c={ours['naive_at_concurrency']})" if ours["naive_rows_per_s"] else "")
-            + " |"
+            _table_row(
+                "ours: naive per-request pyACL through Triton",
+                [_opt(naive_1.row.p50_us / 1e3 if naive_1 else None, ".2f"), "–", "–"],
+                _opt(ours["naive_rows_per_s"], ".1f")
+                + (f" (c={ours['naive_at_concurrency']})" if ours["naive_rows_per_s"] else ""),
+            )
         )
     return lines
 
@@ -314,7 +343,8 @@ def host_rows(result: Result) -> list[dict[str, Any]]:
     backend and the engine spend on the host. Direct: the call's p50 minus its stream time. The floor's
     compute infer is what the Python backend spends on the same response with nothing to run."""
     rows = []
-    pairs = [(GE_IDENTITY, PY_IDENTITY, 1)] + [(GE_LLAMA, FLOOR, b) for b in seed.BATCHES]
+    pairs: list[tuple[str, str | None, int]] = [(GE_IDENTITY, PY_IDENTITY, 1)]
+    pairs += [(GE_LLAMA, FLOOR, b) for b in seed.BATCHES]
     pairs += [(REPLICA_GE, None, b) for b in seed.BATCHES]
     for ge, floor, batch in pairs:
         served = at(result.triton, ge, 1, batch)

@@ -119,7 +119,10 @@ class TritonPythonModel:
             np.ascontiguousarray(pb_utils.get_input_tensor_by_name(request, name).as_numpy())
             for name in self.input_names
         ]
-        device_ptrs, host_ptrs, buffers, datasets = [], [], [], []
+        device_ptrs: list[int] = []
+        host_ptrs: list[int] = []
+        buffers: list[int] = []
+        datasets: list[int] = []
         try:
             inputs = acl.mdl.create_dataset()
             datasets.append(inputs)
