@@ -7,30 +7,28 @@ Run with ``make bench-micro``; the summary table at the end gives the py/c ratio
 
 from __future__ import annotations
 
-import importlib
-import os
 from types import ModuleType
 from typing import Any, Callable
 
 import numpy as np
 import pytest
 
-NO_EXTENSIONS = os.environ.get("GE_PLUGIN_NO_EXTENSIONS", "") not in ("", "0")
+from ge_plugin.fastpath import COMPILED, NO_EXTENSIONS, TWIN, Implementation
+
 SMALL_SPEEDUP = 5.0  # the compiled module must be at least this much faster on small requests
 COPY_BANDWIDTH = 0.8  # and reach at least this fraction of np.copyto's bandwidth on one large tensor
 
 
-def _load(impl: str) -> ModuleType:
-    if impl == "py":
-        return importlib.import_module("ge_plugin._fastpath_py")
-    if NO_EXTENSIONS:
+def _load(impl: Implementation) -> ModuleType:
+    if impl == COMPILED and NO_EXTENSIONS:
         pytest.skip("GE_PLUGIN_NO_EXTENSIONS=1: no compiled module to time")
-    return importlib.import_module("ge_plugin._fastpath")
+    return impl.load()
 
 
-@pytest.fixture(params=["c", "py"])
+@pytest.fixture(params=[COMPILED, TWIN], ids=str)
 def impl(request: pytest.FixtureRequest) -> tuple[str, ModuleType]:
-    return request.param, _load(request.param)
+    """The same two implementations the property tests run on (tests/fastpath/conftest.py)."""
+    return str(request.param), _load(request.param)
 
 
 def staging(nbytes: int) -> np.ndarray:
@@ -129,9 +127,10 @@ def large_source() -> np.ndarray:
     return np.random.default_rng(3).standard_normal(LARGE, dtype=np.float32)
 
 
-@pytest.fixture(params=["c", "py", "np.copyto"])
+@pytest.fixture(params=[COMPILED, TWIN, "np.copyto"], ids=str)
 def copier(request: pytest.FixtureRequest) -> tuple[str, ModuleType | None]:
-    return request.param, None if request.param == "np.copyto" else _load(request.param)
+    chosen = request.param
+    return str(chosen), None if chosen == "np.copyto" else _load(chosen)
 
 
 def _copyto(dst: np.ndarray, src: np.ndarray) -> None:

@@ -9,8 +9,11 @@ the metrics carry them, and ``ge-plugin doctor`` checks them.
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import os
 import platform
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 NO_EXTENSIONS = os.environ.get("GE_PLUGIN_NO_EXTENSIONS", "") not in ("", "0") or (
@@ -41,3 +44,25 @@ def describe() -> str:
     if platform.python_implementation() != "CPython":
         return f"pure-Python twin (py): {platform.python_implementation()} runs only the twin"
     return "pure-Python twin (py): GE_PLUGIN_NO_EXTENSIONS is set"
+
+
+@dataclasses.dataclass(frozen=True)
+class Implementation:
+    """One of the two implementations, by name, imported only when asked for.
+
+    The property tests and the micro-benchmarks run every case on both; listing them must not import the
+    compiled module, so that a missing build fails only what uses it, not the collection of the rest.
+    """
+
+    name: str  # "c" or "py", as IMPLEMENTATION says
+    module_name: str
+
+    def load(self) -> ModuleType:
+        return importlib.import_module(self.module_name)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+COMPILED = Implementation("c", "ge_plugin._fastpath")
+TWIN = Implementation("py", "ge_plugin._fastpath_py")

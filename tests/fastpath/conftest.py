@@ -1,41 +1,22 @@
 """Every fast-path test runs on both implementations, the compiled module and its pure-Python twin.
 
-The implementations are described multidict-style: a frozen dataclass that imports its module lazily, so
-that a missing build fails only the ``c`` tests (marked ``c_extension``), never the collection.
+The implementations are ``ge_plugin.fastpath.COMPILED`` and ``TWIN`` (multidict-style: each imports its
+module lazily), so that a missing build fails only the ``c`` tests (marked ``c_extension``), never the
+collection; the micro-benchmarks run on the same two.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
-import os
 from types import ModuleType
 
 import numpy as np
 import pytest
 
-NO_EXTENSIONS = os.environ.get("GE_PLUGIN_NO_EXTENSIONS", "") not in ("", "0")
+from ge_plugin import fastpath
+from ge_plugin.fastpath import NO_EXTENSIONS, Implementation
 
-
-@dataclasses.dataclass(frozen=True)
-class FastpathImpl:
-    """One implementation of the fast path."""
-
-    is_pure_python: bool
-
-    @property
-    def module_name(self) -> str:
-        return "ge_plugin._fastpath_py" if self.is_pure_python else "ge_plugin._fastpath"
-
-    def load(self) -> ModuleType:
-        return importlib.import_module(self.module_name)
-
-    def __str__(self) -> str:
-        return "py" if self.is_pure_python else "c"
-
-
-C_IMPL = FastpathImpl(is_pure_python=False)
-PY_IMPL = FastpathImpl(is_pure_python=True)
+C_IMPL = fastpath.COMPILED
+PY_IMPL = fastpath.TWIN
 
 
 @pytest.fixture(
@@ -43,16 +24,16 @@ PY_IMPL = FastpathImpl(is_pure_python=True)
     params=[pytest.param(C_IMPL, marks=pytest.mark.c_extension), PY_IMPL],
     ids=str,
 )
-def impl(request: pytest.FixtureRequest) -> FastpathImpl:
+def impl(request: pytest.FixtureRequest) -> Implementation:
     """The implementation under test; the compiled one is left out when GE_PLUGIN_NO_EXTENSIONS is set."""
-    chosen: FastpathImpl = request.param
-    if not chosen.is_pure_python and NO_EXTENSIONS:
+    chosen: Implementation = request.param
+    if chosen is C_IMPL and NO_EXTENSIONS:
         pytest.skip("GE_PLUGIN_NO_EXTENSIONS=1: only the pure-Python twin is under test")
     return chosen
 
 
 @pytest.fixture(scope="session")
-def fp(impl: FastpathImpl) -> ModuleType:
+def fp(impl: Implementation) -> ModuleType:
     """The fast-path module under test (``ge_plugin._fastpath`` or ``ge_plugin._fastpath_py``)."""
     return impl.load()
 

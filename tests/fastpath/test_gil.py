@@ -9,13 +9,13 @@ evidence does not depend on how fast this machine is or what else runs on it.
 from __future__ import annotations
 
 import importlib
-import os
 from typing import Any, Callable
 
 import numpy as np
 import pytest
 
-NO_EXTENSIONS = os.environ.get("GE_PLUGIN_NO_EXTENSIONS", "") not in ("", "0")
+from ge_plugin.fastpath import NO_EXTENSIONS
+
 LARGE = 1 << 20
 SMALL = 1 << 10
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,8 +13,8 @@ from typing import Any
 import pytest
 
 import ge_plugin
+from ge_plugin.fastpath import NO_EXTENSIONS
 
-NO_EXTENSIONS = os.environ.get("GE_PLUGIN_NO_EXTENSIONS", "") not in ("", "0")
 STUB = Path(ge_plugin.__file__).with_name("_fastpath.pyi")
 
 # (name, kind, default, annotation) per parameter, then the return annotation
