@@ -14,6 +14,7 @@ import yaml
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
+from ge_plugin.migrate.convert import CARRIED_FIELDS
 from ge_plugin.models import tiny_llama, write_model
 
 HERE = Path(__file__).resolve().parent
@@ -88,18 +89,8 @@ def test_every_parameter_and_field_is_carried_or_named_with_a_reason(workdir, ca
         named = f": parameters.{key}: " in result.stderr or f": {key}: " in result.stderr
         carried = key in CARRIED_AS_IS and CARRIED_AS_IS[key](spec, value.string_value)
         assert named or carried, key
-    handled = {
-        "name",
-        "backend",
-        "max_batch_size",
-        "input",
-        "output",
-        "dynamic_batching",
-        "instance_group",
-        "parameters",
-    }
     for descriptor, _value in config.ListFields():
-        assert descriptor.name in handled or f": {descriptor.name}: " in result.stderr, descriptor.name
+        assert descriptor.name in CARRIED_FIELDS or f": {descriptor.name}: " in result.stderr, descriptor.name
     # and the notes are in the spec file too, as comments
     text = (workdir / "specs" / f"{case}.yaml").read_text()
     for line in result.stderr.splitlines()[1:]:
