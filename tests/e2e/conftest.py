@@ -251,13 +251,28 @@ class RunningServer:
             yield self
         finally:
             client.unload_model(model)
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline and any(
-                entry["name"] == model and entry.get("state") in ("READY", "UNLOADING")
-                for entry in client.get_model_repository_index()
-            ):
-                time.sleep(0.1)
-            client.close()
+            try:
+                self.wait_until(
+                    f"{model} to finish unloading",
+                    lambda: (
+                        not any(
+                            entry["name"] == model and entry.get("state") in ("READY", "UNLOADING")
+                            for entry in client.get_model_repository_index()
+                        )
+                    ),
+                    timeout=timeout,
+                )
+            finally:
+                client.close()
+
+    @staticmethod
+    def wait_until(what: str, condition: Callable[[], bool], *, timeout: float = 60.0) -> None:
+        """Poll ``condition`` until it holds; AssertionError naming ``what`` after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+            time.sleep(0.05)
 
     def is_ready(self) -> bool:
         client = self.client("http")

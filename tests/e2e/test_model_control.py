@@ -9,7 +9,6 @@ stub that never exits.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import numpy as np
@@ -22,22 +21,8 @@ CYCLES = 20
 WARM_UP_EXECUTES = 4 * 2  # identity_cycle: gears 1, 2, 4, 8; streams_per_instance 2; warmup 1
 
 
-def wait_for_reports(directory: Path, count: int, timeout: float = 60.0) -> list[Path]:
-    deadline = time.monotonic() + timeout
-    while True:
-        reports = sorted(directory.glob("sim-*.json"))
-        if len(reports) >= count or time.monotonic() > deadline:
-            return reports
-        time.sleep(0.05)
-
-
-def wait_for_stubs(server, count: int, timeout: float = 60.0) -> list[int]:
-    deadline = time.monotonic() + timeout
-    while True:
-        pids = server.stub_pids()
-        if len(pids) == count or time.monotonic() > deadline:
-            return pids
-        time.sleep(0.05)
+def reports_in(directory: Path) -> list[Path]:
+    return sorted(directory.glob("sim-*.json"))
 
 
 def test_unload_and_load_20_times_leaks_no_device_or_pinned_memory(control_server, sim_reports):
@@ -51,14 +36,20 @@ def test_unload_and_load_20_times_leaks_no_device_or_pinned_memory(control_serve
             protocol = ("http", "grpc")[cycle % 2]
             assert np.array_equal(control_server.infer(protocol, MODEL, {"INPUT0": rows})["OUTPUT0"], rows)
             client.unload_model(MODEL)
-            reports = wait_for_reports(sim_reports, cycle + 1)
-            assert len(reports) == cycle + 1, f"cycle {cycle}: no simulator report after unload"
+            control_server.wait_until(
+                f"cycle {cycle}: a simulator report after unload",
+                lambda cycle=cycle: len(reports_in(sim_reports)) >= cycle + 1,
+            )
+            assert len(reports_in(sim_reports)) == cycle + 1, f"cycle {cycle}: one report per unload"
         assert not client.is_model_ready(MODEL)
     finally:
         client.close()
-    assert wait_for_stubs(control_server, len(stubs_before)) == stubs_before
+    control_server.wait_until(
+        "the unloaded instances' stubs to exit", lambda: len(control_server.stub_pids()) == len(stubs_before)
+    )
+    assert control_server.stub_pids() == stubs_before
 
-    reports = [json.loads(path.read_text()) for path in wait_for_reports(sim_reports, CYCLES)]
+    reports = [json.loads(path.read_text()) for path in reports_in(sim_reports)]
     assert len(reports) == CYCLES
     for number, report in enumerate(reports):
         pinned = report["host_pinned"]

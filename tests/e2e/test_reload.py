@@ -14,23 +14,12 @@ About 25 s for one instance and 75 s for two (mostly the 50 cycles), on 2 cores.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
 pytestmark = pytest.mark.e2e
 
 CYCLES = 50
-
-
-def wait_until(condition, timeout: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
 
 
 @pytest.mark.parametrize("model", ["reload_one", "reload_two"])
@@ -49,7 +38,8 @@ def test_unload_then_load_at_once_50_times_keeps_the_server_up_and_right(own_ser
         # the last instance published its metrics once its predecessor had deleted theirs
         server.wait_totals([("ge_rows_total", {"model": model}, 1 + (CYCLES - 1) % 8)])
         # the old instances finish finalizing (about 2 s each) and exit
-        assert wait_until(lambda: len(server.stub_pids()) == (1 if model == "reload_one" else 2))
+        instances = 1 if model == "reload_one" else 2
+        server.wait_until(f"{instances} stub(s) left", lambda: len(server.stub_pids()) == instances)
     finally:
         client.close()
     status = server.triton.stop()
