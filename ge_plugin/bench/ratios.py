@@ -70,16 +70,21 @@ def paced_added_ms(triton: Sequence[Measurement], batch: int) -> float | None:
     return paced.row.p50_us / 1e3 - seed.DIRECT_MS[batch]
 
 
-def _identity_p50(triton: Sequence[Measurement]) -> Target:
-    what = "ge identity p50 / Python identity (floor) p50, c=1, no device time"
-    ge, floor = at(triton, GE_IDENTITY, 1), at(triton, PY_IDENTITY, 1)
+def _p50_over_floor(
+    triton: Sequence[Measurement], key: str, what: str, ge_model: str, floor_model: str, limit: float
+) -> Target:
+    """A ge model's p50 over its floor's, both at c=1 (P3a, P7)."""
+    ge, floor = at(triton, ge_model, 1), at(triton, floor_model, 1)
     if ge is None or floor is None:
-        return Target(
-            "P3a", what, "<=", 1.10, "x", None, _missing(f"{GE_IDENTITY} c=1", f"{PY_IDENTITY} c=1")
-        )
+        return Target(key, what, "<=", limit, "x", None, _missing(f"{ge_model} c=1", f"{floor_model} c=1"))
     value = ge.row.p50_us / floor.row.p50_us
     detail = f"{ge.row.p50_us / 1e3:.3f} ms / {floor.row.p50_us / 1e3:.3f} ms"
-    return Target("P3a", what, "<=", 1.10, "x", value, detail)
+    return Target(key, what, "<=", limit, "x", value, detail)
+
+
+def _identity_p50(triton: Sequence[Measurement]) -> Target:
+    what = "ge identity p50 / Python identity (floor) p50, c=1, no device time"
+    return _p50_over_floor(triton, "P3a", what, GE_IDENTITY, PY_IDENTITY, 1.10)
 
 
 def _identity_throughput(triton: Sequence[Measurement]) -> Target:
@@ -171,9 +176,4 @@ def _allocations(allocations: Sequence[Allocations]) -> Target:
 
 def _llama_p50(triton: Sequence[Measurement]) -> Target:
     what = "ge LLaMA p50 / same-size floor p50, c=1, no device time"
-    ge, floor = at(triton, GE_LLAMA, 1), at(triton, FLOOR, 1)
-    if ge is None or floor is None:
-        return Target("P7", what, "<=", 1.15, "x", None, _missing(f"{GE_LLAMA} c=1", f"{FLOOR} c=1"))
-    value = ge.row.p50_us / floor.row.p50_us
-    detail = f"{ge.row.p50_us / 1e3:.3f} ms / {floor.row.p50_us / 1e3:.3f} ms"
-    return Target("P7", what, "<=", 1.15, "x", value, detail)
+    return _p50_over_floor(triton, "P7", what, GE_LLAMA, FLOOR, 1.15)
