@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ge_plugin.bench import seed
-from ge_plugin.bench.ratios import added_ms, at, paced_added_ms
+from ge_plugin.bench.ratios import added_ms, at, p50_ms, paced_added_ms
 from ge_plugin.bench.records import Result
 from ge_plugin.bench.report import LAYOUTS, replica_rows
 from ge_plugin.bench.repository import FLOOR, GE_IDENTITY, GE_LLAMA, PY_IDENTITY, REPLICA_GE, REPLICA_NAIVE
@@ -69,14 +69,13 @@ def _bars(ax, groups: list[str], series: list[tuple[str, list[float | None]]]) -
 
 
 def _added(ax, result: Result) -> None:
-    floors = [at(result.triton, FLOOR, 1, b) for b in seed.BATCHES]
     _bars(
         ax,
         [f"batch {b}" for b in seed.BATCHES],
         [
             ("seed: Triton + GE backend", [seed.TRITON_MS[b] - seed.DIRECT_MS[b] for b in seed.BATCHES]),
             ("ours: Triton + ge", [added_ms(result.triton, result.direct, b) for b in seed.BATCHES]),
-            ("ours: same-size floor p50", [f.row.p50_us / 1e3 if f else None for f in floors]),
+            ("ours: same-size floor p50", [p50_ms(result.triton, FLOOR, 1, b) for b in seed.BATCHES]),
             (
                 "ours: paced floor, added to its wait",
                 [paced_added_ms(result.triton, b) for b in seed.BATCHES],
@@ -139,16 +138,12 @@ def _identity(ax, result: Result) -> None:
 
 
 def _llama(ax, result: Result) -> None:
-    def p50(name: str, batch: int) -> float | None:
-        m = at(result.triton, name, 1, batch)
-        return m.row.p50_us / 1e3 if m else None
-
     _bars(
         ax,
         [f"batch {b}" for b in seed.BATCHES],
         [
-            (GE_LLAMA, [p50(GE_LLAMA, b) for b in seed.BATCHES]),
-            (f"{FLOOR} (same-size floor)", [p50(FLOOR, b) for b in seed.BATCHES]),
+            (GE_LLAMA, [p50_ms(result.triton, GE_LLAMA, 1, b) for b in seed.BATCHES]),
+            (f"{FLOOR} (same-size floor)", [p50_ms(result.triton, FLOOR, 1, b) for b in seed.BATCHES]),
         ],
     )
     ax.set_title("host phase (no device time): tiny LLaMA p50 (ms), c=1", fontsize=10)

@@ -31,6 +31,12 @@ def at(triton: Sequence[Measurement], model: str, concurrency: int, batch: int =
     )
 
 
+def p50_ms(triton: Sequence[Measurement], model: str, concurrency: int, batch: int = 1) -> float | None:
+    """The p50 in ms of ``model`` at that concurrency and client batch; None where it was not measured."""
+    m = at(triton, model, concurrency, batch)
+    return None if m is None else m.row.p50_us / 1e3
+
+
 def direct_at(direct: Sequence[DirectRow], model: str, batch: int) -> DirectRow | None:
     return next((r for r in direct if r.model == model and r.batch == batch), None)
 
@@ -56,18 +62,18 @@ def evaluate(
 
 def added_ms(triton: Sequence[Measurement], direct: Sequence[DirectRow], batch: int) -> float | None:
     """The replica's Triton p50 at client batch ``batch`` (c=1) minus the direct engine's at that batch."""
-    served, alone = at(triton, REPLICA_GE, 1, batch), direct_at(direct, REPLICA_GE, batch)
+    served, alone = p50_ms(triton, REPLICA_GE, 1, batch), direct_at(direct, REPLICA_GE, batch)
     if served is None or alone is None:
         return None
-    return served.row.p50_us / 1e3 - alone.p50_ms
+    return served - alone.p50_ms
 
 
 def paced_added_ms(triton: Sequence[Measurement], batch: int) -> float | None:
     """What the paced floor adds to its wait at client batch ``batch`` (c=1): p50 minus the device time."""
-    paced = at(triton, PACED_FLOOR, 1, batch)
+    paced = p50_ms(triton, PACED_FLOOR, 1, batch)
     if paced is None:
         return None
-    return paced.row.p50_us / 1e3 - seed.DIRECT_MS[batch]
+    return paced - seed.DIRECT_MS[batch]
 
 
 def _p50_over_floor(
@@ -111,7 +117,7 @@ def _added(
     parts = []
     for batch in batches:
         added = added_ms(triton, direct, batch)
-        floor = at(triton, FLOOR, 1, batch)
+        floor = p50_ms(triton, FLOOR, 1, batch)
         if added is None or floor is None:
             return Target(
                 key,
@@ -126,9 +132,9 @@ def _added(
                     f"{FLOOR} batch {batch}",
                 ),
             )
-        over = added - floor.row.p50_us / 1e3
+        over = added - floor
         worst = over if worst is None else max(worst, over)
-        parts.append(f"batch {batch}: added {added:+.2f} ms, floor {floor.row.p50_us / 1e3:.2f} ms")
+        parts.append(f"batch {batch}: added {added:+.2f} ms, floor {floor:.2f} ms")
     return Target(key, what, "<=", limit, "ms", worst, "; ".join(parts))
 
 

@@ -16,7 +16,7 @@ import attrs
 
 from ge_plugin.bench import seed
 from ge_plugin.bench.perf import NO_STABILITY_CHECK
-from ge_plugin.bench.ratios import added_ms, at, direct_at, paced_added_ms
+from ge_plugin.bench.ratios import added_ms, at, direct_at, p50_ms, paced_added_ms
 from ge_plugin.bench.records import (
     Allocations,
     BenchModel,
@@ -96,13 +96,10 @@ def replica_rows(result: Result) -> dict[str, Any]:
     direct_ms, triton_ms, floor_ms, paced_ms = {}, {}, {}, {}
     for b in seed.BATCHES:
         d = direct_at(result.direct, REPLICA_GE, b)
-        t = at(result.triton, REPLICA_GE, 1, b)
-        f = at(result.triton, FLOOR, 1, b)
-        p = at(result.triton, PACED_FLOOR, 1, b)
         direct_ms[str(b)] = d.p50_ms if d else None
-        triton_ms[str(b)] = t.row.p50_us / 1e3 if t else None
-        floor_ms[str(b)] = f.row.p50_us / 1e3 if f else None
-        paced_ms[str(b)] = p.row.p50_us / 1e3 if p else None
+        triton_ms[str(b)] = p50_ms(result.triton, REPLICA_GE, 1, b)
+        floor_ms[str(b)] = p50_ms(result.triton, FLOOR, 1, b)
+        paced_ms[str(b)] = p50_ms(result.triton, PACED_FLOOR, 1, b)
     served = [m for m in result.triton if m.model == REPLICA_GE]
     alone = [r for r in result.direct if r.model == REPLICA_GE]
     best = max(served, key=lambda m: m.row.throughput, default=None)
@@ -307,12 +304,12 @@ def _our_rows(result: Result) -> list[str]:
             (_opt(_minus(a, p), "+.2f") for a, p in zip(added, paced_added)),
         ),
     ]
-    naive_1 = at(result.triton, REPLICA_NAIVE, 1)
-    if naive_1 or ours["naive_rows_per_s"]:
+    naive_1 = p50_ms(result.triton, REPLICA_NAIVE, 1)
+    if naive_1 is not None or ours["naive_rows_per_s"]:
         lines.append(
             _table_row(
                 "ours: naive per-request pyACL through Triton",
-                [_opt(naive_1.row.p50_us / 1e3 if naive_1 else None, ".2f"), "–", "–"],
+                [_opt(naive_1, ".2f"), "–", "–"],
                 _opt(ours["naive_rows_per_s"], ".1f")
                 + (f" (c={ours['naive_at_concurrency']})" if ours["naive_rows_per_s"] else ""),
             )
