@@ -48,21 +48,24 @@ def plot(result: Result, path: Path) -> Path:
     return path
 
 
+def _label_bars(ax, bars, values: list[float | None]) -> None:
+    """Each bar's value over it, "n/a" over a bar that stands for nothing measured."""
+    for bar, v in zip(bars, values):
+        ax.annotate(
+            "n/a" if v is None else f"{v:.1f}",
+            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            ha="center",
+            va="bottom",
+            fontsize=7,
+        )
+
+
 def _bars(ax, groups: list[str], series: list[tuple[str, list[float | None]]]) -> None:
     width = 0.8 / max(1, len(series))
     for k, (label, values) in enumerate(series):
         xs = [g + (k - (len(series) - 1) / 2) * width for g in range(len(groups))]
         heights = [v if v is not None else 0.0 for v in values]
-        bars = ax.bar(xs, heights, width, label=label)
-        for bar, v in zip(bars, values):
-            text = "n/a" if v is None else f"{v:.1f}"
-            ax.annotate(
-                text,
-                (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                ha="center",
-                va="bottom",
-                fontsize=7,
-            )
+        _label_bars(ax, ax.bar(xs, heights, width, label=label), values)
     ax.set_xticks(range(len(groups)), groups)
     ax.legend(fontsize=7)
     ax.grid(True, axis="y", alpha=0.3)
@@ -103,15 +106,7 @@ def _most(ax, result: Result) -> None:
     xs = range(len(bars))
     heights = [v or 0.0 for _, v in bars]
     colors = ["tab:gray", "tab:gray"] + ["tab:blue"] * (len(bars) - 3) + ["tab:red"]
-    drawn = ax.bar(xs, heights, color=colors)
-    for bar, (_, v) in zip(drawn, bars):
-        ax.annotate(
-            "n/a" if v is None else f"{v:.1f}",
-            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-            ha="center",
-            va="bottom",
-            fontsize=7,
-        )
+    _label_bars(ax, ax.bar(xs, heights, color=colors), [v for _, v in bars])
     ax.set_xticks(list(xs), [label for label, _ in bars], rotation=25, ha="right", fontsize=7)
     ax.set_title(f"replica: the most rows/s ({REPLICA_GE}: best concurrency)", fontsize=10)
     ax.set_ylabel("rows/s")
