@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ge_plugin.bench import seed
-from ge_plugin.bench.ratios import added_ms, at, p50_ms, paced_added_ms
+from ge_plugin.bench.ratios import added_ms, at, fastest, p50_ms, paced_added_ms
 from ge_plugin.bench.records import Result
 from ge_plugin.bench.report import LAYOUTS, replica_rows
 from ge_plugin.bench.repository import FLOOR, GE_IDENTITY, GE_LLAMA, PY_IDENTITY, REPLICA_GE, REPLICA_NAIVE
@@ -93,8 +93,8 @@ def _most(ax, result: Result) -> None:
     ours = replica_rows(result)
     layouts = []
     for name, layout in LAYOUTS:
-        points = [m for m in result.triton if m.model == name]
-        layouts.append((f"ours: Triton {layout}", max((m.row.throughput for m in points), default=None)))
+        best = fastest(result.triton, name)
+        layouts.append((f"ours: Triton {layout}", best.row.throughput if best else None))
     naive = at(result.triton, REPLICA_NAIVE, 16)
     bars = [
         ("seed: direct", seed.DIRECT_MAX_RPS),

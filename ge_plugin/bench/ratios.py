@@ -41,6 +41,16 @@ def direct_at(direct: Sequence[DirectRow], model: str, batch: int) -> DirectRow 
     return next((r for r in direct if r.model == model and r.batch == batch), None)
 
 
+def fastest(triton: Sequence[Measurement], model: str) -> Measurement | None:
+    """``model``'s point with the most rows/s, over every batch and concurrency measured."""
+    return max((m for m in triton if m.model == model), key=lambda m: m.row.throughput, default=None)
+
+
+def fastest_direct(direct: Sequence[DirectRow], model: str) -> DirectRow | None:
+    """``model``'s direct batch gear with the most rows/s."""
+    return max((r for r in direct if r.model == model), key=lambda r: r.throughput, default=None)
+
+
 def _missing(*names: str) -> str:
     return "not measured in this run: " + ", ".join(names)
 
@@ -140,12 +150,9 @@ def _added(
 
 def _best_throughput(triton: Sequence[Measurement], direct: Sequence[DirectRow]) -> Target:
     what = "replica: best Triton throughput / best direct (rows/s)"
-    served = [m for m in triton if m.model == REPLICA_GE]
-    alone = [r for r in direct if r.model == REPLICA_GE]
-    if not served or not alone:
+    best, best_direct = fastest(triton, REPLICA_GE), fastest_direct(direct, REPLICA_GE)
+    if best is None or best_direct is None:
         return Target("P4b", what, ">=", 1.0, "x", None, _missing(REPLICA_GE, f"direct {REPLICA_GE}"))
-    best = max(served, key=lambda m: m.row.throughput)
-    best_direct = max(alone, key=lambda r: r.throughput)
     value = best.row.throughput / best_direct.throughput
     detail = (
         f"{best.row.throughput:.1f} rows/s at c={best.row.concurrency}, batch {best.batch} / "

@@ -16,7 +16,7 @@ import attrs
 
 from ge_plugin.bench import seed
 from ge_plugin.bench.perf import NO_STABILITY_CHECK
-from ge_plugin.bench.ratios import added_ms, at, direct_at, p50_ms, paced_added_ms
+from ge_plugin.bench.ratios import added_ms, at, direct_at, fastest, fastest_direct, p50_ms, paced_added_ms
 from ge_plugin.bench.records import (
     Allocations,
     BenchModel,
@@ -100,10 +100,7 @@ def replica_rows(result: Result) -> dict[str, Any]:
         triton_ms[str(b)] = p50_ms(result.triton, REPLICA_GE, 1, b)
         floor_ms[str(b)] = p50_ms(result.triton, FLOOR, 1, b)
         paced_ms[str(b)] = p50_ms(result.triton, PACED_FLOOR, 1, b)
-    served = [m for m in result.triton if m.model == REPLICA_GE]
-    alone = [r for r in result.direct if r.model == REPLICA_GE]
-    best = max(served, key=lambda m: m.row.throughput, default=None)
-    best_direct = max(alone, key=lambda r: r.throughput, default=None)
+    best, best_direct = fastest(result.triton, REPLICA_GE), fastest_direct(result.direct, REPLICA_GE)
     naive = at(result.triton, REPLICA_NAIVE, 16) or at(result.triton, REPLICA_NAIVE, 1)
     return {
         "direct_ms": direct_ms,
