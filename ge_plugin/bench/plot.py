@@ -92,7 +92,7 @@ def _added(ax, result: Result) -> None:
 def _most(ax, result: Result) -> None:
     ours = replica_rows(result)
     layouts = []
-    for name, layout in LAYOUTS:
+    for name, layout in LAYOUTS.items():
         best = fastest(result.triton, name)
         layouts.append((f"ours: Triton {layout}", best.row.throughput if best else None))
     naive = at(result.triton, REPLICA_NAIVE, 16)

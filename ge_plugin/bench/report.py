@@ -44,8 +44,8 @@ SCHEMA = "ge-plugin-bench/2"
 MARKDOWN = "report.md"
 JSON = "report.json"
 PLOT = "latency_throughput.png"
-#: instances × streams of the replica's LLaMA models (§5)
-LAYOUTS = ((REPLICA_1X1, "1 × 1"), (REPLICA_1X2, "1 × 2"), (REPLICA_GE, "2 × 1"))
+#: instances × streams of the replica's LLaMA models (§5), in the order tables list them
+LAYOUTS = {REPLICA_1X1: "1 × 1", REPLICA_1X2: "1 × 2", REPLICA_GE: "2 × 1"}
 
 
 def to_json(result: Result) -> dict[str, Any]:
@@ -422,8 +422,8 @@ def _sizes(batch_sizes: Mapping[str, int] | None) -> str:
 
 
 def _layouts_section(result: Result) -> list[str]:
-    cs = sorted({m.row.concurrency for m in result.triton if m.model in dict(LAYOUTS) and m.batch == 1})
-    if not any(m.model in dict(LAYOUTS) and m.model != REPLICA_GE for m in result.triton):
+    cs = sorted({m.row.concurrency for m in result.triton if m.model in LAYOUTS and m.batch == 1})
+    if not any(m.model in LAYOUTS and m.model != REPLICA_GE for m in result.triton):
         return []
     lines = [
         "",
@@ -437,7 +437,7 @@ def _layouts_section(result: Result) -> list[str]:
         "| instances × streams | " + " | ".join(f"c={c}" for c in cs) + " |",
         "|---|" + "--:|" * len(cs),
     ]
-    for name, layout in LAYOUTS:
+    for name, layout in LAYOUTS.items():
         cells = []
         for c in cs:
             m = at(result.triton, name, c)
