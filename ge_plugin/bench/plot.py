@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ge_plugin.bench import seed
-from ge_plugin.bench.ratios import added_ms, at, fastest, p50_ms, paced_added_ms
+from ge_plugin.bench.ratios import NAIVE_CONCURRENCY, added_ms, at, fastest, p50_ms, paced_added_ms
 from ge_plugin.bench.records import Result
 from ge_plugin.bench.report import LAYOUTS, replica_rows
 from ge_plugin.bench.repository import FLOOR, GE_IDENTITY, GE_LLAMA, PY_IDENTITY, REPLICA_GE, REPLICA_NAIVE
@@ -95,13 +95,13 @@ def _most(ax, result: Result) -> None:
     for name, layout in LAYOUTS.items():
         best = fastest(result.triton, name)
         layouts.append((f"ours: Triton {layout}", best.row.throughput if best else None))
-    naive = at(result.triton, REPLICA_NAIVE, 16)
+    naive = at(result.triton, REPLICA_NAIVE, NAIVE_CONCURRENCY)
     bars = [
         ("seed: direct", seed.DIRECT_MAX_RPS),
         ("seed: Triton", seed.TRITON_MAX_RPS),
         ("ours: direct", ours["direct_max_rows_per_s"]),
         *layouts,
-        ("ours: naive, c=16", naive.row.throughput if naive else None),
+        (f"ours: naive, c={NAIVE_CONCURRENCY}", naive.row.throughput if naive else None),
     ]
     xs = range(len(bars))
     heights = [v or 0.0 for _, v in bars]

@@ -23,6 +23,10 @@ from ge_plugin.bench.repository import (
     REPLICA_NAIVE,
 )
 
+#: the concurrency P5 compares the replica's ge LLaMA with the naive model at (the plan measures the naive
+#: model there)
+NAIVE_CONCURRENCY = 16
+
 
 def at(triton: Sequence[Measurement], model: str, concurrency: int, batch: int = 1) -> Measurement | None:
     return next(
@@ -162,11 +166,12 @@ def _best_throughput(triton: Sequence[Measurement], direct: Sequence[DirectRow])
 
 
 def _naive(triton: Sequence[Measurement]) -> Target:
-    what = "replica: ge LLaMA throughput / naive pyACL model throughput, c=16"
-    ge, naive = at(triton, REPLICA_GE, 16), at(triton, REPLICA_NAIVE, 16)
+    c = NAIVE_CONCURRENCY
+    what = f"replica: ge LLaMA throughput / naive pyACL model throughput, c={c}"
+    ge, naive = at(triton, REPLICA_GE, c), at(triton, REPLICA_NAIVE, c)
     if ge is None or naive is None:
         return Target(
-            "P5", what, ">=", 2.5, "x", None, _missing(f"{REPLICA_GE} c=16", f"{REPLICA_NAIVE} c=16")
+            "P5", what, ">=", 2.5, "x", None, _missing(f"{REPLICA_GE} c={c}", f"{REPLICA_NAIVE} c={c}")
         )
     value = ge.row.throughput / naive.row.throughput
     detail = f"{ge.row.throughput:.1f} / {naive.row.throughput:.1f} infer/s"

@@ -16,7 +16,16 @@ import attrs
 
 from ge_plugin.bench import seed
 from ge_plugin.bench.perf import NO_STABILITY_CHECK
-from ge_plugin.bench.ratios import added_ms, at, direct_at, fastest, fastest_direct, p50_ms, paced_added_ms
+from ge_plugin.bench.ratios import (
+    NAIVE_CONCURRENCY,
+    added_ms,
+    at,
+    direct_at,
+    fastest,
+    fastest_direct,
+    p50_ms,
+    paced_added_ms,
+)
 from ge_plugin.bench.records import (
     Allocations,
     BenchModel,
@@ -101,7 +110,7 @@ def replica_rows(result: Result) -> dict[str, Any]:
         floor_ms[str(b)] = p50_ms(result.triton, FLOOR, 1, b)
         paced_ms[str(b)] = p50_ms(result.triton, PACED_FLOOR, 1, b)
     best, best_direct = fastest(result.triton, REPLICA_GE), fastest_direct(result.direct, REPLICA_GE)
-    naive = at(result.triton, REPLICA_NAIVE, 16) or at(result.triton, REPLICA_NAIVE, 1)
+    naive = at(result.triton, REPLICA_NAIVE, NAIVE_CONCURRENCY) or at(result.triton, REPLICA_NAIVE, 1)
     return {
         "direct_ms": direct_ms,
         "triton_ms": triton_ms,
