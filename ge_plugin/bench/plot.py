@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ge_plugin.bench import seed
-from ge_plugin.bench.ratios import added_ms, at, paced_added_ms
+from ge_plugin.bench.ratios import NAIVE_CONCURRENCY, added_ms, at, fastest, p50_ms, paced_added_ms
 from ge_plugin.bench.records import Result
 from ge_plugin.bench.report import LAYOUTS, replica_rows
 from ge_plugin.bench.repository import FLOOR, GE_IDENTITY, GE_LLAMA, PY_IDENTITY, REPLICA_GE, REPLICA_NAIVE
@@ -48,35 +48,37 @@ def plot(result: Result, path: Path) -> Path:
     return path
 
 
+def _label_bars(ax, bars, values: list[float | None]) -> None:
+    """Each bar's value over it, "n/a" over a bar that stands for nothing measured."""
+    for bar, v in zip(bars, values):
+        ax.annotate(
+            "n/a" if v is None else f"{v:.1f}",
+            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+            ha="center",
+            va="bottom",
+            fontsize=7,
+        )
+
+
 def _bars(ax, groups: list[str], series: list[tuple[str, list[float | None]]]) -> None:
     width = 0.8 / max(1, len(series))
     for k, (label, values) in enumerate(series):
         xs = [g + (k - (len(series) - 1) / 2) * width for g in range(len(groups))]
         heights = [v if v is not None else 0.0 for v in values]
-        bars = ax.bar(xs, heights, width, label=label)
-        for bar, v in zip(bars, values):
-            text = "n/a" if v is None else f"{v:.1f}"
-            ax.annotate(
-                text,
-                (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                ha="center",
-                va="bottom",
-                fontsize=7,
-            )
+        _label_bars(ax, ax.bar(xs, heights, width, label=label), values)
     ax.set_xticks(range(len(groups)), groups)
     ax.legend(fontsize=7)
     ax.grid(True, axis="y", alpha=0.3)
 
 
 def _added(ax, result: Result) -> None:
-    floors = [at(result.triton, FLOOR, 1, b) for b in seed.BATCHES]
     _bars(
         ax,
         [f"batch {b}" for b in seed.BATCHES],
         [
             ("seed: Triton + GE backend", [seed.TRITON_MS[b] - seed.DIRECT_MS[b] for b in seed.BATCHES]),
             ("ours: Triton + ge", [added_ms(result.triton, result.direct, b) for b in seed.BATCHES]),
-            ("ours: same-size floor p50", [f.row.p50_us / 1e3 if f else None for f in floors]),
+            ("ours: same-size floor p50", [p50_ms(result.triton, FLOOR, 1, b) for b in seed.BATCHES]),
             (
                 "ours: paced floor, added to its wait",
                 [paced_added_ms(result.triton, b) for b in seed.BATCHES],
@@ -90,29 +92,21 @@ def _added(ax, result: Result) -> None:
 def _most(ax, result: Result) -> None:
     ours = replica_rows(result)
     layouts = []
-    for name, layout in LAYOUTS:
-        points = [m for m in result.triton if m.model == name]
-        layouts.append((f"ours: Triton {layout}", max((m.row.throughput for m in points), default=None)))
-    naive = at(result.triton, REPLICA_NAIVE, 16)
+    for name, layout in LAYOUTS.items():
+        best = fastest(result.triton, name)
+        layouts.append((f"ours: Triton {layout}", best.row.throughput if best else None))
+    naive = at(result.triton, REPLICA_NAIVE, NAIVE_CONCURRENCY)
     bars = [
         ("seed: direct", seed.DIRECT_MAX_RPS),
         ("seed: Triton", seed.TRITON_MAX_RPS),
         ("ours: direct", ours["direct_max_rows_per_s"]),
         *layouts,
-        ("ours: naive, c=16", naive.row.throughput if naive else None),
+        (f"ours: naive, c={NAIVE_CONCURRENCY}", naive.row.throughput if naive else None),
     ]
     xs = range(len(bars))
     heights = [v or 0.0 for _, v in bars]
     colors = ["tab:gray", "tab:gray"] + ["tab:blue"] * (len(bars) - 3) + ["tab:red"]
-    drawn = ax.bar(xs, heights, color=colors)
-    for bar, (_, v) in zip(drawn, bars):
-        ax.annotate(
-            "n/a" if v is None else f"{v:.1f}",
-            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-            ha="center",
-            va="bottom",
-            fontsize=7,
-        )
+    _label_bars(ax, ax.bar(xs, heights, color=colors), [v for _, v in bars])
     ax.set_xticks(list(xs), [label for label, _ in bars], rotation=25, ha="right", fontsize=7)
     ax.set_title(f"replica: the most rows/s ({REPLICA_GE}: best concurrency)", fontsize=10)
     ax.set_ylabel("rows/s")
@@ -139,16 +133,12 @@ def _identity(ax, result: Result) -> None:
 
 
 def _llama(ax, result: Result) -> None:
-    def p50(name: str, batch: int) -> float | None:
-        m = at(result.triton, name, 1, batch)
-        return m.row.p50_us / 1e3 if m else None
-
     _bars(
         ax,
         [f"batch {b}" for b in seed.BATCHES],
         [
-            (GE_LLAMA, [p50(GE_LLAMA, b) for b in seed.BATCHES]),
-            (f"{FLOOR} (same-size floor)", [p50(FLOOR, b) for b in seed.BATCHES]),
+            (GE_LLAMA, [p50_ms(result.triton, GE_LLAMA, 1, b) for b in seed.BATCHES]),
+            (f"{FLOOR} (same-size floor)", [p50_ms(result.triton, FLOOR, 1, b) for b in seed.BATCHES]),
         ],
     )
     ax.set_title("host phase (no device time): tiny LLaMA p50 (ms), c=1", fontsize=10)

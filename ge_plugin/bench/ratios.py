@@ -23,6 +23,10 @@ from ge_plugin.bench.repository import (
     REPLICA_NAIVE,
 )
 
+#: the concurrency P5 compares the replica's ge LLaMA with the naive model at (the plan measures the naive
+#: model there)
+NAIVE_CONCURRENCY = 16
+
 
 def at(triton: Sequence[Measurement], model: str, concurrency: int, batch: int = 1) -> Measurement | None:
     return next(
@@ -31,8 +35,24 @@ def at(triton: Sequence[Measurement], model: str, concurrency: int, batch: int =
     )
 
 
+def p50_ms(triton: Sequence[Measurement], model: str, concurrency: int, batch: int = 1) -> float | None:
+    """The p50 in ms of ``model`` at that concurrency and client batch; None where it was not measured."""
+    m = at(triton, model, concurrency, batch)
+    return None if m is None else m.row.p50_us / 1e3
+
+
 def direct_at(direct: Sequence[DirectRow], model: str, batch: int) -> DirectRow | None:
     return next((r for r in direct if r.model == model and r.batch == batch), None)
+
+
+def fastest(triton: Sequence[Measurement], model: str) -> Measurement | None:
+    """``model``'s point with the most rows/s, over every batch and concurrency measured."""
+    return max((m for m in triton if m.model == model), key=lambda m: m.row.throughput, default=None)
+
+
+def fastest_direct(direct: Sequence[DirectRow], model: str) -> DirectRow | None:
+    """``model``'s direct batch gear with the most rows/s."""
+    return max((r for r in direct if r.model == model), key=lambda r: r.throughput, default=None)
 
 
 def _missing(*names: str) -> str:
@@ -56,30 +76,35 @@ def evaluate(
 
 def added_ms(triton: Sequence[Measurement], direct: Sequence[DirectRow], batch: int) -> float | None:
     """The replica's Triton p50 at client batch ``batch`` (c=1) minus the direct engine's at that batch."""
-    served, alone = at(triton, REPLICA_GE, 1, batch), direct_at(direct, REPLICA_GE, batch)
+    served, alone = p50_ms(triton, REPLICA_GE, 1, batch), direct_at(direct, REPLICA_GE, batch)
     if served is None or alone is None:
         return None
-    return served.row.p50_us / 1e3 - alone.p50_ms
+    return served - alone.p50_ms
 
 
 def paced_added_ms(triton: Sequence[Measurement], batch: int) -> float | None:
     """What the paced floor adds to its wait at client batch ``batch`` (c=1): p50 minus the device time."""
-    paced = at(triton, PACED_FLOOR, 1, batch)
+    paced = p50_ms(triton, PACED_FLOOR, 1, batch)
     if paced is None:
         return None
-    return paced.row.p50_us / 1e3 - seed.DIRECT_MS[batch]
+    return paced - seed.DIRECT_MS[batch]
+
+
+def _p50_over_floor(
+    triton: Sequence[Measurement], key: str, what: str, ge_model: str, floor_model: str, limit: float
+) -> Target:
+    """A ge model's p50 over its floor's, both at c=1 (P3a, P7)."""
+    ge, floor = at(triton, ge_model, 1), at(triton, floor_model, 1)
+    if ge is None or floor is None:
+        return Target(key, what, "<=", limit, "x", None, _missing(f"{ge_model} c=1", f"{floor_model} c=1"))
+    value = ge.row.p50_us / floor.row.p50_us
+    detail = f"{ge.row.p50_us / 1e3:.3f} ms / {floor.row.p50_us / 1e3:.3f} ms"
+    return Target(key, what, "<=", limit, "x", value, detail)
 
 
 def _identity_p50(triton: Sequence[Measurement]) -> Target:
     what = "ge identity p50 / Python identity (floor) p50, c=1, no device time"
-    ge, floor = at(triton, GE_IDENTITY, 1), at(triton, PY_IDENTITY, 1)
-    if ge is None or floor is None:
-        return Target(
-            "P3a", what, "<=", 1.10, "x", None, _missing(f"{GE_IDENTITY} c=1", f"{PY_IDENTITY} c=1")
-        )
-    value = ge.row.p50_us / floor.row.p50_us
-    detail = f"{ge.row.p50_us / 1e3:.3f} ms / {floor.row.p50_us / 1e3:.3f} ms"
-    return Target("P3a", what, "<=", 1.10, "x", value, detail)
+    return _p50_over_floor(triton, "P3a", what, GE_IDENTITY, PY_IDENTITY, 1.10)
 
 
 def _identity_throughput(triton: Sequence[Measurement]) -> Target:
@@ -106,7 +131,7 @@ def _added(
     parts = []
     for batch in batches:
         added = added_ms(triton, direct, batch)
-        floor = at(triton, FLOOR, 1, batch)
+        floor = p50_ms(triton, FLOOR, 1, batch)
         if added is None or floor is None:
             return Target(
                 key,
@@ -121,20 +146,17 @@ def _added(
                     f"{FLOOR} batch {batch}",
                 ),
             )
-        over = added - floor.row.p50_us / 1e3
+        over = added - floor
         worst = over if worst is None else max(worst, over)
-        parts.append(f"batch {batch}: added {added:+.2f} ms, floor {floor.row.p50_us / 1e3:.2f} ms")
+        parts.append(f"batch {batch}: added {added:+.2f} ms, floor {floor:.2f} ms")
     return Target(key, what, "<=", limit, "ms", worst, "; ".join(parts))
 
 
 def _best_throughput(triton: Sequence[Measurement], direct: Sequence[DirectRow]) -> Target:
     what = "replica: best Triton throughput / best direct (rows/s)"
-    served = [m for m in triton if m.model == REPLICA_GE]
-    alone = [r for r in direct if r.model == REPLICA_GE]
-    if not served or not alone:
+    best, best_direct = fastest(triton, REPLICA_GE), fastest_direct(direct, REPLICA_GE)
+    if best is None or best_direct is None:
         return Target("P4b", what, ">=", 1.0, "x", None, _missing(REPLICA_GE, f"direct {REPLICA_GE}"))
-    best = max(served, key=lambda m: m.row.throughput)
-    best_direct = max(alone, key=lambda r: r.throughput)
     value = best.row.throughput / best_direct.throughput
     detail = (
         f"{best.row.throughput:.1f} rows/s at c={best.row.concurrency}, batch {best.batch} / "
@@ -144,11 +166,12 @@ def _best_throughput(triton: Sequence[Measurement], direct: Sequence[DirectRow])
 
 
 def _naive(triton: Sequence[Measurement]) -> Target:
-    what = "replica: ge LLaMA throughput / naive pyACL model throughput, c=16"
-    ge, naive = at(triton, REPLICA_GE, 16), at(triton, REPLICA_NAIVE, 16)
+    c = NAIVE_CONCURRENCY
+    what = f"replica: ge LLaMA throughput / naive pyACL model throughput, c={c}"
+    ge, naive = at(triton, REPLICA_GE, c), at(triton, REPLICA_NAIVE, c)
     if ge is None or naive is None:
         return Target(
-            "P5", what, ">=", 2.5, "x", None, _missing(f"{REPLICA_GE} c=16", f"{REPLICA_NAIVE} c=16")
+            "P5", what, ">=", 2.5, "x", None, _missing(f"{REPLICA_GE} c={c}", f"{REPLICA_NAIVE} c={c}")
         )
     value = ge.row.throughput / naive.row.throughput
     detail = f"{ge.row.throughput:.1f} / {naive.row.throughput:.1f} infer/s"
@@ -171,9 +194,4 @@ def _allocations(allocations: Sequence[Allocations]) -> Target:
 
 def _llama_p50(triton: Sequence[Measurement]) -> Target:
     what = "ge LLaMA p50 / same-size floor p50, c=1, no device time"
-    ge, floor = at(triton, GE_LLAMA, 1), at(triton, FLOOR, 1)
-    if ge is None or floor is None:
-        return Target("P7", what, "<=", 1.15, "x", None, _missing(f"{GE_LLAMA} c=1", f"{FLOOR} c=1"))
-    value = ge.row.p50_us / floor.row.p50_us
-    detail = f"{ge.row.p50_us / 1e3:.3f} ms / {floor.row.p50_us / 1e3:.3f} ms"
-    return Target("P7", what, "<=", 1.15, "x", value, detail)
+    return _p50_over_floor(triton, "P7", what, GE_LLAMA, FLOOR, 1.15)

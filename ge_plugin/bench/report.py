@@ -16,7 +16,16 @@ import attrs
 
 from ge_plugin.bench import seed
 from ge_plugin.bench.perf import NO_STABILITY_CHECK
-from ge_plugin.bench.ratios import added_ms, at, direct_at, paced_added_ms
+from ge_plugin.bench.ratios import (
+    NAIVE_CONCURRENCY,
+    added_ms,
+    at,
+    direct_at,
+    fastest,
+    fastest_direct,
+    p50_ms,
+    paced_added_ms,
+)
 from ge_plugin.bench.records import (
     Allocations,
     BenchModel,
@@ -44,8 +53,8 @@ SCHEMA = "ge-plugin-bench/2"
 MARKDOWN = "report.md"
 JSON = "report.json"
 PLOT = "latency_throughput.png"
-#: instances × streams of the replica's LLaMA models (§5)
-LAYOUTS = ((REPLICA_1X1, "1 × 1"), (REPLICA_1X2, "1 × 2"), (REPLICA_GE, "2 × 1"))
+#: instances × streams of the replica's LLaMA models (§5), in the order tables list them
+LAYOUTS = {REPLICA_1X1: "1 × 1", REPLICA_1X2: "1 × 2", REPLICA_GE: "2 × 1"}
 
 
 def to_json(result: Result) -> dict[str, Any]:
@@ -96,18 +105,12 @@ def replica_rows(result: Result) -> dict[str, Any]:
     direct_ms, triton_ms, floor_ms, paced_ms = {}, {}, {}, {}
     for b in seed.BATCHES:
         d = direct_at(result.direct, REPLICA_GE, b)
-        t = at(result.triton, REPLICA_GE, 1, b)
-        f = at(result.triton, FLOOR, 1, b)
-        p = at(result.triton, PACED_FLOOR, 1, b)
         direct_ms[str(b)] = d.p50_ms if d else None
-        triton_ms[str(b)] = t.row.p50_us / 1e3 if t else None
-        floor_ms[str(b)] = f.row.p50_us / 1e3 if f else None
-        paced_ms[str(b)] = p.row.p50_us / 1e3 if p else None
-    served = [m for m in result.triton if m.model == REPLICA_GE]
-    alone = [r for r in result.direct if r.model == REPLICA_GE]
-    best = max(served, key=lambda m: m.row.throughput, default=None)
-    best_direct = max(alone, key=lambda r: r.throughput, default=None)
-    naive = at(result.triton, REPLICA_NAIVE, 16) or at(result.triton, REPLICA_NAIVE, 1)
+        triton_ms[str(b)] = p50_ms(result.triton, REPLICA_GE, 1, b)
+        floor_ms[str(b)] = p50_ms(result.triton, FLOOR, 1, b)
+        paced_ms[str(b)] = p50_ms(result.triton, PACED_FLOOR, 1, b)
+    best, best_direct = fastest(result.triton, REPLICA_GE), fastest_direct(result.direct, REPLICA_GE)
+    naive = at(result.triton, REPLICA_NAIVE, NAIVE_CONCURRENCY) or at(result.triton, REPLICA_NAIVE, 1)
     return {
         "direct_ms": direct_ms,
         "triton_ms": triton_ms,
@@ -307,12 +310,12 @@ def _our_rows(result: Result) -> list[str]:
             (_opt(_minus(a, p), "+.2f") for a, p in zip(added, paced_added)),
         ),
     ]
-    naive_1 = at(result.triton, REPLICA_NAIVE, 1)
-    if naive_1 or ours["naive_rows_per_s"]:
+    naive_1 = p50_ms(result.triton, REPLICA_NAIVE, 1)
+    if naive_1 is not None or ours["naive_rows_per_s"]:
         lines.append(
             _table_row(
                 "ours: naive per-request pyACL through Triton",
-                [_opt(naive_1.row.p50_us / 1e3 if naive_1 else None, ".2f"), "–", "–"],
+                [_opt(naive_1, ".2f"), "–", "–"],
                 _opt(ours["naive_rows_per_s"], ".1f")
                 + (f" (c={ours['naive_at_concurrency']})" if ours["naive_rows_per_s"] else ""),
             )
@@ -428,8 +431,8 @@ def _sizes(batch_sizes: Mapping[str, int] | None) -> str:
 
 
 def _layouts_section(result: Result) -> list[str]:
-    cs = sorted({m.row.concurrency for m in result.triton if m.model in dict(LAYOUTS) and m.batch == 1})
-    if not any(m.model in dict(LAYOUTS) and m.model != REPLICA_GE for m in result.triton):
+    cs = sorted({m.row.concurrency for m in result.triton if m.model in LAYOUTS and m.batch == 1})
+    if not any(m.model in LAYOUTS and m.model != REPLICA_GE for m in result.triton):
         return []
     lines = [
         "",
@@ -443,7 +446,7 @@ def _layouts_section(result: Result) -> list[str]:
         "| instances × streams | " + " | ".join(f"c={c}" for c in cs) + " |",
         "|---|" + "--:|" * len(cs),
     ]
-    for name, layout in LAYOUTS:
+    for name, layout in LAYOUTS.items():
         cells = []
         for c in cs:
             m = at(result.triton, name, c)

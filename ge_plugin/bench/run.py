@@ -154,7 +154,7 @@ def plan(options: BenchOptions) -> list[Point]:
     points.append(Point(REPLICA_NAIVE, 1, 1))
     for c in options.replica_concurrencies:
         points.append(Point(REPLICA_GE, 1, c))
-        if c == 16:
+        if c == ratios.NAIVE_CONCURRENCY:
             points.append(Point(REPLICA_NAIVE, 1, c))
     for c in STREAMS_CONCURRENCIES:
         points += [Point(REPLICA_1X1, 1, c), Point(REPLICA_1X2, 1, c)]
