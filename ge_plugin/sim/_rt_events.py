@@ -250,7 +250,7 @@ def process_report(timeout: int, /) -> int:
     if timeout == 0 or timeout < -1:
         raise _Fail(_C.ACL_ERROR_RT_PARAM_INVALID, f"timeout {timeout} ms; use -1 (forever) or > 0")
     thread_id = _threading.get_ident()
-    reports = _ev.take_reports(thread_id, None if timeout == -1 else timeout / 1000)
+    reports = _ev.take_reports(thread_id, seconds(timeout))
     if reports is None:
         raise _Fail(_K.ACL_ERROR_RT_REPORT_TIMEOUT, f"no callback arrived within {timeout} ms")
     for n, report in enumerate(reports):
