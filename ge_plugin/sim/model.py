@@ -164,13 +164,6 @@ class ModelInfo:
         self.input_index = {d.name: n for n, d in enumerate(self.inputs)}
         self.output_index = {d.name: n for n, d in enumerate(self.outputs)}
 
-    @property
-    def dynamic_positions(self) -> list[tuple[int, int]]:
-        """(input, dim) of every -1 dim, in input order: what a dims gear's values fill."""
-        return [
-            (n, k) for n, d in enumerate(self.inputs[: self.n_data]) for k, v in enumerate(d.dims) if v < 0
-        ]
-
     def concatenated_dims(self, gear: OmGear) -> list[int]:
         """All data inputs' dims at ``gear``, concatenated: what get_input_dynamic_dims reports."""
         return [v for dims in gear.input_dims for v in dims]
