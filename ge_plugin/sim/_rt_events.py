@@ -200,7 +200,7 @@ def unsubscribe_report(thread_id: int, stream: int, /) -> int:
             f"stream 0x{stream:x} is not subscribed by thread {thread_id}"
             + (f" (thread {target.subscriber} handles it)" if target.subscriber is not None else ""),
         )
-    _s.unsubscribe(target)
+    _ev.unsubscribe(target)
     return 0
 
 

@@ -210,6 +210,18 @@ def take_reports(thread_id: int, timeout_s: float | None) -> list[Report] | None
         return reports
 
 
+def unsubscribe(stream: Any) -> None:
+    """Detach ``stream`` from the thread handling its callbacks (unsubscribe_report, or the stream going
+    away); the thread's queue goes once it has neither streams nor undelivered callbacks."""
+    with CHANGED:
+        thread_id, stream.subscriber = stream.subscriber, None
+        queue = QUEUES.get(thread_id) if thread_id is not None else None
+        if thread_id is not None and queue is not None:
+            queue.streams.discard(stream)
+            if not queue.streams and not queue.items:
+                del QUEUES[thread_id]
+
+
 def finish(report: Report) -> None:
     with CHANGED:
         report.done = True
