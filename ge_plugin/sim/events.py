@@ -96,8 +96,8 @@ class Event:
         self.timestamp: float | None = None  #: time.monotonic() at that completion
 
     def status(self) -> int:
-        with CHANGED:
-            done = self.recorded and self.completed >= self.recorded
+        """aclrtEventRecordedStatus: COMPLETE once the latest record completed, else NOT_READY."""
+        done = self.completed_at().state == COMPLETE
         return C.ACL_EVENT_RECORDED_STATUS_COMPLETE if done else C.ACL_EVENT_RECORDED_STATUS_NOT_READY
 
     def record(self) -> int:
