@@ -72,9 +72,8 @@ class LoadedModel:
         self.pending = 0  #: execute_async tasks queued or running
         self.pending_stream: Stream | None = None
         self.charged = charged  #: work + weight bytes the runtime holds on the device for this model
-        self.user_memory = (
-            user_memory or []
-        )  #: the caller's work/weight allocations (load_from_file_with_mem)
+        #: the caller's work/weight allocations (load_from_file_with_mem)
+        self.user_memory = user_memory or []
 
     def release(self) -> None:
         """Unload: the runtime's memory goes back to the device (once)."""
