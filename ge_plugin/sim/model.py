@@ -50,7 +50,16 @@ class OmGear:
     """One gear as the sim OM records it: the values that select it and the concrete dims of every data input
     and output. (``ge_plugin.engine.gears.Gear`` is the engine's view of a gear, read through pyACL.)"""
 
-    __slots__ = ("index", "input_dims", "input_sizes", "label", "output_dims", "output_sizes", "values")
+    __slots__ = (
+        "index",
+        "input_dims",
+        "input_sizes",
+        "label",
+        "output_dims",
+        "output_sizes",
+        "rows",
+        "values",
+    )
 
     def __init__(self, index: int, values: tuple[int, ...], input_dims, output_dims, in_np, out_np):
         self.index = index
@@ -60,6 +69,8 @@ class OmGear:
         self.output_dims = tuple(tuple(d) for d in output_dims)
         self.input_sizes = tuple(math.prod(d) * t.itemsize for d, t in zip(self.input_dims, in_np))
         self.output_sizes = tuple(math.prod(d) * t.itemsize for d, t in zip(self.output_dims, out_np))
+        #: the first dim of the first input: the ``rows`` of an ``a + b*rows`` device-time profile
+        self.rows = int(self.input_dims[0][0]) if self.input_dims and self.input_dims[0] else 1
 
 
 def _numpy(acl_dtype: int) -> np.dtype:
