@@ -180,11 +180,3 @@ def _section(section: object) -> dict[str, Any]:
         for key, knob in _KNOBS.items()
         if key in section
     }
-
-
-def from_process() -> SimConfig:
-    """Environment only; for ``get_soc_name`` and friends before a config exists."""
-    try:
-        return load(os.environ, None)
-    except ValueError:
-        return SimConfig()

@@ -72,9 +72,8 @@ class LoadedModel:
         self.pending = 0  #: execute_async tasks queued or running
         self.pending_stream: Stream | None = None
         self.charged = charged  #: work + weight bytes the runtime holds on the device for this model
-        self.user_memory = (
-            user_memory or []
-        )  #: the caller's work/weight allocations (load_from_file_with_mem)
+        #: the caller's work/weight allocations (load_from_file_with_mem)
+        self.user_memory = user_memory or []
 
     def release(self) -> None:
         """Unload: the runtime's memory goes back to the device (once)."""
@@ -208,7 +207,7 @@ def run(model: LoadedModel, ins: Snapshot, outs: Snapshot) -> None:
         alloc = device_memory(addr, need, device, f"input {n} ({desc.name})")
         if compute:
             arrays.append(alloc.view(addr - alloc.base, need).view(desc.np).reshape(gear.input_dims[n]))
-    latency = device_time.latency_s(gear.label, rows(gear))
+    latency = device_time.latency_s(gear.label, gear.rows)
     with device_time.occupy(device) as start:  # the device computes one execute at a time
         outputs = model.runner.run(arrays, gear) if compute else None
         device_time.hold(start, latency)
@@ -234,12 +233,6 @@ def run(model: LoadedModel, ins: Snapshot, outs: Snapshot) -> None:
             )
     model.cur_gear = gear
     counters.device(device).executed(gear.label)
-
-
-def rows(gear: OmGear) -> int:
-    """The first dim of the first input at ``gear``: the ``rows`` of a ``a + b*rows`` device-time profile."""
-    dims = gear.input_dims[0] if gear.input_dims else ()
-    return int(dims[0]) if dims else 1
 
 
 def _allocate_output(device: int, nbytes: int) -> int:
@@ -282,7 +275,7 @@ def _task(model: LoadedModel, ins: Snapshot, outs: Snapshot, injected: int) -> N
     try:
         if injected:
             gear = model.cur_gear or model.info.gears[0]
-            latency = device_time.latency_s(gear.label, rows(gear))
+            latency = device_time.latency_s(gear.label, gear.rows)
             with device_time.occupy(model.context.device) as start:  # the fault strikes after the device time
                 device_time.hold(start, latency)
             raise _state.injected(injected, "mdl.execute_async")

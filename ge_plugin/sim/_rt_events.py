@@ -162,31 +162,7 @@ def stream_wait_event(stream: int, event: int, /) -> int:
 def subscribe_report(thread_id: int, stream: int, /) -> int:
     """``ret``: the thread ``thread_id`` handles ``stream``'s callbacks (one thread per stream)."""
     ctx = _s.current_context()
-    target = _s.stream(stream, ctx)
-    with _ev.CHANGED:
-        if target.subscriber is not None:
-            raise _Fail(
-                _K.ACL_ERROR_RT_STREAM_SUBSCRIBE,
-                f"stream 0x{stream:x} is already subscribed by thread {target.subscriber}; a stream has one "
-                "callback thread",
-            )
-        queue = _ev.QUEUES.get(thread_id)
-        if queue is not None and queue.device not in (ctx.device, -1):
-            raise _Fail(
-                _K.ACL_ERROR_RT_THREAD_SUBSCRIBE,
-                f"thread {thread_id} handles callbacks of device {queue.device}; one thread id may not serve "
-                f"two devices (this stream is on device {ctx.device})",
-            )
-        if queue is None:
-            if len(_ev.QUEUES) >= _ev.MAX_REPORT_THREADS:
-                raise _Fail(
-                    _K.ACL_ERROR_RT_THREAD_SUBSCRIBE,
-                    f"{_ev.MAX_REPORT_THREADS} threads already handle callbacks in this process",
-                )
-            queue = _ev.QUEUES[thread_id] = _ev.ReportQueue(thread_id, ctx.device)
-        queue.device = ctx.device
-        queue.streams.add(target)
-        target.subscriber = thread_id
+    _ev.subscribe(thread_id, _s.stream(stream, ctx), ctx.device)
     return 0
 
 
@@ -200,7 +176,7 @@ def unsubscribe_report(thread_id: int, stream: int, /) -> int:
             f"stream 0x{stream:x} is not subscribed by thread {thread_id}"
             + (f" (thread {target.subscriber} handles it)" if target.subscriber is not None else ""),
         )
-    _s.unsubscribe(target)
+    _ev.unsubscribe(target)
     return 0
 
 
@@ -227,9 +203,7 @@ def launch_callback(
     target = _s.stream(stream, _s.current_context())
     if block_type not in (_K.ACL_CALLBACK_NO_BLOCK, _K.ACL_CALLBACK_BLOCK):
         raise _Fail(_C.ACL_ERROR_INVALID_PARAM, f"block_type {block_type}; use 0 (no block) or 1 (block)")
-    with _ev.CHANGED:
-        thread_id = target.subscriber
-        queue = _ev.QUEUES.get(thread_id) if thread_id is not None else None
+    queue = _ev.subscribed_queue(target)
     if queue is None:
         raise _Fail(
             _K.ACL_ERROR_RT_STREAM_NO_CB_REG,
@@ -250,7 +224,7 @@ def process_report(timeout: int, /) -> int:
     if timeout == 0 or timeout < -1:
         raise _Fail(_C.ACL_ERROR_RT_PARAM_INVALID, f"timeout {timeout} ms; use -1 (forever) or > 0")
     thread_id = _threading.get_ident()
-    reports = _ev.take_reports(thread_id, None if timeout == -1 else timeout / 1000)
+    reports = _ev.take_reports(thread_id, seconds(timeout))
     if reports is None:
         raise _Fail(_K.ACL_ERROR_RT_REPORT_TIMEOUT, f"no callback arrived within {timeout} ms")
     for n, report in enumerate(reports):

@@ -275,7 +275,7 @@ def destroy_context(ctx: Context) -> None:
     for stream in list(ctx.streams.values()):
         _stop_stream(stream)
     if ctx.default_stream is not None:
-        unsubscribe(ctx.default_stream)
+        events.unsubscribe(ctx.default_stream)
         ctx.default_stream.stop()
         ctx.default_stream = None
     ctx.destroyed = True
@@ -322,7 +322,7 @@ def stream(handle: int, ctx: Context) -> Stream:
 
 
 def _stop_stream(s: Stream) -> None:
-    unsubscribe(s)
+    events.unsubscribe(s)
     s.synchronize()
     s.destroyed = True
     s.stop()
@@ -348,14 +348,3 @@ def release_device(dev: Device) -> None:
     if SIM.memory is not None:
         SIM.memory.devices[dev.id].reclaim_all()
     dev.default_context = None
-
-
-def unsubscribe(s: Stream) -> None:
-    """Detach ``s`` from the thread handling its callbacks (unsubscribe_report, or the stream going away)."""
-    with events.CHANGED:
-        thread_id, s.subscriber = s.subscriber, None
-        queue = events.QUEUES.get(thread_id) if thread_id is not None else None
-        if thread_id is not None and queue is not None:
-            queue.streams.discard(s)
-            if not queue.streams and not queue.items:
-                del events.QUEUES[thread_id]

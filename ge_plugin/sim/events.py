@@ -96,8 +96,8 @@ class Event:
         self.timestamp: float | None = None  #: time.monotonic() at that completion
 
     def status(self) -> int:
-        with CHANGED:
-            done = self.recorded and self.completed >= self.recorded
+        """aclrtEventRecordedStatus: COMPLETE once the latest record completed, else NOT_READY."""
+        done = self.completed_at().state == COMPLETE
         return C.ACL_EVENT_RECORDED_STATUS_COMPLETE if done else C.ACL_EVENT_RECORDED_STATUS_NOT_READY
 
     def record(self) -> int:
@@ -208,6 +208,53 @@ def take_reports(thread_id: int, timeout_s: float | None) -> list[Report] | None
         if not queue.streams:
             QUEUES.pop(thread_id, None)
         return reports
+
+
+def subscribe(thread_id: int, stream: Any, device: int) -> None:
+    """Thread ``thread_id`` handles the callbacks of ``stream`` (on ``device``) from now on; raises Fail."""
+    with CHANGED:
+        if stream.subscriber is not None:
+            raise Fail(
+                C.ACL_ERROR_RT_STREAM_SUBSCRIBE,
+                f"stream 0x{stream.handle:x} is already subscribed by thread {stream.subscriber}; a stream has "
+                "one callback thread",
+            )
+        queue = QUEUES.get(thread_id)
+        if queue is not None and queue.device not in (device, -1):
+            raise Fail(
+                C.ACL_ERROR_RT_THREAD_SUBSCRIBE,
+                f"thread {thread_id} handles callbacks of device {queue.device}; one thread id may not serve "
+                f"two devices (this stream is on device {device})",
+            )
+        if queue is None:
+            if len(QUEUES) >= MAX_REPORT_THREADS:
+                raise Fail(
+                    C.ACL_ERROR_RT_THREAD_SUBSCRIBE,
+                    f"{MAX_REPORT_THREADS} threads already handle callbacks in this process",
+                )
+            queue = QUEUES[thread_id] = ReportQueue(thread_id, device)
+        queue.device = device
+        queue.streams.add(stream)
+        stream.subscriber = thread_id
+
+
+def subscribed_queue(stream: Any) -> ReportQueue | None:
+    """The queue of the thread subscribed to ``stream``; None when no thread is."""
+    with CHANGED:
+        thread_id = stream.subscriber
+        return QUEUES.get(thread_id) if thread_id is not None else None
+
+
+def unsubscribe(stream: Any) -> None:
+    """Detach ``stream`` from the thread handling its callbacks (unsubscribe_report, or the stream going
+    away); the thread's queue goes once it has neither streams nor undelivered callbacks."""
+    with CHANGED:
+        thread_id, stream.subscriber = stream.subscriber, None
+        queue = QUEUES.get(thread_id) if thread_id is not None else None
+        if thread_id is not None and queue is not None:
+            queue.streams.discard(stream)
+            if not queue.streams and not queue.items:
+                del QUEUES[thread_id]
 
 
 def finish(report: Report) -> None:

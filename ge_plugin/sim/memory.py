@@ -348,13 +348,6 @@ class Memory:
         """Where ``count`` bytes at ``ptr`` are to be set, checked; raises Fail."""
         if count > max_count:
             raise Fail(_BAD, f"count {count} is larger than max_count {max_count}")
-        place = self.locate(ptr)
-        if place.kind == INVALID:
-            raise Fail(_BAD, place.why)
-        if place.alloc is not None and ptr - place.alloc.base + count > place.alloc.size:
-            raise Fail(
-                _BAD,
-                f"range 0x{ptr:x}+{count} runs past the end of its allocation (0x{place.alloc.base:x}, "
-                f"{place.alloc.size} bytes)",
-            )
+        place = self._valid("dev_ptr", ptr)
+        _check_range("dev_ptr", ptr, count, place.alloc)
         return place

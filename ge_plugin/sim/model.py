@@ -50,7 +50,16 @@ class OmGear:
     """One gear as the sim OM records it: the values that select it and the concrete dims of every data input
     and output. (``ge_plugin.engine.gears.Gear`` is the engine's view of a gear, read through pyACL.)"""
 
-    __slots__ = ("index", "input_dims", "input_sizes", "label", "output_dims", "output_sizes", "values")
+    __slots__ = (
+        "index",
+        "input_dims",
+        "input_sizes",
+        "label",
+        "output_dims",
+        "output_sizes",
+        "rows",
+        "values",
+    )
 
     def __init__(self, index: int, values: tuple[int, ...], input_dims, output_dims, in_np, out_np):
         self.index = index
@@ -60,6 +69,8 @@ class OmGear:
         self.output_dims = tuple(tuple(d) for d in output_dims)
         self.input_sizes = tuple(math.prod(d) * t.itemsize for d, t in zip(self.input_dims, in_np))
         self.output_sizes = tuple(math.prod(d) * t.itemsize for d, t in zip(self.output_dims, out_np))
+        #: the first dim of the first input: the ``rows`` of an ``a + b*rows`` device-time profile
+        self.rows = int(self.input_dims[0][0]) if self.input_dims and self.input_dims[0] else 1
 
 
 def _numpy(acl_dtype: int) -> np.dtype:
@@ -163,13 +174,6 @@ class ModelInfo:
             self.inputs.append(_mbatch_desc(self.gears))
         self.input_index = {d.name: n for n, d in enumerate(self.inputs)}
         self.output_index = {d.name: n for n, d in enumerate(self.outputs)}
-
-    @property
-    def dynamic_positions(self) -> list[tuple[int, int]]:
-        """(input, dim) of every -1 dim, in input order: what a dims gear's values fill."""
-        return [
-            (n, k) for n, d in enumerate(self.inputs[: self.n_data]) for k, v in enumerate(d.dims) if v < 0
-        ]
 
     def concatenated_dims(self, gear: OmGear) -> list[int]:
         """All data inputs' dims at ``gear``, concatenated: what get_input_dynamic_dims reports."""

@@ -130,12 +130,9 @@ def model_class() -> type[Model]:
 
 @pytest.fixture
 def load(acl, ready):
-    """``load(path) -> Model`` in the ready context; the models are released after the test if still loaded."""
-    loaded: list[Model] = []
+    """``load(path) -> Model`` in the ready context (fresh_sim's reset releases what the test leaves loaded)."""
 
     def _load(path: Path) -> Model:
-        model = Model(acl, path)
-        loaded.append(model)
-        return model
+        return Model(acl, path)
 
     return _load

@@ -47,13 +47,19 @@ def test_process_report_times_out_when_no_callback_comes(acl, ready):
     assert acl.rt.process_report(20) == K.ACL_ERROR_RT_REPORT_TIMEOUT
 
 
-def test_a_blocking_callback_holds_its_stream_until_the_subscribed_thread_ran_it(acl, ready):
-    tid = threading.get_ident()
-    ran = []
+def _callback_then_event(acl, stream, user_data, block_type) -> tuple[list, int]:
+    """This thread subscribed to ``stream``, a callback ``ran.append(user_data)`` queued on it, then an event
+    recorded after it; returns ``(ran, event)``."""
+    ran: list = []
     event, _ = acl.rt.create_event()
-    assert acl.rt.subscribe_report(tid, ready) == 0
-    assert acl.rt.launch_callback(ran.append, "first", BLOCK, ready) == 0
-    assert acl.rt.record_event(event, ready) == 0
+    assert acl.rt.subscribe_report(threading.get_ident(), stream) == 0
+    assert acl.rt.launch_callback(ran.append, user_data, block_type, stream) == 0
+    assert acl.rt.record_event(event, stream) == 0
+    return ran, event
+
+
+def test_a_blocking_callback_holds_its_stream_until_the_subscribed_thread_ran_it(acl, ready):
+    ran, event = _callback_then_event(acl, ready, "first", BLOCK)
     assert acl.rt.synchronize_event_with_timeout(event, 100) == K.ACL_ERROR_RT_EVENT_SYNC_TIMEOUT
     assert ran == []
     assert acl.rt.process_report(1000) == 0
@@ -63,12 +69,7 @@ def test_a_blocking_callback_holds_its_stream_until_the_subscribed_thread_ran_it
 
 
 def test_a_non_blocking_callback_lets_its_stream_go_on(acl, ready):
-    tid = threading.get_ident()
-    ran = []
-    event, _ = acl.rt.create_event()
-    assert acl.rt.subscribe_report(tid, ready) == 0
-    assert acl.rt.launch_callback(ran.append, "later", NO_BLOCK, ready) == 0
-    assert acl.rt.record_event(event, ready) == 0
+    ran, event = _callback_then_event(acl, ready, "later", NO_BLOCK)
     assert acl.rt.synchronize_event(event) == 0
     assert ran == []
     assert acl.rt.process_report(1000) == 0
