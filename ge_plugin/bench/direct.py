@@ -155,6 +155,10 @@ def run(
     }
 
 
+#: the least time a direct child gets, however few seconds it is asked to time
+MIN_BUDGET_S = 300
+
+
 def run_child(
     repo: Path,
     inputs: Mapping[str, Path],
@@ -163,9 +167,9 @@ def run_child(
     output: Path,
     environment: Mapping[str, str],
     min_iterations: int = MIN_ITERATIONS,
-    budget: float | None = None,
 ) -> tuple[list[DirectRow], list[Allocations]]:
-    """``run`` in a fresh Python process with ``environment`` added (the simulator's knobs)."""
+    """``run`` in a fresh Python process with ``environment`` added (the simulator's knobs). It gets time in
+    proportion to what it times, and never less than ``MIN_BUDGET_S`` (loads on a busy machine)."""
     cmd = [
         sys.executable,
         "-m",
@@ -182,7 +186,7 @@ def run_child(
         cmd += ["--model", f"{name}={path}"]
     env = {k: v for k, v in os.environ.items() if k != "GE_PLUGIN_SIM_REPORT_DIR"}
     env.update(environment)
-    budget = budget or 120 + seconds * 10 * max(1, len(inputs))
+    budget = max(MIN_BUDGET_S, 120 + seconds * 10 * max(1, len(inputs)))
     try:
         out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=budget)
     except subprocess.TimeoutExpired:

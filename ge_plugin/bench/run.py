@@ -196,7 +196,6 @@ def run_bench(
             min_iterations=options.direct_min_iterations,
             output=repo.work / f"direct-{phase}.json",
             environment=sim_env,
-            budget=300,
         )
         direct_rows += rows
         allocations += counts

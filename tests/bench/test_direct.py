@@ -91,3 +91,34 @@ def test_run_child_reports_a_failing_child(bench_repo, tmp_path):
             output=tmp_path / "d.json",
             environment={},
         )
+
+
+def test_bench_gives_the_direct_child_time_for_the_seconds_asked(tmp_path, monkeypatch):
+    """``--direct-seconds 60`` times each batch size of each ge model for a minute: the child must get that
+    long and more, not a fixed 300 s that kills it half-way as "did not finish"."""
+    from collections import defaultdict
+    from types import SimpleNamespace
+
+    from ge_plugin.bench import run
+
+    class Stop(Exception):
+        pass
+
+    timeouts = []
+
+    def fake_run(cmd, **kwargs):
+        timeouts.append(kwargs["timeout"])
+        raise Stop
+
+    monkeypatch.setattr(run.perf, "version", lambda: "perf_analyzer 2.51.0")
+    monkeypatch.setattr(
+        run,
+        "build_repository",
+        lambda work, seq: SimpleNamespace(work=work, root=work, inputs=defaultdict(lambda: work)),
+    )
+    monkeypatch.setattr(direct.subprocess, "run", fake_run)
+    options = run.BenchOptions(output=tmp_path, direct_seconds=60.0, models=("ge_identity", "ge_llama"))
+    with pytest.raises(Stop):
+        run.run_bench(options, say=lambda _: None, progress=None)
+    # identity times 5 batch gears and the LLaMA 3, a minute each
+    assert timeouts and timeouts[0] >= 60.0 * (5 + 3), timeouts
