@@ -27,14 +27,14 @@ from typing import TypeVar
 
 import numpy as np
 
-from ge_plugin import device, dtypes
+from ge_plugin import device
 from ge_plugin import fastpath as fp
 from ge_plugin.engine import outputs
 from ge_plugin.engine.binding import Binding
 from ge_plugin.engine.completion import Completion
 from ge_plugin.engine.config import ServingConfig
 from ge_plugin.engine.gears import Gear
-from ge_plugin.engine.lane import InFlight, Lane, Put
+from ge_plugin.engine.lane import InFlight, Lane, Put, staged_view
 from ge_plugin.engine.recovery import Recoveries
 from ge_plugin.engine.stats import EngineStats
 from ge_plugin.errors import GePluginError, RequestError, UnavailableError
@@ -495,12 +495,10 @@ class Engine:
     def _staged_entries(self, lane: Lane, job: InFlight) -> list[Entry]:
         """Each request of a batched ``job`` as copies of its rows of the staged inputs, in the OM's types
         (only batched jobs hold more than one request)."""
-        b = self.binding
-        wholes = []
-        for k, host in enumerate(lane.in_host):
-            dtype = dtypes.by_name(b.in_om_type[k]).numpy
-            dims = job.gear.input_dims[k]
-            wholes.append(host.array[: math.prod(dims) * dtype.itemsize].view(dtype).reshape(dims))
+        wholes = [
+            staged_view(host, dims, om_type)
+            for host, dims, om_type in zip(lane.in_host, job.gear.input_dims, self.binding.in_om_type)
+        ]
         entries: list[Entry] = []
         row = 0
         for index, shapes in zip(job.indices, job.shapes):

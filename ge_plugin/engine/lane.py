@@ -7,13 +7,14 @@ fills pinned staging, queues copies and the execute, and reads the results back.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
 
 import attrs
 import numpy as np
 
-from ge_plugin import device
+from ge_plugin import device, dtypes
 from ge_plugin.engine.gears import Gear
 from ge_plugin.engine.stats import BusyClock
 from ge_plugin.errors import GePluginError
@@ -50,6 +51,12 @@ class InFlight:
     keep_views: bool
     #: perf_counter() at launch
     started: float = 0.0
+
+
+def staged_view(buffer: device.PinnedBuffer, dims: Sequence[int], type_name: str) -> np.ndarray:
+    """The head of a staging buffer as a ``dims`` array of ``type_name``: a view, no copy."""
+    dtype = dtypes.by_name(type_name).numpy
+    return buffer.array[: math.prod(dims) * dtype.itemsize].view(dtype).reshape(tuple(dims))
 
 
 class Lane:
