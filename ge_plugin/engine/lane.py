@@ -59,6 +59,13 @@ def staged_view(buffer: device.PinnedBuffer, dims: Sequence[int], type_name: str
     return buffer.array[: math.prod(dims) * dtype.itemsize].view(dtype).reshape(tuple(dims))
 
 
+def _set_gear(model: device.OmModel, inputs: device.Dataset, setting: int | tuple[int, ...]) -> None:
+    if isinstance(setting, int):
+        model.set_batch(inputs, setting)
+    else:
+        model.set_dims(inputs, setting)
+
+
 class Lane:
     """One stream and one load of the model. After a device failure the engine rebuilds it in place
     (``close()`` then ``open()``), so whoever holds the lane still holds a valid one."""
@@ -147,13 +154,9 @@ class Lane:
 
     def select(self, gear: Gear) -> None:
         """Tell the model which gear the next execute runs (writes ascend_mbatch_shape_data)."""
-        if gear.setting is None:
-            return
-        _, model, inputs, _ = self._loaded()
-        if isinstance(gear.setting, int):
-            model.set_batch(inputs, gear.setting)
-        else:
-            model.set_dims(inputs, gear.setting)
+        if gear.setting is not None:
+            _, model, inputs, _ = self._loaded()
+            _set_gear(model, inputs, gear.setting)
 
     def launch(self, gear: Gear, in_bytes: list[int], out_indices: list[int], out_bytes: list[int]) -> None:
         """Queue H2D of the staged inputs, the execute on ``gear``, and D2H of the wanted outputs."""
@@ -164,7 +167,8 @@ class Lane:
             self.busy.enter()
         for dev, host, nbytes in zip(self.in_dev, self.in_host, in_bytes):
             device.copy_to_device_async(dev, host, nbytes, handle)
-        self.select(gear)
+        if gear.setting is not None:
+            _set_gear(model, inputs, gear.setting)
         model.execute_async(inputs, outputs, handle)
         for j, nbytes in zip(out_indices, out_bytes):
             device.copy_to_host_async(self.out_host[j], self.out_dev[j], nbytes, handle)
