@@ -120,7 +120,7 @@ class Engine:
             self._every_output = list(range(len(b.out_cfg)))
             self._every_out_index = [b.out_index[k] for k in self._every_output]
             self._output_names = frozenset(b.out_pos)
-            #: per gear index: the bytes H2D copies, and the input elements the gear computes on
+            #: per gear index: the bytes H2D copies
             self._in_total = {index: sum(sizes) for index, sizes in b.in_bytes.items()}
             #: start-up warnings about a config that serves but may surprise (the backend logs them)
             self.warnings = list(self.binding.warnings)

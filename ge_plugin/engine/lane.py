@@ -70,11 +70,11 @@ class Lane:
     """One stream and one load of the model. After a device failure the engine rebuilds it in place
     (``close()`` then ``open()``), so whoever holds the lane still holds a valid one."""
 
-    def __init__(self, context: device.Context, om_path: str | os.PathLike, busy: BusyClock | None = None):
+    def __init__(self, context: device.Context, om_path: str | os.PathLike, busy: BusyClock):
         self.context = context
         self.om_path = om_path
         #: counts the time this lane has work on the device (launch until wait returns or the lane closes)
-        self.busy = busy if busy is not None else BusyClock()
+        self.busy = busy
         self._on_device = False
         #: what is in flight on this lane: the engine's business, kept across a rebuild (close + open)
         self.pending: InFlight | None = None
