@@ -358,9 +358,7 @@ class Engine:
             self._start(lane, job)
         except (GePluginError, ValueError) as exc:
             self._failed(lane, job, exc)
-            with self._lock:
-                lane.pending = None
-                self._lock.notify_all()
+            self._release(lane)
             return
         if not synchronous and self._completion is not None:
             job.arrays = None  # gathered; Triton frees them once submit() returns
@@ -448,9 +446,13 @@ class Engine:
         except (GePluginError, ValueError) as exc:
             self._failed(lane, job, exc)
         finally:
-            with self._lock:
-                lane.pending = None
-                self._lock.notify_all()
+            self._release(lane)
+
+    def _release(self, lane: Lane) -> None:
+        """The lane is free for the next job: wake whoever waits for one (``_take_lane``, ``wait_idle``)."""
+        with self._lock:
+            lane.pending = None
+            self._lock.notify_all()
 
     def _complete(self, lane: Lane, job: InFlight) -> None:
         """Wait for the execute and split its outputs to the requests; raises what failed."""
