@@ -115,10 +115,9 @@ class Engine:
             self.binding = Binding(config, self.om_path, self.lanes[0])
             self.gears = self.binding.gears
             b = self.binding
-            #: config positions of every output, and their OM indices: what a request asking for all of
-            #: them (the usual case) copies back, computed once rather than per execute
+            #: config positions of every output (their OM indices are ``b.out_index``): what a request asking
+            #: for all of them (the usual case) copies back, computed once rather than per execute
             self._every_output = list(range(len(b.out_cfg)))
-            self._every_out_index = [b.out_index[k] for k in self._every_output]
             self._output_names = frozenset(b.out_pos)
             #: per gear index: the bytes H2D copies
             self._in_total = {index: sum(sizes) for index, sizes in b.in_bytes.items()}
@@ -405,9 +404,7 @@ class Engine:
             )
         out_sel = job.out_sel
         out_bytes = self._d2h_bytes(gear, job.need, out_sel)
-        out_index = (
-            self._every_out_index if out_sel is self._every_output else [b.out_index[k] for k in out_sel]
-        )
+        out_index = b.out_index if out_sel is self._every_output else [b.out_index[k] for k in out_sel]
         elements = 0
         for shape in job.shapes:
             for dims in shape:
