@@ -349,7 +349,7 @@ class Engine:
 
     def _dispatch(self, job: InFlight, synchronous: bool) -> None:
         """Start ``job`` on the next lane that can run it; its outcomes come from ``_finish``."""
-        lane = self._take_lane(synchronous)
+        lane = self._take_lane(job, synchronous)
         if lane is None:
             self._fail_all(job, self._unavailable())
             return
@@ -363,8 +363,8 @@ class Engine:
             job.arrays = None  # gathered; Triton frees them once submit() returns
             self._completion.push(lane)
 
-    def _take_lane(self, synchronous: bool) -> Lane | None:
-        """The next usable lane, reserved for a job (``pending`` set); None if no lane is usable.
+    def _take_lane(self, job: InFlight, synchronous: bool) -> Lane | None:
+        """The next usable lane, now ``job``'s (``pending``, until ``_release``); None if no lane is usable.
 
         Synchronously, a lane still running is finished first, in this thread. Otherwise this waits until
         the completion thread frees one."""
@@ -376,7 +376,7 @@ class Engine:
                     if lane.pending is not None and synchronous:
                         self._finish(lane)
                     if lane.pending is None and lane.usable:
-                        lane.pending = True  # type: ignore[assignment]  # reserved; the job comes next
+                        lane.pending = job
                         return lane
                 if synchronous or all(lane.pending is None for lane in self.lanes):
                     return None  # no lane is usable, and none is about to be freed
@@ -390,7 +390,6 @@ class Engine:
             raise GePluginError("a job's request arrays are gone once it has started; it cannot start again")
         arrays_of = job.arrays
         lane.reclaim()
-        lane.pending = job
         in_bytes = b.in_bytes[gear.index]
         pad = self.config.params.pad_value
         for k, host in enumerate(lane.in_host):
@@ -565,8 +564,6 @@ class Engine:
         except (GePluginError, ValueError) as exc:
             self._rebuild(lane)
             return as_error(exc)
-        finally:
-            lane.pending = job
         return None
 
     def _fail_all(self, job: InFlight, error: GePluginError, indices: Sequence[int] | None = None) -> None:
