@@ -599,7 +599,7 @@ class Engine:
                 index,
                 recovery.failures,
                 recovery.reason,
-                recovery.retry_at - self.recovering.clock(),
+                self.recovering.delay(recovery.failures),
             )
         else:
             stats.lane_rebuilds += 1
