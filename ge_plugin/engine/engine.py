@@ -27,14 +27,14 @@ from typing import TypeVar
 
 import numpy as np
 
-from ge_plugin import device, dtypes
+from ge_plugin import device
 from ge_plugin import fastpath as fp
 from ge_plugin.engine import outputs
 from ge_plugin.engine.binding import Binding
 from ge_plugin.engine.completion import Completion
 from ge_plugin.engine.config import ServingConfig
 from ge_plugin.engine.gears import Gear
-from ge_plugin.engine.lane import InFlight, Lane, Put
+from ge_plugin.engine.lane import InFlight, Lane, Put, staged_view
 from ge_plugin.engine.recovery import Recoveries
 from ge_plugin.engine.stats import EngineStats
 from ge_plugin.errors import GePluginError, RequestError, UnavailableError
@@ -115,12 +115,11 @@ class Engine:
             self.binding = Binding(config, self.om_path, self.lanes[0])
             self.gears = self.binding.gears
             b = self.binding
-            #: config positions of every output, and their OM indices: what a request asking for all of
-            #: them (the usual case) copies back, computed once rather than per execute
+            #: config positions of every output (their OM indices are ``b.out_index``): what a request asking
+            #: for all of them (the usual case) copies back, computed once rather than per execute
             self._every_output = list(range(len(b.out_cfg)))
-            self._every_out_index = [b.out_index[k] for k in self._every_output]
             self._output_names = frozenset(b.out_pos)
-            #: per gear index: the bytes H2D copies, and the input elements the gear computes on
+            #: per gear index: the bytes H2D copies
             self._in_total = {index: sum(sizes) for index, sizes in b.in_bytes.items()}
             #: start-up warnings about a config that serves but may surprise (the backend logs them)
             self.warnings = list(self.binding.warnings)
@@ -350,7 +349,7 @@ class Engine:
 
     def _dispatch(self, job: InFlight, synchronous: bool) -> None:
         """Start ``job`` on the next lane that can run it; its outcomes come from ``_finish``."""
-        lane = self._take_lane(synchronous)
+        lane = self._take_lane(job, synchronous)
         if lane is None:
             self._fail_all(job, self._unavailable())
             return
@@ -358,16 +357,14 @@ class Engine:
             self._start(lane, job)
         except (GePluginError, ValueError) as exc:
             self._failed(lane, job, exc)
-            with self._lock:
-                lane.pending = None
-                self._lock.notify_all()
+            self._release(lane)
             return
         if not synchronous and self._completion is not None:
             job.arrays = None  # gathered; Triton frees them once submit() returns
             self._completion.push(lane)
 
-    def _take_lane(self, synchronous: bool) -> Lane | None:
-        """The next usable lane, reserved for a job (``pending`` set); None if no lane is usable.
+    def _take_lane(self, job: InFlight, synchronous: bool) -> Lane | None:
+        """The next usable lane, now ``job``'s (``pending``, until ``_release``); None if no lane is usable.
 
         Synchronously, a lane still running is finished first, in this thread. Otherwise this waits until
         the completion thread frees one."""
@@ -379,7 +376,7 @@ class Engine:
                     if lane.pending is not None and synchronous:
                         self._finish(lane)
                     if lane.pending is None and lane.usable:
-                        lane.pending = True  # type: ignore[assignment]  # reserved; the job comes next
+                        lane.pending = job
                         return lane
                 if synchronous or all(lane.pending is None for lane in self.lanes):
                     return None  # no lane is usable, and none is about to be freed
@@ -393,7 +390,6 @@ class Engine:
             raise GePluginError("a job's request arrays are gone once it has started; it cannot start again")
         arrays_of = job.arrays
         lane.reclaim()
-        lane.pending = job
         in_bytes = b.in_bytes[gear.index]
         pad = self.config.params.pad_value
         for k, host in enumerate(lane.in_host):
@@ -407,9 +403,7 @@ class Engine:
             )
         out_sel = job.out_sel
         out_bytes = self._d2h_bytes(gear, job.need, out_sel)
-        out_index = (
-            self._every_out_index if out_sel is self._every_output else [b.out_index[k] for k in out_sel]
-        )
+        out_index = b.out_index if out_sel is self._every_output else [b.out_index[k] for k in out_sel]
         elements = 0
         for shape in job.shapes:
             for dims in shape:
@@ -448,9 +442,13 @@ class Engine:
         except (GePluginError, ValueError) as exc:
             self._failed(lane, job, exc)
         finally:
-            with self._lock:
-                lane.pending = None
-                self._lock.notify_all()
+            self._release(lane)
+
+    def _release(self, lane: Lane) -> None:
+        """The lane is free for the next job: wake whoever waits for one (``_take_lane``, ``wait_idle``)."""
+        with self._lock:
+            lane.pending = None
+            self._lock.notify_all()
 
     def _complete(self, lane: Lane, job: InFlight) -> None:
         """Wait for the execute and split its outputs to the requests; raises what failed."""
@@ -495,12 +493,10 @@ class Engine:
     def _staged_entries(self, lane: Lane, job: InFlight) -> list[Entry]:
         """Each request of a batched ``job`` as copies of its rows of the staged inputs, in the OM's types
         (only batched jobs hold more than one request)."""
-        b = self.binding
-        wholes = []
-        for k, host in enumerate(lane.in_host):
-            dtype = dtypes.by_name(b.in_om_type[k]).numpy
-            dims = job.gear.input_dims[k]
-            wholes.append(host.array[: math.prod(dims) * dtype.itemsize].view(dtype).reshape(dims))
+        wholes = [
+            staged_view(host, dims, om_type)
+            for host, dims, om_type in zip(lane.in_host, job.gear.input_dims, self.binding.in_om_type)
+        ]
         entries: list[Entry] = []
         row = 0
         for index, shapes in zip(job.indices, job.shapes):
@@ -568,8 +564,6 @@ class Engine:
         except (GePluginError, ValueError) as exc:
             self._rebuild(lane)
             return as_error(exc)
-        finally:
-            lane.pending = job
         return None
 
     def _fail_all(self, job: InFlight, error: GePluginError, indices: Sequence[int] | None = None) -> None:
@@ -605,7 +599,7 @@ class Engine:
                 index,
                 recovery.failures,
                 recovery.reason,
-                recovery.retry_at - self.recovering.clock(),
+                self.recovering.delay(recovery.failures),
             )
         else:
             stats.lane_rebuilds += 1

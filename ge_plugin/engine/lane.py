@@ -7,13 +7,14 @@ fills pinned staging, queues copies and the execute, and reads the results back.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
 
 import attrs
 import numpy as np
 
-from ge_plugin import device
+from ge_plugin import device, dtypes
 from ge_plugin.engine.gears import Gear
 from ge_plugin.engine.stats import BusyClock
 from ge_plugin.errors import GePluginError
@@ -52,15 +53,28 @@ class InFlight:
     started: float = 0.0
 
 
+def staged_view(buffer: device.PinnedBuffer, dims: Sequence[int], type_name: str) -> np.ndarray:
+    """The head of a staging buffer as a ``dims`` array of ``type_name``: a view, no copy."""
+    dtype = dtypes.by_name(type_name).numpy
+    return buffer.array[: math.prod(dims) * dtype.itemsize].view(dtype).reshape(tuple(dims))
+
+
+def _set_gear(model: device.OmModel, inputs: device.Dataset, setting: int | tuple[int, ...]) -> None:
+    if isinstance(setting, int):
+        model.set_batch(inputs, setting)
+    else:
+        model.set_dims(inputs, setting)
+
+
 class Lane:
     """One stream and one load of the model. After a device failure the engine rebuilds it in place
     (``close()`` then ``open()``), so whoever holds the lane still holds a valid one."""
 
-    def __init__(self, context: device.Context, om_path: str | os.PathLike, busy: BusyClock | None = None):
+    def __init__(self, context: device.Context, om_path: str | os.PathLike, busy: BusyClock):
         self.context = context
         self.om_path = om_path
         #: counts the time this lane has work on the device (launch until wait returns or the lane closes)
-        self.busy = busy if busy is not None else BusyClock()
+        self.busy = busy
         self._on_device = False
         #: what is in flight on this lane: the engine's business, kept across a rebuild (close + open)
         self.pending: InFlight | None = None
@@ -140,13 +154,9 @@ class Lane:
 
     def select(self, gear: Gear) -> None:
         """Tell the model which gear the next execute runs (writes ascend_mbatch_shape_data)."""
-        if gear.setting is None:
-            return
-        _, model, inputs, _ = self._loaded()
-        if isinstance(gear.setting, int):
-            model.set_batch(inputs, gear.setting)
-        else:
-            model.set_dims(inputs, gear.setting)
+        if gear.setting is not None:
+            _, model, inputs, _ = self._loaded()
+            _set_gear(model, inputs, gear.setting)
 
     def launch(self, gear: Gear, in_bytes: list[int], out_indices: list[int], out_bytes: list[int]) -> None:
         """Queue H2D of the staged inputs, the execute on ``gear``, and D2H of the wanted outputs."""
@@ -157,7 +167,8 @@ class Lane:
             self.busy.enter()
         for dev, host, nbytes in zip(self.in_dev, self.in_host, in_bytes):
             device.copy_to_device_async(dev, host, nbytes, handle)
-        self.select(gear)
+        if gear.setting is not None:
+            _set_gear(model, inputs, gear.setting)
         model.execute_async(inputs, outputs, handle)
         for j, nbytes in zip(out_indices, out_bytes):
             device.copy_to_host_async(self.out_host[j], self.out_dev[j], nbytes, handle)

@@ -14,10 +14,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ge_plugin import dtypes
 from ge_plugin import fastpath as fp
 from ge_plugin.engine.binding import Binding
-from ge_plugin.engine.lane import InFlight, Lane
+from ge_plugin.engine.lane import InFlight, Lane, staged_view
 from ge_plugin.errors import GePluginError
 
 
@@ -70,12 +69,7 @@ def _whole(lane: Lane, j: int, gear_index: int, gear_dims: Sequence[int], type_n
     key = (j, gear_index)
     whole = lane.out_views.get(key)
     if whole is None:
-        dtype = dtypes.by_name(type_name).numpy
-        count = 1
-        for d in gear_dims:
-            count *= d
-        whole = lane.out_host[j].array[: count * dtype.itemsize].view(dtype).reshape(tuple(gear_dims))
-        lane.out_views[key] = whole
+        whole = lane.out_views[key] = staged_view(lane.out_host[j], gear_dims, type_name)
     return whole
 
 

@@ -39,9 +39,6 @@ class Recoveries:
     def __len__(self) -> int:
         return len(self._down)
 
-    def __contains__(self, index: int) -> bool:
-        return index in self._down
-
     def __getitem__(self, index: int) -> Recovery:
         return self._down[index]
 
