@@ -71,6 +71,17 @@ _CAST_TABLE = {
 #: every (from, to) pair of type names the fast path converts; equal types are always copied as they are
 CASTS = frozenset(_CAST_TABLE)
 _CAST_NAMES = ", ".join(_pair_names(_CAST_TABLE))
+# _CAST_TABLE by TypeCode, read per gather and scatter without touching a Python object; -1: no such cast
+cdef int[T_COUNT][T_COUNT] _CAST_BY_CODE
+
+
+cdef void _index_casts():
+    memset(_CAST_BY_CODE, -1, sizeof(_CAST_BY_CODE))
+    for (src, dst), code in _CAST_TABLE.items():
+        _CAST_BY_CODE[<int>_TYPE_CODES[src]][<int>_TYPE_CODES[dst]] = code
+
+
+_index_casts()
 
 cdef Py_ssize_t[13] _ITEMSIZE = [1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 8, 2]
 cdef char[13] _KIND = [b"b", b"u", b"u", b"u", b"u", b"i", b"i", b"i", b"i", b"f", b"f", b"f", b"u"]
@@ -104,8 +115,8 @@ cdef int _type_code(object name, str what) except -1:
 cdef int _cast_code(int src, int dst, str what) except -1:
     if src == dst:
         return CAST_NONE
-    code = _CAST_TABLE.get((_NAMES[src], _NAMES[dst]))
-    if code is not None:
+    cdef int code = _CAST_BY_CODE[src][dst]
+    if code >= 0:
         return code
     raise ValueError(f"{what}: cannot cast {_NAMES[src]} to {_NAMES[dst]} (the casts are {_CAST_NAMES})")
 
