@@ -17,7 +17,7 @@ from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.math cimport floor, isfinite
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcpy, memset
+from libc.string cimport memcmp, memcpy, memset
 
 cimport numpy as cnp
 
@@ -71,6 +71,17 @@ _CAST_TABLE = {
 #: every (from, to) pair of type names the fast path converts; equal types are always copied as they are
 CASTS = frozenset(_CAST_TABLE)
 _CAST_NAMES = ", ".join(_pair_names(_CAST_TABLE))
+# _CAST_TABLE by TypeCode, read per gather and scatter without touching a Python object; -1: no such cast
+cdef int[T_COUNT][T_COUNT] _CAST_BY_CODE
+
+
+cdef void _index_casts():
+    memset(_CAST_BY_CODE, -1, sizeof(_CAST_BY_CODE))
+    for (src, dst), code in _CAST_TABLE.items():
+        _CAST_BY_CODE[<int>_TYPE_CODES[src]][<int>_TYPE_CODES[dst]] = code
+
+
+_index_casts()
 
 cdef Py_ssize_t[13] _ITEMSIZE = [1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 8, 2]
 cdef char[13] _KIND = [b"b", b"u", b"u", b"u", b"u", b"i", b"i", b"i", b"i", b"f", b"f", b"f", b"u"]
@@ -104,8 +115,8 @@ cdef int _type_code(object name, str what) except -1:
 cdef int _cast_code(int src, int dst, str what) except -1:
     if src == dst:
         return CAST_NONE
-    code = _CAST_TABLE.get((_NAMES[src], _NAMES[dst]))
-    if code is not None:
+    cdef int code = _CAST_BY_CODE[src][dst]
+    if code >= 0:
         return code
     raise ValueError(f"{what}: cannot cast {_NAMES[src]} to {_NAMES[dst]} (the casts are {_CAST_NAMES})")
 
@@ -715,9 +726,32 @@ def validate(specs: Sequence[TensorSpec], tensors: Mapping[str, object]) -> list
             if key not in known:
                 taken = ", ".join(s.name for s in specs)
                 raise RequestError(f"unexpected input {key!r}: the model takes {taken}")
-    if ties:
-        _check_ties(specs, arrays)
+    if ties and not _ties_hold(specs, arrays):
+        _check_ties(specs, arrays)  # the twin's, which words what does not hold
     return arrays
+
+
+cdef bint _ties_hold(object specs, list arrays) except -1:
+    """Every ``same_shape_as`` names an input whose array has this one's shape (twin: _check_ties, whose
+    checks these are, compared in C on every request)."""
+    cdef TensorSpec spec, other
+    cdef cnp.ndarray array, paired
+    cdef Py_ssize_t k, j
+    for k, spec in enumerate(specs):
+        if spec.same_shape_as is None:
+            continue
+        for j, other in enumerate(specs):
+            if other.name == spec.same_shape_as:
+                break
+        else:
+            return False
+        array = arrays[k]
+        paired = arrays[j]
+        if cnp.PyArray_NDIM(array) != cnp.PyArray_NDIM(paired) or memcmp(
+            cnp.PyArray_DIMS(array), cnp.PyArray_DIMS(paired), cnp.PyArray_NDIM(array) * sizeof(cnp.npy_intp)
+        ) != 0:
+            return False
+    return True
 
 
 cdef cnp.ndarray _source(object value, Py_ssize_t i, int code, const Py_ssize_t* gear, Py_ssize_t ndim):

@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from ge_plugin.atc import flags, simbuild
 from ge_plugin.device import runtime
-from ge_plugin.models import write_demo_models
+from ge_plugin.models import IDENTITY_WIDTH, write_demo_models
 from ge_plugin.sim import _state
 
 #: simulator knobs read from the environment; a test that wants one sets it itself
@@ -117,6 +117,19 @@ def two_outputs() -> onnx.ModelProto:
         [two, axes],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def plus_one() -> onnx.ModelProto:
+    """identity.onnx's tensors (``INPUT0`` -> ``OUTPUT0``, float32 [batch, IDENTITY_WIDTH]), computing
+    INPUT0 + 1: a second version of the identity model that answers differently."""
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["INPUT0", "one"], ["OUTPUT0"])],
+        "plus_one",
+        [helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, ["batch", IDENTITY_WIDTH])],
+        [helper.make_tensor_value_info("OUTPUT0", TensorProto.FLOAT, ["batch", IDENTITY_WIDTH])],
+        [helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
 def reference(model: onnx.ModelProto, feeds: dict[str, np.ndarray], outputs: Sequence[str] | None = None):
@@ -237,6 +250,7 @@ def graphs() -> SimpleNamespace:
         ids_mask=ids_mask,
         image=image,
         two_outputs=two_outputs,
+        plus_one=plus_one,
         reference=reference,
         build_om=build_sim_om,
         ORIGIN=ORIGIN,

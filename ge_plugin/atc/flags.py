@@ -248,9 +248,10 @@ def _known_flags(argv: Sequence[str]) -> list[tuple[str, str]]:
         if name in MULTI_DEVICE_ATC_FLAGS:
             raise multi_device_error(name, value)
         if name in UNSUPPORTED:
-            raise AtcError(
-                f"E10001: Value [{value}] for parameter [--{name}] is invalid. Reason: --{name} is an ATC flag the "
-                "ge-plugin simulator does not support (see docs/atc.md)"
+            raise invalid(
+                value,
+                name,
+                f"--{name} is an ATC flag the ge-plugin simulator does not support (see docs/atc.md)",
             )
         if name not in SUPPORTED and name not in IGNORED:
             raise AtcError(f"ERROR: unknown command line flag '{name}'")

@@ -43,7 +43,6 @@ MAX_STREAMS_PER_INSTANCE = DEVICE_STREAMS - 1
 MAX_WARMUP = 100
 MAX_METRICS_INTERVAL_MS = 3_600_000
 UINT32_MAX = 2**32 - 1
-UINT64_MAX = 2**64 - 1
 #: Triton's version numbers are int64; a version folder is named by its number
 MAX_VERSION = 2**63 - 1
 
@@ -113,14 +112,6 @@ def _fail(attribute: attrs.Attribute[Any], value: Any, message: str, *at: Union[
 
 def _show(values: Sequence[Any]) -> str:
     return "[" + ", ".join(str(v) for v in values) + "]"
-
-
-def at_least(minimum: int) -> Validator:
-    def check(_instance: Any, attribute: attrs.Attribute[Any], value: int) -> None:
-        if value < minimum:
-            _fail(attribute, value, f"must be >= {minimum}, got {value}")
-
-    return check
 
 
 def between(minimum: int, maximum: int, why: str) -> Validator:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import onnx
@@ -67,7 +68,6 @@ def base(model_file: Path, tmp_path: Path) -> list[str]:
 
 
 @pytest.fixture
-def graphs():
-    from types import SimpleNamespace
-
-    return SimpleNamespace(two_layer=two_layer, nonzero=nonzero)
+def graphs(graphs: SimpleNamespace) -> SimpleNamespace:
+    """tests/conftest.py's graphs, and the ATC tests' own."""
+    return SimpleNamespace(**vars(graphs), two_layer=two_layer, nonzero=nonzero)

@@ -6,7 +6,6 @@ import shlex
 
 import onnx
 import pytest
-from onnx import TensorProto, helper
 
 from ge_plugin import simom
 from ge_plugin.atc.command import atc_args
@@ -39,24 +38,12 @@ version_policy: {latest: 2}
 """
 
 
-def plus_one() -> onnx.ModelProto:
-    """identity.onnx's inputs and outputs, computing INPUT0 + 1: a second version that answers differently."""
-    graph = helper.make_graph(
-        [helper.make_node("Add", ["INPUT0", "one"], ["OUTPUT0"])],
-        "plus_one",
-        [helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, ["batch", 16])],
-        [helper.make_tensor_value_info("OUTPUT0", TensorProto.FLOAT, ["batch", 16])],
-        [helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-
-
 @pytest.fixture
-def spec_path(tmp_path):
+def spec_path(tmp_path, graphs):
     specs = tmp_path / "specs"
     specs.mkdir()
     onnx.save(identity(), specs / "identity.onnx")
-    onnx.save(plus_one(), specs / "plus_one.onnx")
+    onnx.save(graphs.plus_one(), specs / "plus_one.onnx")
     (specs / "ident.yaml").write_text(SPEC)
     return specs / "ident.yaml"
 

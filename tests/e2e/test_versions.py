@@ -21,7 +21,6 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
 from tritonclient.utils import InferenceServerException
 
 from ge_plugin.cli import main
@@ -32,18 +31,6 @@ MODEL = "ident_versions"
 #: requests each client loop must have had answered before and after a step, so that it overlaps the step
 OVERLAP = 20
 TIMEOUT_S = 60.0
-
-
-def plus_one() -> onnx.ModelProto:
-    """identity.onnx's tensors, computing INPUT0 + 1."""
-    graph = helper.make_graph(
-        [helper.make_node("Add", ["INPUT0", "one"], ["OUTPUT0"])],
-        "plus_one",
-        [helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, ["batch", 16])],
-        [helper.make_tensor_value_info("OUTPUT0", TensorProto.FLOAT, ["batch", 16])],
-        [helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
 def wait_until(what: str, condition: Callable[[], bool], timeout: float = TIMEOUT_S) -> None:
@@ -57,14 +44,16 @@ def wait_until(what: str, condition: Callable[[], bool], timeout: float = TIMEOU
 class Operator:
     """One model of the control server's repository, changed the way an operator changes it."""
 
-    def __init__(self, server, name: str, work: Path, identity_onnx: Path, reports: Path):
+    def __init__(
+        self, server, name: str, work: Path, identity_onnx: Path, plus_one: onnx.ModelProto, reports: Path
+    ):
         self.server = server
         self.name = name
         self.repo = Path(server.triton.options.repository)
         self.spec = work / f"{name}.yaml"
         self.identity_onnx = identity_onnx
         self.plus_one_onnx = work / "plus_one.onnx"
-        onnx.save(plus_one(), self.plus_one_onnx)
+        onnx.save(plus_one, self.plus_one_onnx)
         self.reports = reports
         self.client = server.client("http")
 
@@ -191,10 +180,10 @@ class ClientLoop(threading.Thread):
 
 
 @pytest.fixture
-def operator(control_server, models_dir, tmp_path) -> Iterator[Operator]:
+def operator(control_server, models_dir, tmp_path, graphs) -> Iterator[Operator]:
     reports = tmp_path / "reports"
     reports.mkdir()
-    op = Operator(control_server, MODEL, tmp_path, models_dir / "identity.onnx", reports)
+    op = Operator(control_server, MODEL, tmp_path, models_dir / "identity.onnx", graphs.plus_one(), reports)
     shutil.rmtree(op.repo / MODEL, ignore_errors=True)  # each test starts with no folder of this model
     try:
         yield op

@@ -12,7 +12,6 @@ import numpy as np
 import onnx
 import pytest
 from google.protobuf import json_format
-from onnx import TensorProto, helper
 
 from ge_plugin.atc.command import atc_args
 from ge_plugin.atc.flags import parse_args
@@ -161,20 +160,9 @@ def test_render_command_warns_of_a_version_folder_triton_would_serve(tmp_path):
     )
 
 
-def plus_one() -> onnx.ModelProto:
-    graph = helper.make_graph(
-        [helper.make_node("Add", ["INPUT0", "one"], ["OUTPUT0"])],
-        "plus_one",
-        [helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, ["batch", 16])],
-        [helper.make_tensor_value_info("OUTPUT0", TensorProto.FLOAT, ["batch", 16])],
-        [helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])],
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-
-
-def test_engine_serves_each_version_its_own_om(tmp_path, fresh_sim):
+def test_engine_serves_each_version_its_own_om(tmp_path, fresh_sim, graphs):
     onnx.save(identity(), tmp_path / "identity.onnx")
-    onnx.save(plus_one(), tmp_path / "plus_one.onnx")
+    onnx.save(graphs.plus_one(), tmp_path / "plus_one.onnx")
     spec = load_spec(
         write(
             tmp_path, SPEC + "versions:\n  1: {}\n  2: {om: ident_v2.om, source: plus_one.onnx}\nwarmup: 0\n"
