@@ -14,8 +14,7 @@ from __future__ import annotations
 import json
 import shutil
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -31,14 +30,6 @@ MODEL = "ident_versions"
 #: requests each client loop must have had answered before and after a step, so that it overlaps the step
 OVERLAP = 20
 TIMEOUT_S = 60.0
-
-
-def wait_until(what: str, condition: Callable[[], bool], timeout: float = TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.05)
 
 
 class Operator:
@@ -118,7 +109,9 @@ class Operator:
 
     def report_of(self, pid: int) -> dict:
         """The simulator report the stub ``pid`` writes when its instance is finalized."""
-        wait_until(f"the simulator report of stub {pid}", lambda: any(self.reports.glob(f"sim-{pid}-*.json")))
+        self.server.wait_until(
+            f"the simulator report of stub {pid}", lambda: any(self.reports.glob(f"sim-{pid}-*.json"))
+        )
         (path,) = self.reports.glob(f"sim-{pid}-*.json")
         return json.loads(path.read_text())
 
@@ -126,8 +119,10 @@ class Operator:
         """Unload and wait for every stub to exit: unload_model returns while the model is still UNLOADING."""
         stubs = self.stubs()
         self.client.unload_model(self.name)
-        wait_until(f"{self.name} to unload", lambda: set(self.states().values()) <= {"UNAVAILABLE"})
-        wait_until(f"the stubs of {self.name} to exit", lambda: not (self.stubs() & stubs))
+        self.server.wait_until(
+            f"{self.name} to unload", lambda: set(self.states().values()) <= {"UNAVAILABLE"}
+        )
+        self.server.wait_until(f"the stubs of {self.name} to exit", lambda: not (self.stubs() & stubs))
         for pid in stubs:
             self.report_of(pid)
 
@@ -220,7 +215,7 @@ def test_rolling_update_from_version_1_to_2_refuses_no_request_and_leaks_nothing
     v1_loop = ClientLoop(operator.server, MODEL, "1", 0.0)
     v1_loop.start()
     try:
-        wait_until("version 1 answering the client loop", lambda: v1_loop.answered >= OVERLAP)
+        operator.server.wait_until("version 1 answering the client loop", lambda: v1_loop.answered >= OVERLAP)
         operator.write_spec("  1: {}\n  2: {source: plus_one.onnx}\n", "version_policy: all\n")
         operator.build(2)
         operator.render()
@@ -230,7 +225,9 @@ def test_rolling_update_from_version_1_to_2_refuses_no_request_and_leaks_nothing
         np.testing.assert_array_equal(operator.infer(rows, "2"), rows + 1)
         np.testing.assert_array_equal(operator.infer(rows), rows + 1)  # no version: the highest served
         swapped = v1_loop.answered
-        wait_until("version 1 answering after the swap", lambda: v1_loop.answered >= swapped + OVERLAP)
+        operator.server.wait_until(
+            "version 1 answering after the swap", lambda: v1_loop.answered >= swapped + OVERLAP
+        )
     finally:
         v1_loop.stop()
     assert v1_loop.failures == []
@@ -243,14 +240,18 @@ def test_rolling_update_from_version_1_to_2_refuses_no_request_and_leaks_nothing
     latest_loop = ClientLoop(operator.server, MODEL, "", 1.0)
     latest_loop.start()
     try:
-        wait_until("the latest version answering the client loop", lambda: latest_loop.answered >= OVERLAP)
+        operator.server.wait_until(
+            "the latest version answering the client loop", lambda: latest_loop.answered >= OVERLAP
+        )
         operator.write_spec("  1: {}\n  2: {source: plus_one.onnx}\n", "version_policy: {specific: [2]}\n")
         operator.render()
         operator.load()
-        wait_until("version 1 to finish unloading", lambda: operator.states().get("1") == "UNAVAILABLE")
-        wait_until("version 1's stub to exit", lambda: v1_stub not in operator.stubs())
+        operator.server.wait_until(
+            "version 1 to finish unloading", lambda: operator.states().get("1") == "UNAVAILABLE"
+        )
+        operator.server.wait_until("version 1's stub to exit", lambda: v1_stub not in operator.stubs())
         retired = latest_loop.answered
-        wait_until(
+        operator.server.wait_until(
             "version 2 answering after the retirement", lambda: latest_loop.answered >= retired + OVERLAP
         )
     finally:
@@ -290,7 +291,7 @@ def test_a_version_with_its_own_om_name_is_served_from_it(operator):
     np.testing.assert_array_equal(operator.infer(rows, "2"), rows + 1)
     # The new parameter changed config.pbtxt beyond its version_policy, so Triton reloaded version 1 too
     # (docs/spec.md says so): a new stub serves it, and the old one gave everything back.
-    wait_until("the old version 1 stub to exit", lambda: v1_stub not in operator.stubs())
+    operator.server.wait_until("the old version 1 stub to exit", lambda: v1_stub not in operator.stubs())
     assert len(operator.stubs()) == 2
     assert_gave_everything_back(operator.report_of(v1_stub))
 
