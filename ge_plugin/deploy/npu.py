@@ -17,6 +17,7 @@ from pathlib import Path
 import attrs
 
 from ge_plugin.errors import SpecError
+from ge_plugin.spec.load import show_path
 from ge_plugin.spec.marks import load_marked
 from ge_plugin.spec.model import ModelSpec
 
@@ -132,4 +133,4 @@ def _at(spec: ModelSpec, location: tuple[str, ...], message: str) -> str:
         line = load_marked(path.read_text(encoding="utf-8")).line_of(location)
     except OSError:
         line = 1
-    return f"{path}:{line}: $.{'.'.join(location)}: {message}"
+    return f"{path}:{line}: {show_path(location)}: {message}"
