@@ -39,7 +39,6 @@ class NpuRequest:
 
     resource: str
     count: int
-    soc_version: str
 
 
 def resource_for(soc_version: str) -> str | None:
@@ -83,7 +82,7 @@ def npu_request(specs: Sequence[ModelSpec], resource: str | None = None) -> NpuR
         )
     if problems or chosen is None:
         raise SpecError(problems)
-    return NpuRequest(resource=chosen, count=len(used), soc_version=first.model.soc_version)
+    return NpuRequest(resource=chosen, count=len(used))
 
 
 def _mixed_chips(specs: Sequence[ModelSpec]) -> list[str]:
