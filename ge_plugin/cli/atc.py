@@ -123,21 +123,26 @@ def _versions(spec: ModelSpec, wanted: list[int] | None) -> list[int]:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Every AtcError of every mode ends here, reported as ATC reports a failure."""
+    try:
+        return _run(args)
+    except AtcError as exc:
+        return _fail(exc)
+
+
+def _run(args: argparse.Namespace) -> int:
     given = _given_flags(args)
     for flag in MULTI_DEVICE_ATC_FLAGS:  # before any other check: the answer to "split over 8 NPUs"
         value = getattr(args, f"atc_{flag}", None)
         if value is not None:
-            return _fail(atc_flags.multi_device_error(flag, value))
+            raise atc_flags.multi_device_error(flag, value)
     _check_usage(args, given)
     if not args.specs:
         return _run_flags(given)
     from ge_plugin.spec import load_specs
 
     specs = load_specs(args.specs)
-    try:
-        chosen = [(spec, _versions(spec, args.model_versions)) for spec in specs]
-    except AtcError as exc:
-        return _fail(exc)
+    chosen = [(spec, _versions(spec, args.model_versions)) for spec in specs]
     if args.print_command:
         return _print_commands(chosen, Path(args.repository))
     return _build_specs(chosen, Path(args.repository))
@@ -160,10 +165,7 @@ def _check_usage(args: argparse.Namespace, given: list[str]) -> None:
 def _run_flags(given: list[str]) -> int:
     """Mode 1: ATC's own flags -> one sim OM, with ATC's messages."""
     print(START)
-    try:
-        path = build_from_flags(given)
-    except AtcError as exc:
-        return _fail(exc)
+    path = build_from_flags(given)
     print(f"sim OM written to {path}")
     print(SUCCESS)
     return 0
@@ -175,14 +177,11 @@ def _print_commands(chosen: list[tuple[ModelSpec, list[int]]], repository: Path)
 
     for spec, versions in chosen:
         for version in versions:
-            try:
-                if spec.versions:  # several OMs: each into its own version folder
-                    print(f"# {spec.name} version {version}")
-                    print(atc_command(spec, version=version, output=_output(repository, spec, version)))
-                else:
-                    print(atc_command(spec))
-            except AtcError as exc:
-                return _fail(exc)
+            if spec.versions:  # several OMs: each into its own version folder
+                print(f"# {spec.name} version {version}")
+                print(atc_command(spec, version=version, output=_output(repository, spec, version)))
+            else:
+                print(atc_command(spec))
     return 0
 
 
@@ -198,7 +197,7 @@ def _build_specs(chosen: list[tuple[ModelSpec, list[int]]], repository: Path) ->
             try:
                 path = build_from_flags(atc_args(spec, version=version, output=output))
             except AtcError as exc:
-                return _fail(AtcError(f"{spec.name}: {exc}"))
+                raise AtcError(f"{spec.name}: {exc}") from None
             print(f"{spec.name}: sim OM written to {path}")
     print(SUCCESS)
     return 0

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ge_plugin import __version__
 from ge_plugin.cli._common import add_command
+
+if TYPE_CHECKING:
+    from ge_plugin.deploy import K8sOptions
+    from ge_plugin.spec.model import ModelSpec
 
 EXAMPLES = """
   ge-plugin deploy k8s specs/llama.yaml -o deploy/llama
@@ -117,8 +123,7 @@ def register(subparsers) -> None:
 
 
 def run_k8s(args: argparse.Namespace) -> int:
-    from ge_plugin.deploy import K8sOptions, render_k8s, write_files
-    from ge_plugin.deploy.k8s import default_name
+    from ge_plugin.deploy import render_k8s, write_files
     from ge_plugin.errors import SpecError
     from ge_plugin.spec import load_specs
 
@@ -132,27 +137,9 @@ def run_k8s(args: argparse.Namespace) -> int:
         args.parser.error(f"--target-queue-ms must be positive, got {args.target_queue_ms}")
     try:
         specs = load_specs(args.specs)
-    except SpecError as exc:
-        for problem in exc.problems:
-            print(problem, file=sys.stderr)
-        return 1
-    name = args.name or default_name(specs)
-    try:
-        options = K8sOptions(
-            name=name,
-            image=args.image,
-            models_claim=args.models_claim or f"{name}-models",
-            min_replicas=args.min_replicas,
-            max_replicas=args.max_replicas,
-            target_queue_us=max(1, round(args.target_queue_ms * 1000)),
-            shm_size=args.shm_size,
-        )
-    except ValueError as exc:  # a derived name too long for a DNS label
-        args.parser.error(f"{exc} (give --name or --models-claim)")
-    try:
         files = render_k8s(
             specs,
-            options,
+            _options(args, specs),
             npu_resource=args.npu_resource,
             service_monitor=args.service_monitor,
             kserve=args.kserve,
@@ -165,3 +152,25 @@ def run_k8s(args: argparse.Namespace) -> int:
     for path in write_files(files, args.output, [spec.name for spec in specs]):
         print(f"rendered {path}")
     return 0
+
+
+def _options(args: argparse.Namespace, specs: Sequence[ModelSpec]) -> K8sOptions:
+    """K8sOptions from the command line; a usage error (exit 2) when a name derived from the specs is not a
+    DNS label."""
+    from ge_plugin.deploy import K8sOptions
+    from ge_plugin.deploy.k8s import default_name
+
+    name = args.name or default_name(specs)
+    try:
+        return K8sOptions(
+            name=name,
+            image=args.image,
+            models_claim=args.models_claim or f"{name}-models",
+            min_replicas=args.min_replicas,
+            max_replicas=args.max_replicas,
+            target_queue_us=max(1, round(args.target_queue_ms * 1000)),
+            shm_size=args.shm_size,
+        )
+    except ValueError as exc:  # a derived name too long for a DNS label
+        parser: argparse.ArgumentParser = args.parser  # typed: error() does not return
+        parser.error(f"{exc} (give --name or --models-claim)")

@@ -7,7 +7,7 @@ from a PersistentVolumeClaim, and bind tritonserver to the pod's address. Readin
 model is ready; liveness asks whether the server lives. A HorizontalPodAutoscaler scales on the average time
 requests wait in Triton's queue, which the Prometheus adapter computes from Triton's own counters; the Service
 carries HTTP, gRPC and metrics. ``kserve_objects`` is the same server as a KServe ServingRuntime with an
-InferenceService. Every builder returns plain data: ``write.py`` writes it, tests validate it against the
+InferenceService. Every builder returns plain data: ``ge_plugin.deploy.write_files`` writes it, tests validate it against the
 Kubernetes OpenAPI schemas.
 """
 
@@ -166,18 +166,27 @@ def readiness_probe(specs: Sequence[ModelSpec]) -> Obj:
 
 
 def _volumes(options: K8sOptions) -> tuple[list[Obj], list[Obj]]:
+    shm_volume, shm_mount = _shm(options)
     volumes: list[Obj] = [
         {"name": "models", "persistentVolumeClaim": {"claimName": options.models_claim, "readOnly": True}},
         {"name": "work", "emptyDir": {}},
-        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": options.shm_size}},
+        shm_volume,
     ]
     mounts: list[Obj] = [
         {"name": "models", "mountPath": MODEL_REPOSITORY, "subPath": CLAIM_SUBPATH, "readOnly": True},
         {"name": "work", "mountPath": "/tmp"},
-        {"name": "dshm", "mountPath": "/dev/shm"},
+        shm_mount,
     ]
     driver_volumes, driver_mounts = driver_volumes_and_mounts()
     return volumes + driver_volumes, mounts + driver_mounts
+
+
+def _shm(options: K8sOptions) -> tuple[Obj, Obj]:
+    """/dev/shm in memory, ``shm_size`` large, for the Deployment's pods and KServe's alike."""
+    return (
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": options.shm_size}},
+        {"name": "dshm", "mountPath": "/dev/shm"},
+    )
 
 
 def driver_volumes_and_mounts() -> tuple[list[Obj], list[Obj]]:
@@ -327,8 +336,9 @@ def kserve_objects(npu: NpuRequest, options: K8sOptions, *, storage_uri: str) ->
     """A ServingRuntime that runs ``ge-plugin serve`` on KServe's model directory, and an InferenceService
     that uses it for the repository at ``storage_uri`` (``pvc://CLAIM/PATH`` by default)."""
     volumes, mounts = driver_volumes_and_mounts()
-    volumes.append({"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": options.shm_size}})
-    mounts.append({"name": "dshm", "mountPath": "/dev/shm"})
+    shm_volume, shm_mount = _shm(options)
+    volumes.append(shm_volume)
+    mounts.append(shm_mount)
     runtime_name = f"{options.name}-runtime"
     runtime = {
         "apiVersion": "serving.kserve.io/v1alpha1",

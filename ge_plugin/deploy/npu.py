@@ -17,6 +17,7 @@ from pathlib import Path
 import attrs
 
 from ge_plugin.errors import SpecError
+from ge_plugin.spec.load import show_path
 from ge_plugin.spec.marks import load_marked
 from ge_plugin.spec.model import ModelSpec
 
@@ -38,7 +39,6 @@ class NpuRequest:
 
     resource: str
     count: int
-    soc_version: str
 
 
 def resource_for(soc_version: str) -> str | None:
@@ -82,7 +82,7 @@ def npu_request(specs: Sequence[ModelSpec], resource: str | None = None) -> NpuR
         )
     if problems or chosen is None:
         raise SpecError(problems)
-    return NpuRequest(resource=chosen, count=len(used), soc_version=first.model.soc_version)
+    return NpuRequest(resource=chosen, count=len(used))
 
 
 def _mixed_chips(specs: Sequence[ModelSpec]) -> list[str]:
@@ -132,4 +132,4 @@ def _at(spec: ModelSpec, location: tuple[str, ...], message: str) -> str:
         line = load_marked(path.read_text(encoding="utf-8")).line_of(location)
     except OSError:
         line = 1
-    return f"{path}:{line}: $.{'.'.join(location)}: {message}"
+    return f"{path}:{line}: {show_path(location)}: {message}"

@@ -26,7 +26,6 @@ __all__ = ["Migration", "Note", "format_notes", "migrate_file", "spec_yaml"]
 
 @attrs.frozen
 class Result:
-    config: Path
     migration: Migration
     text: str  #: the spec file's text
 
@@ -50,7 +49,7 @@ def migrate_file(
     )
     text = spec_yaml(migration.spec, config, migration.notes)
     _check(text, config)
-    return Result(config=config, migration=migration, text=text)
+    return Result(migration=migration, text=text)
 
 
 def _check(text: str, config: Path) -> None:

@@ -72,7 +72,6 @@ class Migration:
 
     spec: dict[str, Any]
     notes: tuple[Note, ...]
-    source: Path  #: the model file found (or expected) next to the config
 
 
 #: ``note(line, key, reason, *, carried=False)``: records a Note
@@ -112,8 +111,8 @@ def migrate(
             "source": _relative(source.with_suffix(".onnx"), spec_dir),
             "soc_version": soc_version,
         },
-        "inputs": [_tensor_yaml(t) for t in inputs],
-        "outputs": [_tensor_yaml(t) for t in outputs],
+        "inputs": inputs,
+        "outputs": outputs,
     }
     if batching_spec is not None:
         spec["batching"] = batching_spec
@@ -124,7 +123,7 @@ def migrate(
     _other_parameters(ge, note)
     _other_fields(ge, note)
     notes.sort(key=lambda n: (n.line, n.key))
-    return Migration(spec=spec, notes=tuple(notes), source=source)
+    return Migration(spec=spec, notes=tuple(notes))
 
 
 def _given_dims_gears(dims_gears: Sequence[Sequence[int]], dynamic: int) -> list[list[int]]:
@@ -292,10 +291,6 @@ def _tensor_notes(ge: GeConfig, note: Noter) -> None:
                     note(
                         line, key, f"{descriptor.name} has no spec field; the rendered config does not set it"
                     )
-
-
-def _tensor_yaml(tensor: dict[str, Any]) -> dict[str, Any]:
-    return {"name": tensor["name"], "dtype": tensor["dtype"], "dims": tensor["dims"]}
 
 
 # --- gears ---------------------------------------------------------------------------------------------

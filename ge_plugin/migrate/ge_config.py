@@ -29,7 +29,6 @@ FIXED_KEYS = (
     "profiling",
     "dump_data",
 )
-GE_PREFIXES = ("session.", "graph.", "global.")
 
 
 @attrs.frozen
@@ -62,9 +61,6 @@ class GeConfig:
         match = re.search(r'\bname\s*:\s*"' + re.escape(name) + '"', self.text)
         return self._line(match) if match else self.line_of_field(field, index)
 
-    def line_of_text(self, needle: str) -> int:
-        return self._line(re.search(re.escape(needle), self.text))
-
     def _line(self, match: re.Match[str] | None) -> int:
         return self.text.count("\n", 0, match.start()) + 1 if match is not None else 1
 
@@ -91,20 +87,16 @@ def read_config(path: str | Path) -> GeConfig:
     except text_format.ParseError as exc:
         line = getattr(exc, "GetLine", lambda: None)() or 1
         raise MigrateError(f"{path}:{line}: not a Triton model config: {exc}") from None
+    parameters = {key: value.string_value for key, value in config.parameters.items()}
+    ge = GeConfig(path=path, text=text, config=config, parameters=parameters)
     backend = config.backend or config.platform
     if config.backend != GE_BACKEND:
         hint = " (already ge-plugin's backend: nothing to migrate)" if backend == "ge" else ""
         raise MigrateError(
-            f'{path}:{_line(text, "backend")}: backend is {backend!r}, not "{GE_BACKEND}": '
+            f'{path}:{ge.line_of_field("backend")}: backend is {backend!r}, not "{GE_BACKEND}": '
             f"ge-plugin migrate reads CANN GE backend configs{hint}"
         )
-    parameters = {key: value.string_value for key, value in config.parameters.items()}
-    return GeConfig(path=path, text=text, config=config, parameters=parameters)
-
-
-def _line(text: str, field: str) -> int:
-    match = re.search(r"(?m)^\s*" + re.escape(field) + r"\s*:", text)
-    return text.count("\n", 0, match.start()) + 1 if match else 1
+    return ge
 
 
 def parse_input_shape(value: str) -> list[tuple[str, list[int]]]:

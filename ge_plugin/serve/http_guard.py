@@ -169,9 +169,10 @@ class HttpGuard:
                     return
                 with self._lock:
                     self._clients[client] = False
-                head, length, whole = _framed(incoming, head)
+                headers = _headers(head)
+                head, length, whole = _framed(incoming, head, headers)
                 checked = b""
-                json_length = self._json_length(head, length)
+                json_length = self._json_length(head, headers, length)
                 if json_length:
                     checked = whole[:json_length] if whole is not None else incoming.exactly(json_length)
                     problem = self._problem(checked)
@@ -199,8 +200,9 @@ class HttpGuard:
                 response = outgoing.head()
                 if response is None:
                     return
-                _relay_response(response, outgoing, client, pipe)
-                if _closes(head) or _closes(response) or self._stopping:
+                response_headers = _headers(response)
+                _relay_response(response, response_headers, outgoing, client, pipe)
+                if _closes(head, headers) or _closes(response, response_headers) or self._stopping:
                     return
                 self._idle(client)
         except (OSError, _BadMessage):
@@ -221,13 +223,12 @@ class HttpGuard:
             _shut(client)
 
     @staticmethod
-    def _json_length(head: bytes, length: int) -> int:
+    def _json_length(head: bytes, headers: Mapping[bytes, bytes], length: int) -> int:
         """How many leading body bytes are the JSON the check reads: the whole body of a JSON inference
         request, the Inference-Header-Content-Length of a binary one, 0 for any other request."""
         line = head.split(b"\r\n", 1)[0].split(b" ")
         if len(line) < 2 or line[0] != b"POST" or not _INFER.match(line[1]) or not length:
             return 0
-        headers = _headers(head)
         if headers.get(b"content-encoding", b"identity") not in (b"identity", b""):
             return 0  # compressed: Triton inflates it itself
         given = headers.get(b"inference-header-content-length")
@@ -351,10 +352,10 @@ class _Stream:
         return data
 
 
-def _framed(stream: _Stream, head: bytes) -> tuple[bytes, int, bytes | None]:
+def _framed(stream: _Stream, head: bytes, headers: Mapping[bytes, bytes]) -> tuple[bytes, int, bytes | None]:
     """A request's head, body length, and the body itself when it came chunked (no Triton client sends
-    one): that one is read whole and sent on with Content-Length, so tritonserver sees one framing."""
-    headers = _headers(head)
+    one): that one is read whole and sent on with Content-Length, so tritonserver sees one framing (the
+    new head differs from ``headers`` only in the framing headers)."""
     if b"chunked" in headers.get(b"transfer-encoding", b"").lower():
         body = _read_chunked(stream)
         return _reframe(head, len(body)), len(body), body
@@ -364,9 +365,10 @@ def _framed(stream: _Stream, head: bytes) -> tuple[bytes, int, bytes | None]:
     return head, int(length), None
 
 
-def _relay_response(head: bytes, source: _Stream, client: socket.socket, pipe: _Pipe) -> None:
+def _relay_response(
+    head: bytes, headers: Mapping[bytes, bytes], source: _Stream, client: socket.socket, pipe: _Pipe
+) -> None:
     client.sendall(head)
-    headers = _headers(head)
     if b"chunked" in headers.get(b"transfer-encoding", b"").lower():
         while True:  # verbatim, through the last (empty) chunk and the trailer
             size_line = source.line()
@@ -417,8 +419,8 @@ def _headers(head: bytes) -> dict[bytes, bytes]:
     return headers
 
 
-def _closes(head: bytes) -> bool:
-    return _headers(head).get(b"connection", b"").lower() == b"close" or head.startswith(b"HTTP/1.0")
+def _closes(head: bytes, headers: Mapping[bytes, bytes]) -> bool:
+    return headers.get(b"connection", b"").lower() == b"close" or head.startswith(b"HTTP/1.0")
 
 
 def _answer(client: socket.socket, status: bytes, message: str) -> None:

@@ -58,11 +58,21 @@ def deploy(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     )
 
 
-def rendered(tmp_path: Path, case: str) -> Path:
-    out = tmp_path / case
-    result = deploy(*CASES[case], "-o", str(out))
-    assert result.returncode == 0, result.stderr
-    return out
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    """``rendered(case)``: the folder ``ge-plugin deploy k8s`` rendered the case into, run once per module
+    (the tests only read it)."""
+    done: dict[str, Path] = {}
+
+    def render(case: str) -> Path:
+        if case not in done:
+            out = tmp_path_factory.mktemp("deploy") / case
+            result = deploy(*CASES[case], "-o", str(out))
+            assert result.returncode == 0, result.stderr
+            done[case] = out
+        return done[case]
+
+    return render
 
 
 def objects(directory: Path) -> list[dict]:
@@ -75,8 +85,8 @@ def k8s_objects(directory: Path) -> list[dict]:
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_deploy_k8s_writes_the_golden_files(tmp_path, case):
-    out = rendered(tmp_path, case)
+def test_deploy_k8s_writes_the_golden_files(rendered, case):
+    out = rendered(case)
 
     golden = HERE / "golden" / case
     names = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
@@ -87,9 +97,9 @@ def test_deploy_k8s_writes_the_golden_files(tmp_path, case):
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 @pytest.mark.parametrize("case", CASES)
-def test_every_core_object_validates_strictly_against_the_kubernetes_schemas(tmp_path, case, version):
+def test_every_core_object_validates_strictly_against_the_kubernetes_schemas(rendered, case, version):
     validated = []
-    for obj in k8s_objects(rendered(tmp_path, case)):
+    for obj in k8s_objects(rendered(case)):
         if obj["kind"] in CUSTOM_KINDS:
             continue
         kubernetes_validate.validate(obj, version, strict=True)  # strict: an unknown field is an error
@@ -99,9 +109,9 @@ def test_every_core_object_validates_strictly_against_the_kubernetes_schemas(tmp
 
 
 def test_custom_resources_have_no_schema_in_kubernetes_validate_so_their_pod_parts_are_checked_as_a_pod(
-    tmp_path,
+    rendered,
 ):
-    out = rendered(tmp_path, "llama")
+    out = rendered("llama")
     by_kind = {obj["kind"]: obj for obj in k8s_objects(out)}
     for kind in CUSTOM_KINDS:
         with pytest.raises(kubernetes_validate.SchemaNotFoundError):

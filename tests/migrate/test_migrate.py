@@ -36,16 +36,36 @@ def ge_plugin(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture
-def workdir(tmp_path) -> Path:
+def model_folders(directory: Path) -> Path:
     """The configs as model folders, with the model files the GE backend would have found in them."""
     for case in CASES:
-        shutil.copytree(CONFIGS / case, tmp_path / case)
-    (tmp_path / "resnet" / "resnet50.onnx").write_bytes(b"")  # only its name matters to migrate
-    (tmp_path / "yolo" / "yolo.pb").write_bytes(b"")
-    (tmp_path / "llama" / "1").mkdir()
-    write_model(tmp_path / "llama" / "1" / "model.onnx", tiny_llama())
-    return tmp_path
+        shutil.copytree(CONFIGS / case, directory / case)
+    (directory / "resnet" / "resnet50.onnx").write_bytes(b"")  # only its name matters to migrate
+    (directory / "yolo" / "yolo.pb").write_bytes(b"")
+    (directory / "llama" / "1").mkdir()
+    write_model(directory / "llama" / "1" / "model.onnx", tiny_llama())
+    return directory
+
+
+@pytest.fixture
+def workdir(tmp_path) -> Path:
+    """model_folders of the test's own, which it may change."""
+    return model_folders(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def migrated(tmp_path_factory):
+    """``migrated(case)``: (the folder, the migrate run) of each case as is, migrated once per module into
+    specs/CASE.yaml of a shared model_folders (the tests only read it)."""
+    shared = model_folders(tmp_path_factory.mktemp("migrate"))
+    done: dict[str, subprocess.CompletedProcess[str]] = {}
+
+    def run(case: str) -> tuple[Path, subprocess.CompletedProcess[str]]:
+        if case not in done:
+            done[case] = migrate(shared, case)
+        return shared, done[case]
+
+    return run
 
 
 def migrate(workdir: Path, case: str, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -62,8 +82,8 @@ def migrate(workdir: Path, case: str, *extra: str) -> subprocess.CompletedProces
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_migrate_writes_the_golden_spec_and_notes(workdir, case):
-    result = migrate(workdir, case)
+def test_migrate_writes_the_golden_spec_and_notes(migrated, case):
+    workdir, result = migrated(case)
 
     assert result.returncode == 0, result.stderr
     assert (workdir / "specs" / f"{case}.yaml").read_text() == (GOLDEN / f"{case}.yaml").read_text()
@@ -71,8 +91,9 @@ def test_migrate_writes_the_golden_spec_and_notes(workdir, case):
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_migrated_spec_passes_ge_plugin_validate(workdir, case):
-    assert migrate(workdir, case).returncode == 0
+def test_migrated_spec_passes_ge_plugin_validate(migrated, case):
+    workdir, migration = migrated(case)
+    assert migration.returncode == 0
 
     result = ge_plugin("validate", f"specs/{case}.yaml", cwd=workdir)
 
@@ -80,8 +101,8 @@ def test_migrated_spec_passes_ge_plugin_validate(workdir, case):
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_every_parameter_and_field_is_carried_or_named_with_a_reason(workdir, case):
-    result = migrate(workdir, case)
+def test_every_parameter_and_field_is_carried_or_named_with_a_reason(migrated, case):
+    workdir, result = migrated(case)
     spec = yaml.safe_load((workdir / "specs" / f"{case}.yaml").read_text())
     config = text_format.Parse((CONFIGS / case / "config.pbtxt").read_text(), mc.ModelConfig())
 
