@@ -19,19 +19,8 @@ RECOVERY_TIMEOUT_S = 30.0
 
 @pytest.fixture
 def unrebuildable(control_server):
-    client = control_server.client("http")
-    client.load_model(MODEL)
-    try:
+    with control_server.loaded(MODEL):
         yield control_server
-    finally:
-        client.unload_model(MODEL)
-        deadline = time.monotonic() + 60.0
-        while time.monotonic() < deadline and any(
-            entry["name"] == MODEL and entry.get("state") in ("READY", "UNLOADING")
-            for entry in client.get_model_repository_index()
-        ):
-            time.sleep(0.1)
-        client.close()
 
 
 def test_instance_whose_rebuild_failed_recovers_and_says_retry_meanwhile(unrebuildable):
