@@ -10,7 +10,9 @@ without touching site-packages; ``TritonServer`` starts the server bound to loop
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -27,7 +29,8 @@ import attrs
 
 from ge_plugin.backend.install import install_backend
 from ge_plugin.errors import ServeError
-from ge_plugin.serve.http_guard import MAX_INPUT_BYTES, HttpGuard
+from ge_plugin.serve.front import MAX_BODY_BYTES, MAX_INPUT_BYTES, Front, Rules
+from ge_plugin.serve.memory import allocator_environment
 
 PYTRITON_PIN = "nvidia-pytriton==0.7.0"
 
@@ -141,13 +144,37 @@ class ServerOptions:
     #: names every /dev/shm region of this server's stubs (the Python backend adds a UUID), so that what a
     #: crashed stub leaves behind can be told from other servers' regions and removed
     shm_prefix: str = attrs.Factory(_shm_prefix)
-    #: HTTP goes through ge-plugin's guard (serve/http_guard.py): one JSON request with a huge declared shape
-    #: aborts tritonserver 2.51 otherwise; tritonserver's own HTTP endpoint then listens on loopback only
+    #: HTTP goes through ge-plugin's front (serve/front): requests tritonserver 2.51 dies of are refused, the
+    #: rest re-encoded; tritonserver's own HTTP endpoint then listens on loopback only
     http_guard: bool = True
-    #: the most one input of an HTTP request may declare (the guard refuses more with 400)
+    #: the most one input of an HTTP request may declare (the front refuses more with 400)
     max_input_bytes: int = MAX_INPUT_BYTES
+    #: the largest HTTP request body the front takes, as sent and once inflated (413 beyond)
+    max_body_bytes: int = MAX_BODY_BYTES
+    #: tritonserver's allocator: "auto" preloads jemalloc when the system has it, "off" keeps glibc's, or a
+    #: path to the library (serve/memory.py)
+    jemalloc: str = "auto"
     #: tritonserver's own HTTP port when the guard is in front (0: a free loopback port)
     internal_http_port: int = 0
+
+    def rules(self) -> Rules:
+        """What the front forwards: besides its own, the headers tritonserver was told to read by flags
+        passed through (``--http-restricted-api``'s key, ``--http-header-forward-pattern``)."""
+        keys = set()
+        pattern = None
+        for name, value in _flag_values(self.extra_args):
+            if name == "--http-restricted-api":
+                key = value.rsplit(",", 1)[-1].split("=", 1)[0]
+                keys.add(key.strip().lower())
+            elif name == "--http-header-forward-pattern":
+                pattern = re.compile(value, re.IGNORECASE)
+        return Rules(
+            upstream_host=f"127.0.0.1:{self.internal_http_port}".encode(),
+            max_input_bytes=self.max_input_bytes,
+            max_body_bytes=self.max_body_bytes,
+            forward_headers=frozenset(keys),
+            forward_pattern=pattern,
+        )
 
     def command(self, dist: Distribution, backend_dir: Path) -> list[str]:
         cmd = [
@@ -171,6 +198,31 @@ class ServerOptions:
         cmd += [f"--load-model={name}" for name in self.load_models]
         cmd += list(self.extra_args)
         return cmd
+
+
+def _flag_values(args: Sequence[str]) -> list[tuple[str, str]]:
+    """(name, value) of every ``--name=value`` or ``--name value`` among tritonserver arguments."""
+    found = []
+    for i, arg in enumerate(args):
+        name, sep, value = arg.partition("=")
+        if sep:
+            found.append((name, value))
+        elif arg.startswith("--") and i + 1 < len(args) and not args[i + 1].startswith("--"):
+            found.append((arg, args[i + 1]))
+    return found
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent: int) -> None:
+    """In the forked child, before exec: SIGKILL when the parent dies, however it dies (the kernel sends it
+    when the thread that forked exits: ``TritonServer`` forks from the thread that waits for it)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        os._exit(125)
+    if os.getppid() != parent:  # the parent died between fork and prctl
+        os._exit(125)
 
 
 def _mapped(region: Path) -> bool:
@@ -199,19 +251,27 @@ class TritonServer:
         work = Path(options.work_dir or Path.cwd() / "build" / "triton")
         self.backend_dir = prepare_backends(work / "backends", self.dist)
         env = server_environment(self.dist)
+        env.update(allocator_environment(options.jemalloc, env))
         env.update(options.environment)
-        self.guard: HttpGuard | None = None
+        self.guard: Front | None = None
         if options.http_guard:
             if not options.internal_http_port:
                 options = self.options = attrs.evolve(options, internal_http_port=free_port())
-            self.guard = HttpGuard(
+            self.guard = Front(
                 (options.host, options.http_port),
                 ("127.0.0.1", options.internal_http_port),
-                max_input_bytes=options.max_input_bytes,
+                rules=options.rules(),
             )
         self.command = options.command(self.dist, self.backend_dir.resolve())
+        parent = os.getpid()
         try:
-            self.process = subprocess.Popen(self.command, env=env, stdout=stdout, stderr=stderr)
+            self.process = subprocess.Popen(
+                self.command,
+                env=env,
+                stdout=stdout,
+                stderr=stderr,
+                preexec_fn=lambda: _die_with_parent(parent),
+            )
         except BaseException:
             if self.guard is not None:
                 self.guard.close()
