@@ -39,7 +39,9 @@ def find_jemalloc(choice: str) -> Path | None:
         return next((Path(p) for p in CANDIDATES if os.path.isfile(p)), None)
     path = Path(choice)
     if not path.is_file():
-        raise ServeError(f"--jemalloc {choice}: no such file (use auto, off, or the path of libjemalloc.so.2)")
+        raise ServeError(
+            f"--jemalloc {choice}: no such file (use auto, off, or the path of libjemalloc.so.2)"
+        )
     return path
 
 

@@ -66,13 +66,25 @@ def infer_body(values=(1, 2, 3)) -> bytes:
 def test_front_relays_requests_and_answers_on_one_connection_over_one_pooled_upstream(front):
     for _ in range(3):  # three clients in turn share one upstream connection
         connection = connect(front)
-        header = json.dumps({"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32",
-                                          "parameters": {"binary_data_size": 16}}]}).encode()
-        connection.request("POST", "/v2/models/m/infer", header + b"\0" * 16,
-                           {"Inference-Header-Content-Length": str(len(header))})
+        header = json.dumps(
+            {
+                "inputs": [
+                    {"name": "x", "shape": [1, 4], "datatype": "FP32", "parameters": {"binary_data_size": 16}}
+                ]
+            }
+        ).encode()
+        connection.request(
+            "POST",
+            "/v2/models/m/infer",
+            header + b"\0" * 16,
+            {"Inference-Header-Content-Length": str(len(header))},
+        )
         first = connection.getresponse()
         compact = len(json.dumps(json.loads(header), separators=(",", ":")))  # re-encoded by the front
-        assert (first.status, json.loads(first.read())) == (200, {"path": "/v2/models/m/infer", "bytes": compact + 16})
+        assert (first.status, json.loads(first.read())) == (
+            200,
+            {"path": "/v2/models/m/infer", "bytes": compact + 16},
+        )
         connection.request("GET", "/v2/health/ready")
         second = connection.getresponse()
         assert (second.status, json.loads(second.read())) == (200, {"path": "/v2/health/ready"})
@@ -98,7 +110,9 @@ def test_front_refuses_without_bothering_tritonserver_and_keeps_the_connection(f
 def test_front_inflates_and_checks_compressed_bodies(front):
     bad = json.dumps({"inputs": [{"name": "x", "shape": [1, 1 << 40], "datatype": "INT64", "data": [1]}]})
     connection = connect(front)
-    connection.request("POST", "/v2/models/m/infer", gzip.compress(bad.encode()), {"Content-Encoding": "gzip"})
+    connection.request(
+        "POST", "/v2/models/m/infer", gzip.compress(bad.encode()), {"Content-Encoding": "gzip"}
+    )
     answer = connection.getresponse()
     assert answer.status == 400 and "declares 8796093022208 bytes" in json.loads(answer.read())["error"]
     body = infer_body()
@@ -111,8 +125,12 @@ def test_front_inflates_and_checks_compressed_bodies(front):
 def test_front_sends_a_chunked_request_on_with_its_length(front):
     body = infer_body()
     with socket.create_connection(front.listen, timeout=30) as sock:
-        chunks = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (body[:10], body[10:])) + b"0\r\n\r\n"
-        sock.sendall(b"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks)
+        chunks = (
+            b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (body[:10], body[10:])) + b"0\r\n\r\n"
+        )
+        sock.sendall(
+            b"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks
+        )
         ((status, _, _),), _ = Responses.read(sock, 1)
     assert status == 200
     ((_, headers, received),) = Upstream.seen
@@ -123,8 +141,10 @@ def test_front_sends_a_chunked_request_on_with_its_length(front):
 def test_front_answers_expect_100_continue_before_the_body_and_the_answer_after(front):
     body = infer_body()
     with socket.create_connection(front.listen, timeout=30) as sock:
-        sock.sendall(b"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
-                     b"Content-Length: %d\r\n\r\n" % len(body))
+        sock.sendall(
+            b"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body)
+        )
         sock.settimeout(5)
         assert sock.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
         sock.sendall(body)
@@ -135,23 +155,29 @@ def test_front_answers_expect_100_continue_before_the_body_and_the_answer_after(
 
 def test_front_takes_a_1xx_from_tritonserver_for_what_it_is(front):
     with socket.create_connection(front.listen, timeout=30) as sock:
-        sock.sendall(b"GET /v2/interim HTTP/1.1\r\nHost: x\r\n\r\nGET /v2/health/ready HTTP/1.1\r\nHost: x\r\n\r\n")
+        sock.sendall(
+            b"GET /v2/interim HTTP/1.1\r\nHost: x\r\n\r\nGET /v2/health/ready HTTP/1.1\r\nHost: x\r\n\r\n"
+        )
         responses, raw = Responses.read(sock, 2)
     assert [(status, json.loads(body)["path"]) for status, _, body in responses] == [
-        (200, "/v2/interim"), (200, "/v2/health/ready")
+        (200, "/v2/interim"),
+        (200, "/v2/health/ready"),
     ]
     assert b"100 Continue" not in raw
 
 
 def test_front_answers_pipelined_requests_in_order(front):
     requests = b"".join(
-        b"POST /v2/models/m%d/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (i, len(infer_body()), infer_body())
+        b"POST /v2/models/m%d/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+        % (i, len(infer_body()), infer_body())
         for i in range(20)
     )
     with socket.create_connection(front.listen, timeout=30) as sock:
         sock.sendall(requests)
         responses, _ = Responses.read(sock, 20)
-    assert [json.loads(body)["path"] for _, _, body in responses] == [f"/v2/models/m{i}/infer" for i in range(20)]
+    assert [json.loads(body)["path"] for _, _, body in responses] == [
+        f"/v2/models/m{i}/infer" for i in range(20)
+    ]
 
 
 def test_front_speaks_http_1_0_and_rechunks_for_http_1_1(front):
@@ -171,7 +197,10 @@ def test_front_speaks_http_1_0_and_rechunks_for_http_1_1(front):
     ("request_bytes", "status"),
     [
         (b"POST /v2/models/m/infer HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", 400),
-        (b"POST /v2/models/m/infer HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n{}", 400),
+        (
+            b"POST /v2/models/m/infer HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n{}",
+            400,
+        ),
         (b"POST /v2/models/m/infer HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 400),
         (b"POST /v2/models/m/infer HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n", 413),
         (b"POST /v2/models/m/infer HTTP/1.1\r\nExpect: 200-ok\r\nContent-Length: 2\r\n\r\n{}", 417),
@@ -197,7 +226,10 @@ def test_front_sends_tritonserver_a_request_line_of_its_own(front):
     """Odd whitespace and absolute form, read by llhttp, reach tritonserver as the front writes them."""
     body = infer_body()
     with socket.create_connection(front.listen, timeout=30) as sock:
-        for line in (b"POST  /v2/models/m/infer  HTTP/1.1", b"POST http://127.0.0.1:1/v2/models/m/infer HTTP/1.1"):
+        for line in (
+            b"POST  /v2/models/m/infer  HTTP/1.1",
+            b"POST http://127.0.0.1:1/v2/models/m/infer HTTP/1.1",
+        ):
             sock.sendall(line + b"\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
             ((status, _, answer),), _ = Responses.read(sock, 1)
             assert (status, json.loads(answer)["path"]) == (200, "/v2/models/m/infer")

@@ -27,12 +27,16 @@ def test_policy_refuses_a_shape_its_data_does_not_fill():
     # the request that aborts tritonserver 2.51 in its HTTP front end (std::bad_alloc)
     with pytest.raises(Refused) as caught:
         check_infer_header(one(shape=[1, 1099511627776], data=[1, 2]))
-    assert str(caught.value).startswith("input 'input_ids': shape [1, 1099511627776] declares 8796093022208 bytes")
+    assert str(caught.value).startswith(
+        "input 'input_ids': shape [1, 1099511627776] declares 8796093022208 bytes"
+    )
     assert caught.value.status == 400
 
 
 def test_policy_refuses_data_of_another_size_and_counts_nested_data():
-    with pytest.raises(Refused, match=r"input 'input_ids': shape \[1, 3\] holds 3 elements but its data has 2"):
+    with pytest.raises(
+        Refused, match=r"input 'input_ids': shape \[1, 3\] holds 3 elements but its data has 2"
+    ):
         check_infer_header(one(shape=[1, 3], data=[1, 2]))
     check_infer_header(one(shape=[2, 2], data=[[1, 2], [3, 4]]))
     with pytest.raises(Refused, match="holds 4 elements but its data has 3"):
@@ -182,13 +186,21 @@ def test_targets_that_cannot_be_classified_are_refused(target):
         origin_form(target)
 
 
-def request(body: bytes, *headers: tuple[bytes, bytes], target=b"/v2/models/m/infer", method="POST") -> Incoming:
+def request(
+    body: bytes, *headers: tuple[bytes, bytes], target=b"/v2/models/m/infer", method="POST"
+) -> Incoming:
     return Incoming(method, target, list(headers), body)
 
 
 def test_prepare_re_encodes_and_reframes():
-    header = json.dumps({"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32",
-                                      "parameters": {"binary_data_size": 16}}]}, indent=2).encode()
+    header = json.dumps(
+        {
+            "inputs": [
+                {"name": "x", "shape": [1, 4], "datatype": "FP32", "parameters": {"binary_data_size": 16}}
+            ]
+        },
+        indent=2,
+    ).encode()
     incoming = request(
         gzip.compress(header + b"\1" * 16),
         (b"content-encoding", b"gzip"),
@@ -210,7 +222,13 @@ def test_prepare_re_encodes_and_reframes():
 def test_prepare_forwards_only_the_headers_it_was_told_triton_reads():
     rules = Rules(forward_headers=frozenset({"admin-key"}), forward_pattern=re.compile("^x-trace", re.I))
     out = prepare(
-        request(b"", (b"admin-key", b"s3cret"), (b"x-trace-id", b"7"), (b"x-other", b"no"), (b"content-length", b"0")),
+        request(
+            b"",
+            (b"admin-key", b"s3cret"),
+            (b"x-trace-id", b"7"),
+            (b"x-other", b"no"),
+            (b"content-length", b"0"),
+        ),
         rules,
     )
     assert out.head.endswith(b"admin-key: s3cret\r\nx-trace-id: 7\r\n\r\n")
@@ -219,11 +237,18 @@ def test_prepare_forwards_only_the_headers_it_was_told_triton_reads():
 @pytest.mark.parametrize(
     ("incoming", "status", "message"),
     [
-        (request(b"{}", (b"content-encoding", b"gzip"), (b"content-encoding", b"gzip")), 400, "appears 2 times"),
+        (
+            request(b"{}", (b"content-encoding", b"gzip"), (b"content-encoding", b"gzip")),
+            400,
+            "appears 2 times",
+        ),
         (request(b"{}", (b"inference-header-content-length", b"9")), 400, "not a length within"),
         (request(b"{}", (b"inference-header-content-length", b"-1")), 400, "not a length within"),
-        (request(b"{}", (b"inference-header-content-length", b"1"), target=b"/v2/repository/index"), 400,
-         "only for inference"),
+        (
+            request(b"{}", (b"inference-header-content-length", b"1"), target=b"/v2/repository/index"),
+            400,
+            "only for inference",
+        ),
         (request(b"[]"), 400, "must be an object"),
         (request(b"x", method="GET", target=b"/v2/health/ready"), 400, "has no body"),
         (request(b"", method="PUT"), 405, "method PUT"),
@@ -238,7 +263,9 @@ def test_prepare_refuses_what_it_cannot_read_one_way(incoming, status, message):
 
 def test_prepare_checks_every_json_body_not_only_inference():
     with pytest.raises(Refused, match='key "parameters" more than once'):
-        prepare(request(b'{"parameters":{},"parameters":{}}', target=b"/v2/repository/models/m/load"), Rules())
+        prepare(
+            request(b'{"parameters":{},"parameters":{}}', target=b"/v2/repository/models/m/load"), Rules()
+        )
     out = prepare(request(b' { "parameters" : { } } ', target=b"/v2/repository/models/m/load"), Rules())
     assert out.json == b'{"parameters":{}}'
 

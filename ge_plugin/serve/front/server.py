@@ -64,7 +64,9 @@ class Front:
         self._socket.setblocking(False)
         self._server: asyncio.AbstractServer | None = None
         started = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(started,), name="ge-plugin-front", daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(started,), name="ge-plugin-front", daemon=True
+        )
         self._thread.start()
         started.wait()
 

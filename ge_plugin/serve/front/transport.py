@@ -197,7 +197,9 @@ class ClientConnection(asyncio.Protocol):
         elif method not in ("GET", "POST"):
             self.refusal = _Refusal(Refused(f"method {method} is not served", 405), True)
         elif length is not None and length > limit:
-            self.refusal = _Refusal(Refused(f"request body of {length} bytes is larger than {limit}", 413), True)
+            self.refusal = _Refusal(
+                Refused(f"request body of {length} bytes is larger than {limit}", 413), True
+            )
         elif expect is not None and expect != b"100-continue":
             self.refusal = _Refusal(Refused(f"expectation {expect!r} cannot be met", 417), True)
         elif expect is not None and length != 0 and self.parser.get_http_version() == "1.1":
@@ -266,7 +268,7 @@ class ClientConnection(asyncio.Protocol):
         if self.continue_due and self.in_message:
             self.continue_due = False
             self._write(CONTINUE)
-        if not self.reading:
+        if not self.reading and self.transport is not None:
             self.reading = True
             self.transport.resume_reading()
 
@@ -303,7 +305,9 @@ class ClientConnection(asyncio.Protocol):
         await self.front.pool.exchange(outgoing, self, attach)
 
     # the Sink interface, for the upstream connection
-    def response_head(self, status: int, reason: bytes, headers: list[tuple[bytes, bytes]], length: int | None) -> None:
+    def response_head(
+        self, status: int, reason: bytes, headers: list[tuple[bytes, bytes]], length: int | None
+    ) -> None:
         lines = [b"HTTP/1.1 %d " % status + reason]
         lines += [name + b": " + value for name, value in headers if name not in _HOP]
         self.chunked = False

@@ -19,7 +19,9 @@ POOL_IDLE = 64
 class Sink(Protocol):
     """Where a response goes (the client connection that asked)."""
 
-    def response_head(self, status: int, reason: bytes, headers: list[tuple[bytes, bytes]], length: int | None) -> None: ...
+    def response_head(
+        self, status: int, reason: bytes, headers: list[tuple[bytes, bytes]], length: int | None
+    ) -> None: ...
 
     def response_body(self, data: bytes) -> None: ...
 
