@@ -161,13 +161,20 @@ class ServeProcess:
 
 @contextlib.contextmanager
 def ge_plugin_serve(
-    repo: Path, work: Path, log_path: Path, *extra: str, options_first: bool = True
+    repo: Path,
+    work: Path,
+    log_path: Path,
+    *extra: str,
+    options_first: bool = True,
+    ports: tuple[int, int, int] | None = None,
+    preexec_fn=None,
 ) -> Iterator[ServeProcess]:
-    """``ge-plugin serve REPO`` on free ports, default host; killed on exit if a test left it running.
+    """``ge-plugin serve REPO`` on free ports (or ``ports``), default host; killed on exit if a test left it
+    running.
 
     ``options_first`` writes the options before REPO; test_serve_options_after_the_repository checks the
     other order, the one of ``ge-plugin serve --help``'s examples."""
-    ports = free_port(), free_port(), free_port()
+    ports = ports or (free_port(), free_port(), free_port())
     options = [
         f"--http-port={ports[0]}",
         f"--grpc-port={ports[1]}",
@@ -178,7 +185,9 @@ def ge_plugin_serve(
     command = [*ge_plugin_command(), "serve", *arguments, *extra]
     with open(log_path, "wb") as log:
         serve = ServeProcess(
-            subprocess.Popen(command, cwd=work, stdout=log, stderr=subprocess.STDOUT), log_path, *ports
+            subprocess.Popen(command, cwd=work, stdout=log, stderr=subprocess.STDOUT, preexec_fn=preexec_fn),
+            log_path,
+            *ports,
         )
         try:
             yield serve
@@ -451,4 +460,97 @@ def test_serve_stays_ready_when_one_model_fails_to_load(reload_repo, tmp_path):
             infer_identity(serve.http_port, "reload_one", 3)
         finally:
             client.close()
+        assert serve.interrupt() == 0, serve.log_tail()
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its parent does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_for(what: str, condition, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.1)
+
+
+def test_serve_killed_takes_tritonserver_and_its_stubs_along_and_the_ports_are_free_again(
+    reload_repo, tmp_path
+):
+    """kill -9 of ge-plugin serve (an OOM kill, a crashed supervisor) left tritonserver and its stubs running,
+    holding the gRPC and metrics ports: the next serve on the same ports failed, "Address already in use"."""
+    with ge_plugin_serve(reload_repo, tmp_path, tmp_path / "first.log") as first:
+        first.wait_ready()
+        triton = first.triton_pid()
+        stubs = [int(p) for p in Path(f"/proc/{triton}/task/{triton}/children").read_text().split()]
+        assert stubs, "reload_repo's models run in stubs"
+        first.process.kill()
+        first.process.wait()
+        wait_for("tritonserver and its stubs to end", lambda: not any(alive(p) for p in [triton, *stubs]))
+        ports = first.ports
+    with ge_plugin_serve(reload_repo, tmp_path, tmp_path / "second.log", ports=ports) as second:
+        second.wait_ready()
+        infer_identity(second.http_port, "reload_one", 5)
+        assert second.interrupt() == 0, second.log_tail()
+
+
+def test_serve_in_explicit_mode_loads_nothing_and_a_broken_model_does_not_stop_it(reload_repo, tmp_path):
+    """``--model-control-mode explicit`` without ``--load-model`` means tritonserver's explicit mode: nothing
+    is loaded at start, so a repository with a broken model comes up and the client loads the good one."""
+    import tritonclient.http as httpclient
+    from tritonclient.utils import InferenceServerException
+
+    repo = tmp_path / "repo"
+    shutil.copytree(reload_repo / "reload_one", repo / "reload_one")
+    (repo / "broken" / "1").mkdir(parents=True)
+    config = (reload_repo / "reload_one" / "config.pbtxt").read_text()
+    (repo / "broken" / "config.pbtxt").write_text(config.replace('name: "reload_one"', 'name: "broken"'))
+    with ge_plugin_serve(repo, tmp_path, tmp_path / "serve.log", "--model-control-mode", "explicit") as serve:
+        serve.wait_ready()
+        client = httpclient.InferenceServerClient(f"127.0.0.1:{serve.http_port}")
+        try:
+            index = {m["name"]: m.get("state") for m in client.get_model_repository_index()}
+            assert index == {"broken": None, "reload_one": None}, index  # known, none loaded
+            client.load_model("reload_one")
+            infer_identity(serve.http_port, "reload_one", 2)
+            with pytest.raises(InferenceServerException, match=re.escape("identity.om")):
+                client.load_model("broken")
+            assert client.is_server_ready()
+        finally:
+            client.close()
+        assert serve.interrupt() == 0, serve.log_tail()
+
+
+def test_serve_survives_idle_connections_past_its_open_files_limit(reload_repo, tmp_path):
+    """With an open-files limit of 256, the old guard's accept loop ended at EMFILE (a socket, a pipe and a
+    thread per connection) and the HTTP port stayed dead. The front closes the longest-idle connections to
+    make room, and serves the next client while 600 idle ones are (or were) open."""
+    import resource
+
+    def low_limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1024:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    with ge_plugin_serve(reload_repo, tmp_path, tmp_path / "serve.log", preexec_fn=low_limit) as serve:
+        serve.wait_ready()
+        idle = []
+        try:
+            for _ in range(600):
+                idle.append(socket.create_connection(("127.0.0.1", serve.http_port), timeout=10))
+            infer_identity(serve.http_port, "reload_one", 1)  # answered while they are open
+            threads = len(list(Path(f"/proc/{serve.process.pid}/task").iterdir()))
+            assert threads < 40, f"ge-plugin serve runs {threads} threads with 600 idle connections"
+        finally:
+            for sock in idle:
+                sock.close()
+        infer_identity(serve.http_port, "reload_one", 2)  # and after they closed
+        fds = len(list(Path(f"/proc/{serve.process.pid}/fd").iterdir()))
+        assert fds < 64, f"ge-plugin serve holds {fds} fds once the idle connections closed"
         assert serve.interrupt() == 0, serve.log_tail()

@@ -20,7 +20,7 @@ from ge_plugin.serve.front.encoding import content_coding, inflate
 from ge_plugin.serve.front.policy import MAX_INPUT_BYTES, Refused, check_infer_header
 
 #: a request body (as sent, and once inflated) may not be larger; the front holds it whole while it checks it
-MAX_BODY_BYTES = 1 << 30
+MAX_BODY_BYTES = 256 << 20
 
 #: the inference endpoint as tritonserver 2.51 routes it (its regex is ``/v2/models/([^/]+)(/versions/
 #: ([0-9]+))?/infer``): every path Triton takes for inference is one of these, so none escapes the policy
