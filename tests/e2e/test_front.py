@@ -162,7 +162,11 @@ HOSTILE = {
         INFER,
         b'{"inputs":[{"name":"INPUT0","shape":[1,1099511627776],"shape":[1,2],"datatype":"FP32","data":[1,2]}]}',
     ),
-    "not UTF-8": post(INFER, json.dumps(CRASH).encode()[:-2] + b',"parameters":{"x":"\xff"}}'),
+    "not UTF-8": post(
+        INFER,
+        b'{"inputs":[{"name":"INPUT0","shape":[1,1099511627776],"datatype":"FP32","data":[1,2],'
+        b'"parameters":{"x":"\xff"}}]}',
+    ),
     "trailing bytes": post(INFER, json.dumps(CRASH).encode() + b"\x00}"),
     # deep nesting: through gzip it killed tritonserver (SIGSEGV); plain, the old guard's thread died
     "deep, gzip": post(INFER, gzip.compress(_deep(200_000)), b"Content-Encoding: gzip"),
