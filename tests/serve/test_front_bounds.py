@@ -229,7 +229,11 @@ CHILD = textwrap.dedent(
             for fd in hogged:
                 os.close(fd)
             hogged.clear()
-        stats = {"threads": threading.active_count(), "fds": len(os.listdir("/proc/self/fd")),
+        try:
+            fds = len(os.listdir("/proc/self/fd"))
+        except OSError:  # hogged: no fd to list them with
+            fds = -1
+        stats = {"threads": threading.active_count(), "fds": fds,
                  "connections": front.run(lambda: len(front.connections)), "evicted": front.evicted}
         print(json.dumps(stats), flush=True)
     """
