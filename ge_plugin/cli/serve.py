@@ -106,6 +106,16 @@ def register(subparsers) -> None:
             "or auto)"
         ),
     )
+    parser.add_argument(
+        "--restart-dead-stubs",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help=(
+            "when a model's stub process dies (tritonserver 2.51 neither restarts it nor marks the model "
+            "unready), unload and load that model, then end its old instances' surviving stubs; logged, and "
+            "counted in ge_serve_stub_recoveries_total on the metrics port (default: on)"
+        ),
+    )
     parser.add_argument("--log-verbose", type=int, default=0, metavar="N")
     parser.add_argument(
         "--work-dir", type=Path, default=Path("build/triton"), help="where the backend directory is prepared"
@@ -140,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
         max_input_bytes=args.max_input_bytes,
         max_body_bytes=args.max_body_bytes,
         jemalloc=args.jemalloc,
+        supervise_stubs=args.restart_dead_stubs,
     )
     server = TritonServer(options)
     stopping = False
@@ -156,6 +167,8 @@ def run(args: argparse.Namespace) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, stop)
     status = server.process.wait()
+    if server.ended_a_leak:
+        status = 0  # every model was unloaded; tritonserver only waited for a version 2.51 never releases
     pids, regions = server.clean_up()
     if pids or regions:
         print(

@@ -64,6 +64,9 @@ class Rules:
     forward_headers: frozenset[str] = frozenset()
     #: ``--http-header-forward-pattern``: headers tritonserver hands to the model as request parameters
     forward_pattern: re.Pattern[str] | None = None
+    #: pass the client's Accept-Encoding on (off in front of the metrics port: the front appends text to an
+    #: uncompressed answer there)
+    accept_encoding: bool = True
 
 
 @attrs.define
@@ -152,7 +155,7 @@ def prepare(request: Incoming, rules: Rules) -> Outgoing:
     if split is not None:
         lines.append(b"Inference-Header-Content-Length: %d" % len(json))
     accept = headers.one("accept-encoding")
-    if accept is not None:
+    if accept is not None and rules.accept_encoding:
         wanted = accept_encoding(accept)
         if wanted:
             lines.append(b"Accept-Encoding: " + wanted)

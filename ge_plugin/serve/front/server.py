@@ -10,6 +10,7 @@ import resource
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 from ge_plugin.serve.front.forward import Rules
 from ge_plugin.serve.front.policy import Refused
@@ -38,7 +39,7 @@ def connection_cap(wanted: int = MAX_CONNECTIONS) -> int:
 class Front:
     """Serves HTTP on ``listen`` from an event loop of its own and forwards to tritonserver at ``upstream``.
 
-    ``refused`` counts the requests it answered itself (the policy's and the framing's refusals)."""
+    ``refused`` counts the requests it refused (4xx: the policy's and the framing's refusals)."""
 
     def __init__(
         self,
@@ -47,11 +48,14 @@ class Front:
         *,
         rules: Rules | None = None,
         max_connections: int = MAX_CONNECTIONS,
+        metrics_tail: Callable[[], bytes] | None = None,
     ):
         self.listen = listen
         self.upstream = upstream
         self.rules = rules or Rules(upstream_host=f"{upstream[0]}:{upstream[1]}".encode())
         self.max_connections = connection_cap(max_connections)
+        #: Prometheus text appended to every ``GET /metrics`` answer (the front on the metrics port)
+        self.metrics_tail = metrics_tail
         self.refused = 0
         self.evicted = 0  #: idle connections closed to make room
         self.stopping = False
@@ -119,7 +123,8 @@ class Front:
         self.connections.pop(connection, None)
 
     def count_refused(self, error: Refused) -> None:
-        self.refused += 1
+        if error.status < 500:  # not "tritonserver is not reachable", which is no fault of the request
+            self.refused += 1
 
     def _sweep(self) -> None:
         now = time.monotonic()
@@ -152,6 +157,7 @@ class Front:
         for connection in list(self.connections):
             if connection.idle:
                 connection.close()
+        self.pool.close()  # tritonserver's stop waits for every open HTTP connection, pooled ones too
 
     def close(self) -> None:
         """Stop listening and close every client connection (requests in flight are cut)."""

@@ -103,6 +103,7 @@ class ClientConnection(asyncio.Protocol):
         self.chunked = False
         self.buffered: list[bytes] | None = None
         self.pending_head = b""
+        self.appended = b""  #: metrics of ge-plugin serve's own, after tritonserver's
         self.write_paused = False
 
     # -- asyncio ----------------------------------------------------------------------------------------
@@ -283,6 +284,11 @@ class ClientConnection(asyncio.Protocol):
                 )
             else:
                 outgoing = prepare(request.incoming, self.front.rules)
+            self.appended = b""
+            if self.front.metrics_tail is not None and outgoing.head.startswith(
+                (b"GET /metrics ", b"GET /metrics?")
+            ):
+                self.appended = self.front.metrics_tail()
             await self._exchange(outgoing)
         except Refused as exc:
             self._answer_error(exc, close=not self.keep_alive)
@@ -310,6 +316,10 @@ class ClientConnection(asyncio.Protocol):
     ) -> None:
         lines = [b"HTTP/1.1 %d " % status + reason]
         lines += [name + b": " + value for name, value in headers if name not in _HOP]
+        if status != 200 or any(name == b"content-encoding" for name, _ in headers):
+            self.appended = b""
+        if length is not None:
+            length += len(self.appended)
         self.chunked = False
         self.buffered = None
         if status in (204, 304):
@@ -345,6 +355,9 @@ class ClientConnection(asyncio.Protocol):
         self._write(data)
 
     def response_end(self) -> None:
+        if self.appended:
+            appended, self.appended = self.appended, b""
+            self.response_body(appended)
         if self.buffered is not None:
             body = b"".join(self.buffered)
             self.buffered = None

@@ -142,6 +142,8 @@ class UpstreamPool:
         self.address = address
         self.idle: list[_Connection] = []
         self.opened = 0  #: connections opened so far (a test reads it to see reuse)
+        #: after close() no connection is kept: tritonserver's stop waits for every open HTTP connection
+        self.closed = False
 
     async def exchange(self, request: Outgoing, sink: Sink, on_connection=None) -> None:
         """Send ``request`` and hand its response to ``sink``; Refused (503) when tritonserver cannot be
@@ -167,7 +169,7 @@ class UpstreamPool:
         except BaseException:
             connection.close()
             raise
-        if keep and len(self.idle) < POOL_IDLE:
+        if keep and not self.closed and len(self.idle) < POOL_IDLE:
             connection.resume()
             self.idle.append(connection)
         else:
@@ -178,6 +180,7 @@ class UpstreamPool:
             self.idle.remove(connection)
 
     def close(self) -> None:
+        self.closed = True
         for connection in self.idle:
             connection.close()
         self.idle.clear()
