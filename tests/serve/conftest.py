@@ -14,6 +14,10 @@ from ge_plugin.serve.front import Front, Rules
 from ge_plugin.serve.triton import free_port
 
 
+#: a large answer (3 MiB of a pattern): the front splices what follows its head
+BIG = bytes(range(251)) * (3 * (1 << 20) // 251)
+
+
 class Upstream(BaseHTTPRequestHandler):
     """Answers with what it received (path, headers, body size); ``/chunked`` answers in chunks and
     ``/interim`` sends a ``100 Continue`` of its own before the answer."""
@@ -32,6 +36,8 @@ class Upstream(BaseHTTPRequestHandler):
 
     def _answer(self, payload: dict) -> None:
         data = json.dumps(payload).encode()
+        if self.path.endswith("/big"):
+            data = BIG
         if self.path.endswith("/interim"):
             self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         self.send_response(200)

@@ -16,7 +16,7 @@ import pytest
 from ge_plugin.serve.front import Front
 from ge_plugin.serve.triton import free_port
 
-from .conftest import Upstream
+from .conftest import BIG, Upstream
 
 
 def connect(front: Front) -> http.client.HTTPConnection:
@@ -282,3 +282,33 @@ def test_idle_connections_cost_no_thread_and_the_cap_closes_the_oldest_idle(make
     finally:
         for sock in socks:
             sock.close()
+
+
+def test_front_relays_a_large_answer_whole_and_the_connection_goes_on(front):
+    """Past its head a large body is spliced socket to socket; every byte arrives, and the connection (and
+    the pooled upstream one) serves the next request."""
+    connection = connect(front)
+    for _ in range(3):
+        connection.request("GET", "/v2/big")
+        answer = connection.getresponse()
+        assert answer.status == 200 and answer.read() == BIG
+        connection.request("GET", "/v2/health/ready")
+        assert json.loads(connection.getresponse().read()) == {"path": "/v2/health/ready"}
+    connection.close()
+    assert front.run(lambda: front.pool.opened) == 1
+    with socket.create_connection(front.listen, timeout=30) as sock:  # HTTP/1.0: read whole, then closed
+        sock.sendall(b"GET /v2/big HTTP/1.0\r\n\r\n")
+        ((status, headers, body),), _ = Responses.read(sock)
+    assert status == 200 and body == BIG and headers[b"content-length"] == str(len(BIG)).encode()
+
+
+def test_front_survives_a_client_that_leaves_in_the_middle_of_a_large_answer(front):
+    for _ in range(5):
+        with socket.create_connection(front.listen, timeout=30) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.sendall(b"GET /v2/big HTTP/1.1\r\nHost: x\r\n\r\n")
+            sock.recv(1000)
+    connection = connect(front)
+    connection.request("GET", "/v2/big")
+    assert connection.getresponse().read() == BIG
+    connection.close()

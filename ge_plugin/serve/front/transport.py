@@ -17,6 +17,7 @@ import asyncio
 import collections
 import json
 import logging
+import os
 import time
 from typing import TYPE_CHECKING
 
@@ -353,6 +354,20 @@ class ClientConnection(asyncio.Protocol):
                 return
             self._write(head)
         self._write(data)
+
+    def splice_target(self) -> int | None:
+        if self.closed or self.transport is None or self.chunked or self.buffered is not None or self.appended:
+            return None
+        if self.pending_head:  # the head before any of the body
+            head, self.pending_head = self.pending_head, b""
+            self._write(head)
+        return os.dup(self.transport.get_extra_info("socket").fileno())  # the splice closes its own copy
+
+    async def drained(self) -> None:
+        while self.transport is not None and not self.closed and self.transport.get_write_buffer_size():
+            await asyncio.sleep(0.0005)
+        if self.closed:
+            raise ConnectionError("the client went away")
 
     def response_end(self) -> None:
         if self.appended:

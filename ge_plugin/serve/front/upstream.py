@@ -4,13 +4,16 @@ request at a time on each, responses framed by llhttp and handed to the client s
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import os
 from typing import Protocol
 
 import httptools
 
 from ge_plugin.serve.front.forward import Outgoing
 from ge_plugin.serve.front.policy import Refused
+from ge_plugin.serve.front.splice import SPLICE_MIN, splice_body
 
 #: idle connections kept for the next request; more are opened while more requests are in flight
 POOL_IDLE = 64
@@ -18,6 +21,14 @@ POOL_IDLE = 64
 
 class Sink(Protocol):
     """Where a response goes (the client connection that asked)."""
+
+    def splice_target(self) -> int | None:
+        """The client socket's fd, if the rest of this response may be spliced to it (else None)."""
+        ...
+
+    async def drained(self) -> None:
+        """Once everything written to the client so far has gone to its socket."""
+        ...
 
     def response_head(
         self, status: int, reason: bytes, headers: list[tuple[bytes, bytes]], length: int | None
@@ -47,6 +58,9 @@ class _Connection(asyncio.Protocol):
         self.interim = False
         self.reason = b""
         self.headers: list[tuple[bytes, bytes]] = []
+        self.remaining = 0  #: body bytes of the response still to come
+        self.keep_alive = True
+        self.splicing = False
 
     # -- asyncio ----------------------------------------------------------------------------------------
 
@@ -59,10 +73,45 @@ class _Connection(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             self._fail(f"tritonserver's response does not parse: {exc}")
             self.close()
+            return
+        if self.remaining >= SPLICE_MIN and self.sink is not None and self.transport is not None:
+            target = self.sink.splice_target()
+            if target is not None:
+                self.splicing = True
+                self.transport.pause_reading()
+                asyncio.get_running_loop().create_task(self._splice(self.sink, target))
+
+    async def _splice(self, sink: Sink, target: int) -> None:
+        """The rest of the body, socket to socket; then the message ends as llhttp would have ended it."""
+        assert self.transport is not None
+        # dups: whoever closes a transport meanwhile cannot hand its fd number to another socket mid-splice
+        source = os.dup(self.transport.get_extra_info("socket").fileno())
+        try:
+            await sink.drained()
+            await asyncio.get_running_loop().run_in_executor(
+                self.pool.splicers, splice_body, source, target, self.remaining
+            )
+        except Exception as exc:
+            self.started = True  # part of the body went: the client must see the cut
+            self._fail(f"relaying the response body failed: {exc}")
+            self.close()
+            return
+        finally:
+            self.splicing = False
+            os.close(source)
+            os.close(target)
+        self.remaining = 0
+        self.parser = httptools.HttpResponseParser(self)  # the spliced bytes never went through the old one
+        if self.sink is not None:
+            self.sink.response_end()
+        done, self.done, self.sink = self.done, None, None
+        if done is not None and not done.done():
+            done.set_result(self.keep_alive)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.pool.forget(self)
-        self._fail("tritonserver closed the connection before its response was complete")
+        if not self.splicing:  # a splice in flight reports its own end
+            self._fail("tritonserver closed the connection before its response was complete")
 
     # -- llhttp -----------------------------------------------------------------------------------------
 
@@ -82,14 +131,17 @@ class _Connection(asyncio.Protocol):
         if self.interim or self.sink is None:
             return  # a 1xx is never the answer: the final response follows
         length = None
+        self.keep_alive = self.parser.should_keep_alive()
         for name, value in self.headers:
             if name == b"content-length":
                 length = int(value)
+        self.remaining = length or 0
         self.started = True
         self.sink.response_head(status, self.reason, self.headers, length)
 
     def on_body(self, body: bytes) -> None:
         if self.sink is not None and not self.interim:
+            self.remaining -= len(body)
             self.sink.response_body(body)
 
     def on_message_complete(self) -> None:
@@ -127,7 +179,7 @@ class _Connection(asyncio.Protocol):
             self.transport.pause_reading()
 
     def resume(self) -> None:
-        if self.transport is not None and not self.transport.is_closing():
+        if self.transport is not None and not self.transport.is_closing() and not self.splicing:
             self.transport.resume_reading()
 
     def close(self) -> None:
@@ -142,6 +194,8 @@ class UpstreamPool:
         self.address = address
         self.idle: list[_Connection] = []
         self.opened = 0  #: connections opened so far (a test reads it to see reuse)
+        #: threads that splice large bodies (created when one is in flight, at most 8)
+        self.splicers = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="ge-plugin-front-splice")
         #: after close() no connection is kept: tritonserver's stop waits for every open HTTP connection
         self.closed = False
 
@@ -178,6 +232,10 @@ class UpstreamPool:
     def forget(self, connection: _Connection) -> None:
         with contextlib.suppress(ValueError):
             self.idle.remove(connection)
+
+    def shutdown(self) -> None:
+        self.close()
+        self.splicers.shutdown(wait=False)
 
     def close(self) -> None:
         self.closed = True
