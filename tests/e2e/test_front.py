@@ -149,6 +149,8 @@ def _deep(levels: int) -> bytes:
 
 
 HOSTILE = {
+    # the request 2.51 dies of (std::bad_alloc), as it is
+    "plain": post(INFER, json.dumps(CRASH).encode()),
     # the same huge-shape request as gzip and as deflate: tritonserver inflates, the old guard did not
     "gzip": post(INFER, gzip.compress(json.dumps(CRASH).encode()), b"Content-Encoding: gzip"),
     "deflate": post(INFER, zlib.compress(json.dumps(CRASH).encode()), b"Content-Encoding: deflate"),
@@ -187,3 +189,13 @@ def test_a_gzip_bomb_is_refused_at_the_body_limit(server):
     status, body = exchange(server, post(INFER, bomb, b"Content-Encoding: gzip"))
     assert status == 413 and "decodes to more than" in body["error"]
     assert_serves_on(server)
+
+
+def test_without_the_front_tritonserver_dies_of_that_request(session_models, start_server):
+    """Why the front is there: the plain huge-shape request sent to tritonserver 2.51's own HTTP endpoint."""
+    repo, _ = session_models
+    with start_server(repo, http_guard=False, model_control_mode="explicit", load_models=[MODEL]) as alone:
+        assert exchange(alone, HOSTILE["plain"]) == (0, {})  # no answer: it aborted
+        status = alone.triton.process.wait(timeout=60)
+        assert status != 0
+        assert "bad_alloc" in alone.log_tail(200)

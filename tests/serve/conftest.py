@@ -13,7 +13,6 @@ import pytest
 from ge_plugin.serve.front import Front, Rules
 from ge_plugin.serve.triton import free_port
 
-
 #: a large answer (3 MiB of a pattern): the front splices what follows its head
 BIG = bytes(range(251)) * (3 * (1 << 20) // 251)
 
