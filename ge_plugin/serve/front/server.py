@@ -62,7 +62,7 @@ class Front:
         self.connections: dict[ClientConnection, None] = {}  #: in order of last activity
         self.pool = UpstreamPool(upstream)
         self.executor = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="ge-plugin-front-check")
-        self.loop = _new_loop()
+        self.loop = asyncio.new_event_loop()
         self.loop.set_exception_handler(self._loop_error)
         self._socket = socket.create_server(listen, backlog=1024)
         self._socket.setblocking(False)
@@ -180,13 +180,3 @@ class Front:
 
         self.loop.call_soon_threadsafe(call)
         return future.result(timeout=10)
-
-
-def _new_loop() -> asyncio.AbstractEventLoop:
-    import os
-
-    if os.environ.get("FD_UVLOOP"):
-        import uvloop
-
-        return uvloop.new_event_loop()
-    return asyncio.new_event_loop()

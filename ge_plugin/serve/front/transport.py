@@ -17,7 +17,6 @@ import asyncio
 import collections
 import json
 import logging
-import os
 import time
 from typing import TYPE_CHECKING
 
@@ -341,9 +340,11 @@ class ClientConnection(asyncio.Protocol):
         if self.buffered is None:
             self.pending_head += b"\r\n\r\n"
 
-    def response_body(self, data: bytes) -> None:
+    def response_body(self, data: bytes | memoryview) -> None:
+        """Part of the body: bytes, or a view of the upstream connection's buffer, which is reused after
+        this returns (the transport copies what it cannot send at once)."""
         if self.buffered is not None:
-            self.buffered.append(data)
+            self.buffered.append(bytes(data))
             return
         if self.chunked:
             data = b"%x\r\n" % len(data) + data + b"\r\n"
@@ -354,20 +355,6 @@ class ClientConnection(asyncio.Protocol):
                 return
             self._write(head)
         self._write(data)
-
-    def splice_target(self) -> int | None:
-        if self.closed or self.transport is None or self.chunked or self.buffered is not None or self.appended:
-            return None
-        if self.pending_head:  # the head before any of the body
-            head, self.pending_head = self.pending_head, b""
-            self._write(head)
-        return os.dup(self.transport.get_extra_info("socket").fileno())  # the splice closes its own copy
-
-    async def drained(self) -> None:
-        while self.transport is not None and not self.closed and self.transport.get_write_buffer_size():
-            await asyncio.sleep(0.0005)
-        if self.closed:
-            raise ConnectionError("the client went away")
 
     def response_end(self) -> None:
         if self.appended:
@@ -402,7 +389,7 @@ class ClientConnection(asyncio.Protocol):
 
     # -- housekeeping ----------------------------------------------------------------------------------
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: bytes | memoryview) -> None:
         if self.transport is not None and not self.closed:
             self.transport.write(data)
 

@@ -4,37 +4,28 @@ request at a time on each, responses framed by llhttp and handed to the client s
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
-import os
 from typing import Protocol
 
 import httptools
 
 from ge_plugin.serve.front.forward import Outgoing
 from ge_plugin.serve.front.policy import Refused
-from ge_plugin.serve.front.splice import SPLICE_MIN, splice_body
 
 #: idle connections kept for the next request; more are opened while more requests are in flight
 POOL_IDLE = 64
+#: each connection's receive buffer
+RECEIVE_BYTES = 256 << 10
 
 
 class Sink(Protocol):
     """Where a response goes (the client connection that asked)."""
 
-    def splice_target(self) -> int | None:
-        """The client socket's fd, if the rest of this response may be spliced to it (else None)."""
-        ...
-
-    async def drained(self) -> None:
-        """Once everything written to the client so far has gone to its socket."""
-        ...
-
     def response_head(
         self, status: int, reason: bytes, headers: list[tuple[bytes, bytes]], length: int | None
     ) -> None: ...
 
-    def response_body(self, data: bytes) -> None: ...
+    def response_body(self, data: bytes | memoryview) -> None: ...
 
     def response_end(self) -> None: ...
 
@@ -47,10 +38,15 @@ class UpstreamLost(Exception):
         self.started = started  #: whether part of the response already went to the client
 
 
-class _Connection(asyncio.Protocol):
+class _Connection(asyncio.BufferedProtocol):
+    """One connection to tritonserver. Heads are framed by llhttp; the body of a ``Content-Length`` answer,
+    once its head is parsed, goes from this connection's receive buffer to the client as it is (a
+    memoryview: no copy in Python, no parser turn), so a 2 MiB answer costs a few reads and writes."""
+
     def __init__(self, pool: UpstreamPool):
         self.pool = pool
         self.transport: asyncio.Transport | None = None
+        self.buffer = memoryview(bytearray(RECEIVE_BYTES))
         self.parser = httptools.HttpResponseParser(self)
         self.sink: Sink | None = None
         self.done: asyncio.Future[bool] | None = None
@@ -58,60 +54,45 @@ class _Connection(asyncio.Protocol):
         self.interim = False
         self.reason = b""
         self.headers: list[tuple[bytes, bytes]] = []
-        self.remaining = 0  #: body bytes of the response still to come
+        self.remaining = 0  #: body bytes still to come, relayed without the parser when ``raw``
+        self.raw = False
         self.keep_alive = True
-        self.splicing = False
 
     # -- asyncio ----------------------------------------------------------------------------------------
 
     def connection_made(self, transport) -> None:
         self.transport = transport
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        data = self.buffer[:nbytes]
+        if self.raw:
+            taken = min(nbytes, self.remaining)
+            self.remaining -= taken
+            if self.sink is not None:
+                self.sink.response_body(data[:taken])
+            if self.remaining:
+                return
+            self.raw = False
+            self.parser = httptools.HttpResponseParser(self)  # the body never went through the old one
+            self._complete(self.keep_alive)
+            data = data[taken:]
+            if not data:
+                return
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
             self._fail(f"tritonserver's response does not parse: {exc}")
             self.close()
             return
-        if self.remaining >= SPLICE_MIN and self.sink is not None and self.transport is not None:
-            target = self.sink.splice_target()
-            if target is not None:
-                self.splicing = True
-                self.transport.pause_reading()
-                asyncio.get_running_loop().create_task(self._splice(self.sink, target))
-
-    async def _splice(self, sink: Sink, target: int) -> None:
-        """The rest of the body, socket to socket; then the message ends as llhttp would have ended it."""
-        assert self.transport is not None
-        # dups: whoever closes a transport meanwhile cannot hand its fd number to another socket mid-splice
-        source = os.dup(self.transport.get_extra_info("socket").fileno())
-        try:
-            await sink.drained()
-            await asyncio.get_running_loop().run_in_executor(
-                self.pool.splicers, splice_body, source, target, self.remaining
-            )
-        except Exception as exc:
-            self.started = True  # part of the body went: the client must see the cut
-            self._fail(f"relaying the response body failed: {exc}")
-            self.close()
-            return
-        finally:
-            self.splicing = False
-            os.close(source)
-            os.close(target)
-        self.remaining = 0
-        self.parser = httptools.HttpResponseParser(self)  # the spliced bytes never went through the old one
-        if self.sink is not None:
-            self.sink.response_end()
-        done, self.done, self.sink = self.done, None, None
-        if done is not None and not done.done():
-            done.set_result(self.keep_alive)
+        if self.remaining and self.sink is not None:
+            self.raw = True
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.pool.forget(self)
-        if not self.splicing:  # a splice in flight reports its own end
-            self._fail("tritonserver closed the connection before its response was complete")
+        self._fail("tritonserver closed the connection before its response was complete")
 
     # -- llhttp -----------------------------------------------------------------------------------------
 
@@ -131,13 +112,14 @@ class _Connection(asyncio.Protocol):
         if self.interim or self.sink is None:
             return  # a 1xx is never the answer: the final response follows
         length = None
-        self.keep_alive = self.parser.should_keep_alive()
         for name, value in self.headers:
             if name == b"content-length":
                 length = int(value)
-        self.remaining = length or 0
         self.started = True
+        self.keep_alive = self.parser.should_keep_alive()
         self.sink.response_head(status, self.reason, self.headers, length)
+        # the rest of this read goes through llhttp; what the body still lacks after it goes round it
+        self.remaining = length or 0
 
     def on_body(self, body: bytes) -> None:
         if self.sink is not None and not self.interim:
@@ -148,11 +130,15 @@ class _Connection(asyncio.Protocol):
         if self.interim:
             self.interim = False
             return
+        self.remaining = 0
+        self._complete(self.parser.should_keep_alive())
+
+    def _complete(self, keep_alive: bool) -> None:
         if self.sink is not None:
             self.sink.response_end()
         done, self.done, self.sink = self.done, None, None
         if done is not None and not done.done():
-            done.set_result(self.parser.should_keep_alive())
+            done.set_result(keep_alive)
 
     # -- the pool's side -------------------------------------------------------------------------------
 
@@ -179,7 +165,7 @@ class _Connection(asyncio.Protocol):
             self.transport.pause_reading()
 
     def resume(self) -> None:
-        if self.transport is not None and not self.transport.is_closing() and not self.splicing:
+        if self.transport is not None and not self.transport.is_closing():
             self.transport.resume_reading()
 
     def close(self) -> None:
@@ -194,8 +180,6 @@ class UpstreamPool:
         self.address = address
         self.idle: list[_Connection] = []
         self.opened = 0  #: connections opened so far (a test reads it to see reuse)
-        #: threads that splice large bodies (created when one is in flight, at most 8)
-        self.splicers = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="ge-plugin-front-splice")
         #: after close() no connection is kept: tritonserver's stop waits for every open HTTP connection
         self.closed = False
 
@@ -235,7 +219,6 @@ class UpstreamPool:
 
     def shutdown(self) -> None:
         self.close()
-        self.splicers.shutdown(wait=False)
 
     def close(self) -> None:
         self.closed = True
