@@ -340,21 +340,22 @@ class ClientConnection(asyncio.Protocol):
         if self.buffered is None:
             self.pending_head += b"\r\n\r\n"
 
-    def response_body(self, data: bytes | memoryview) -> None:
-        """Part of the body: bytes, or a view of the upstream connection's buffer, which is reused after
-        this returns (the transport copies what it cannot send at once)."""
+    def response_body(self, data: bytes | memoryview) -> bool:
+        """Part of the body: bytes, or a view of the upstream connection's buffer. True when some of it
+        waits in the transport's write buffer (the view's buffer must not be reused then)."""
         if self.buffered is not None:
             self.buffered.append(bytes(data))
-            return
+            return False
         if self.chunked:
             data = b"%x\r\n" % len(data) + data + b"\r\n"
         if self.pending_head:
             head, self.pending_head = self.pending_head, b""
             if len(data) < 65536:
                 self._write(head + data)
-                return
+                return False
             self._write(head)
         self._write(data)
+        return self.transport is not None and self.transport.get_write_buffer_size() > 0
 
     def response_end(self) -> None:
         if self.appended:

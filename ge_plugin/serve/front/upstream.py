@@ -25,7 +25,9 @@ class Sink(Protocol):
         self, status: int, reason: bytes, headers: list[tuple[bytes, bytes]], length: int | None
     ) -> None: ...
 
-    def response_body(self, data: bytes | memoryview) -> None: ...
+    def response_body(self, data: bytes | memoryview) -> bool:
+        """Whether some of ``data`` waits in the client's write buffer (it was not all sent at once)."""
+        ...
 
     def response_end(self) -> None: ...
 
@@ -71,8 +73,10 @@ class _Connection(asyncio.BufferedProtocol):
         if self.raw:
             taken = min(nbytes, self.remaining)
             self.remaining -= taken
-            if self.sink is not None:
-                self.sink.response_body(data[:taken])
+            if self.sink is not None and self.sink.response_body(data[:taken]):
+                # the client's transport keeps what it could not send; from Python 3.12 on it may keep
+                # this very view, so the next read goes to a new buffer
+                self.buffer = memoryview(bytearray(RECEIVE_BYTES))
             if self.remaining:
                 return
             self.raw = False
@@ -87,7 +91,7 @@ class _Connection(asyncio.BufferedProtocol):
             self._fail(f"tritonserver's response does not parse: {exc}")
             self.close()
             return
-        if self.remaining and self.sink is not None:
+        if self.remaining > 0 and self.sink is not None:
             self.raw = True
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -123,7 +127,8 @@ class _Connection(asyncio.BufferedProtocol):
 
     def on_body(self, body: bytes) -> None:
         if self.sink is not None and not self.interim:
-            self.remaining -= len(body)
+            if self.remaining > 0:  # a Content-Length body (chunked ones keep 0)
+                self.remaining -= len(body)
             self.sink.response_body(body)
 
     def on_message_complete(self) -> None:
