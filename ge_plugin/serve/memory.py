@@ -1,9 +1,11 @@
 """tritonserver's allocator: jemalloc, preloaded, when the system has it.
 
-glibc's malloc keeps what tritonserver frees: 8 rounds of 64 MiB requests per protocol take 2.51's RSS from
-about 100 MB to about 500 MB, and it stays there. jemalloc gives freed pages back to the kernel after a
-decay time, so the same rounds leave tritonserver near where it started (docs/serving.md, "Memory"). It is
-loaded with ``LD_PRELOAD``, which tritonserver's Python stubs inherit too.
+tritonserver 2.51's RSS grows with large requests and stays up (issue reports: 103 to 518 MB after 8 rounds
+of 64 MiB requests per protocol), the usual sign of an allocator keeping freed memory; jemalloc gives freed
+pages back to the kernel after a decay time. It is loaded with ``LD_PRELOAD``, which tritonserver's Python
+stubs inherit too. What it changes, measured by ``benchmarks/jemalloc_rss.py``, is in docs/serving.md
+("Memory"): for 64 MiB requests that tritonserver reads and refuses, HTTP gives everything back with either
+allocator and gRPC keeps about 260 MB with either, so what gRPC keeps there is not the allocator's.
 
 ``ge-plugin serve --jemalloc`` (or ``GE_PLUGIN_JEMALLOC``) says which: ``auto`` (the default) looks for
 Debian's ``libjemalloc2`` (``scripts/system-deps.sh`` installs it) at the paths in ``CANDIDATES``; ``off``
@@ -26,8 +28,9 @@ CANDIDATES = (
     "/usr/lib/libjemalloc.so.2",
 )
 #: return freed pages after a second (jemalloc's default is 10 s) from a background thread, so an idle
-#: server shrinks too, not only one that allocates again
-MALLOC_CONF = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:1000"
+#: server shrinks too, not only one that allocates again; purged at once rather than MADV_FREE'd, which
+#: would leave them counted in RSS until the kernel wants them
+MALLOC_CONF = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0"
 ENV = "GE_PLUGIN_JEMALLOC"
 
 
