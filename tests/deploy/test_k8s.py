@@ -3,7 +3,6 @@ the pieces that must agree with the rest of ge-plugin (serve's flags, the readin
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
@@ -16,7 +15,6 @@ import yaml
 from ge_plugin.cli import build_parser
 from ge_plugin.deploy import K8sOptions, render_k8s
 from ge_plugin.deploy import k8s as k8s_module
-from ge_plugin.deploy.dockerfile import dockerfile
 from ge_plugin.deploy.npu import npu_request, resource_for
 from ge_plugin.errors import DeployError, SpecError
 from ge_plugin.serve.triton import EXIT_TIMEOUT_S
@@ -326,32 +324,6 @@ def test_cli_help_ends_with_examples():
 def test_render_refuses_a_storage_uri_without_kserve():
     with pytest.raises(DeployError, match="needs --kserve"):
         render_k8s([load_spec(ROOT / "specs" / "llama.yaml")], _options(), storage_uri="s3://b/r")
-
-
-def test_dockerfile_entrypoint_sources_cann_then_runs_the_containers_arguments(tmp_path):
-    (entrypoint,) = [line for line in dockerfile().splitlines() if line.startswith("ENTRYPOINT ")]
-    command = json.loads(entrypoint.removeprefix("ENTRYPOINT "))
-    set_env = tmp_path / "set_env.sh"
-    set_env.write_text("export ASCEND_TOOLKIT_HOME=/usr/local/Ascend/ascend-toolkit/latest\n")
-
-    result = subprocess.run(
-        [*command, "sh", "-c", 'echo "$ASCEND_TOOLKIT_HOME|$1|$2"', "sh", "two words", "--flag=x"],
-        env={"CANN_SET_ENV": str(set_env), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-
-    assert (result.returncode, result.stdout) == (
-        0,
-        "/usr/local/Ascend/ascend-toolkit/latest|two words|--flag=x\n",
-    )
-
-
-def test_dockerfile_requires_a_base_image_and_installs_the_sdist_with_serve():
-    text = dockerfile()
-    assert "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n" in text  # no default: the user picks the CANN image
-    assert 'python3 -m pip install "/tmp/ge-plugin/ge_plugin-0.1.0.tar.gz[serve]"' in text
 
 
 def _options(**changes) -> K8sOptions:
