@@ -610,7 +610,11 @@ def service_monitor(options: K8sOptions) -> Obj:
 
 def kustomization(files: Sequence[str]) -> Obj:
     """A kustomize base of the core objects (``kubectl apply -k DIR``; overlays change the rest)."""
-    return {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": list(files)}
+    return {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": list(files),
+    }
 
 
 def prometheus_adapter_rules(options: K8sOptions) -> Obj:
