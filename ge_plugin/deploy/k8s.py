@@ -473,25 +473,51 @@ def _scheduling(options: K8sOptions) -> Obj:
     return found
 
 
-def deployment(specs: Sequence[ModelSpec], npu: NpuRequest, options: K8sOptions) -> Obj:
-    volumes, mounts = _volumes(options)
-    container: Obj = {
-        "name": "ge-plugin",
+def serving_container(
+    name: str,
+    specs: Sequence[ModelSpec],
+    npu: NpuRequest,
+    options: K8sOptions,
+    *,
+    repository: str,
+    http_port: int,
+    grpc_port: int,
+    mounts: list[Obj],
+) -> Obj:
+    """The container running ``ge-plugin serve``, for the Deployment and KServe's runtime alike: its ports
+    named ``http`` (first: the one KServe routes HTTP to), ``grpc`` (KServe marks a port so named as gRPC)
+    and ``metrics``."""
+    return {
+        "name": name,
         "image": options.image,
         # args, not command: the image's entrypoint sources CANN's set_env.sh and then runs them
-        "args": serve_args(),
+        "args": serve_args(repository=repository, http_port=http_port, grpc_port=grpc_port),
         "env": _env(),
         "ports": [
-            {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
-            {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
+            {"name": "http", "containerPort": http_port, "protocol": "TCP"},
+            {"name": "grpc", "containerPort": grpc_port, "protocol": "TCP"},
             {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
         ],
         "resources": resources(npu, options),
-        **probes(specs, port=HTTP_PORT, port_name="http"),
+        **probes(specs, port=http_port, port_name="http"),
         "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(PRESTOP_SLEEP_S)]}}},
         "securityContext": container_security_context(),
         "volumeMounts": mounts,
     }
+
+
+def deployment(specs: Sequence[ModelSpec], npu: NpuRequest, options: K8sOptions) -> Obj:
+    volumes, mounts = _volumes(options)
+    container = serving_container(
+        "ge-plugin",
+        specs,
+        npu,
+        options,
+        repository=MODEL_REPOSITORY,
+        http_port=HTTP_PORT,
+        grpc_port=GRPC_PORT,
+        mounts=mounts,
+    )
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -672,25 +698,16 @@ def kserve_objects(
             "supportedModelFormats": [{"name": KSERVE_MODEL_FORMAT, "version": "1", "autoSelect": True}],
             "protocolVersions": ["v2", "grpc-v2"],
             "containers": [
-                {
-                    "name": "kserve-container",
-                    "image": options.image,
-                    "args": serve_args(
-                        repository=KSERVE_MODEL_DIR, http_port=KSERVE_HTTP_PORT, grpc_port=KSERVE_GRPC_PORT
-                    ),
-                    "env": _env(),
-                    # the first is the port KServe routes HTTP to; a name with "grpc" marks the gRPC one
-                    "ports": [
-                        {"name": "http", "containerPort": KSERVE_HTTP_PORT, "protocol": "TCP"},
-                        {"name": "grpc", "containerPort": KSERVE_GRPC_PORT, "protocol": "TCP"},
-                        {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
-                    ],
-                    "resources": resources(npu, options),
-                    **probes(specs, port=KSERVE_HTTP_PORT, port_name="http"),
-                    "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(PRESTOP_SLEEP_S)]}}},
-                    "securityContext": container_security_context(),
-                    "volumeMounts": writable_mounts + driver_mounts,
-                }
+                serving_container(
+                    "kserve-container",
+                    specs,
+                    npu,
+                    options,
+                    repository=KSERVE_MODEL_DIR,
+                    http_port=KSERVE_HTTP_PORT,
+                    grpc_port=KSERVE_GRPC_PORT,
+                    mounts=writable_mounts + driver_mounts,
+                )
             ],
             "volumes": writable_volumes + driver_volumes,
         },
