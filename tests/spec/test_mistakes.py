@@ -38,6 +38,16 @@ MISTAKES = [
         [(12, "$.outputs[0].dtype", "cannot pass TYPE_BF16 tensors as numpy; declare fp32")],
     ),
     (
+        "pad-not-a-bool",
+        dict(replace={"    dims: [-1]": '    dims: [-1]\n    pad: "yes"'}),
+        [(10, "$.inputs[0].pad", "expected true or false, got 'yes'")],
+    ),
+    (
+        "pad-without-a-gear-dim",
+        dict(replace={"    dims: [-1]": "    dims: [-1]\n  - name: mask\n    dtype: int64\n    dims: [8]\n    pad: true"}),
+        [(13, "$.inputs[1].pad", "mask has no -1 dim, so there is nothing to pad")],
+    ),
+    (
         "string-tensor",
         dict(replace={"    dtype: int64": "    dtype: TYPE_STRING"}),
         [(8, "$.inputs[0].dtype", "string tensors cannot go to an OM model")],
