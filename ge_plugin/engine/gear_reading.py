@@ -1,12 +1,16 @@
 """Reading an OM's gears: which concrete input dims each compiled shape has, and its outputs' dims.
 
 ATC compiles gears in one of three ways, and pyACL reports each differently: ``--dynamic_batch_size`` as
-batch sizes (``get_dynamic_batch``), ``--dynamic_dims`` as flat lists of dims (``get_input_dynamic_dims``:
-either every dim of every input, or only the -1 ones), and a static OM as its one shape. Each gear's output
-dims are whatever the OM reports once the gear is selected.
+batch sizes (``get_dynamic_batch``), ``--dynamic_image_size`` as (height, width) pairs (``get_dynamic_hw``),
+``--dynamic_dims`` as flat lists of dims (``get_input_dynamic_dims``: either every dim of every input, or only
+the -1 ones); a static OM has its one shape. Each gear's output dims are whatever the OM reports once the gear
+is selected. A shape-range OM (``--input_shape`` ranges, no gear flag) has no gears to read, and is refused
+here with the ATC flags that would rebuild it with gears.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import attrs
 
@@ -24,23 +28,28 @@ class GearSetting:
     input_dims: tuple[tuple[int, ...], ...]
 
 
-def read_gear_table(lane: Lane, where: str) -> GearTable:
-    """Every gear of the lane's OM, its output dims read with the gear selected."""
+def read_gear_table(lane: Lane, where: str, exact: Sequence[bool] = ()) -> GearTable:
+    """Every gear of the lane's OM, its output dims read with the gear selected. ``exact`` marks the flat
+    dims (as ``Gear.flat``) a request must match exactly (``GearTable``)."""
     model = lane.loaded_model
     gears = []
     for index, gear in enumerate(gear_settings(model, where)):
         lane.select(Gear(index, gear.input_dims, (), gear.setting, gear.label))
         out_dims = tuple(model.cur_output_dims(info.index) for info in model.outputs)
         gears.append(Gear(index, gear.input_dims, out_dims, gear.setting, gear.label))
-    return GearTable(gears)
+    return GearTable(gears, mode=model.mode, exact=exact)
 
 
 def gear_settings(model: device.OmModel, where: str) -> list[GearSetting]:
     if model.mode == "batch":
         return _batch_settings(model)
+    if model.mode == "hw":
+        return _hw_settings(model, where)
     if model.mode == "dims":
         return _dims_settings(model, where)
-    return _static_setting(model, where)
+    if model.mode == "range":
+        raise ConfigError(shape_range_refusal(model, where))
+    return [GearSetting("static", None, tuple(tuple(info.dims) for info in model.inputs))]
 
 
 def _batch_settings(model: device.OmModel) -> list[GearSetting]:
@@ -55,6 +64,28 @@ def _batch_settings(model: device.OmModel) -> list[GearSetting]:
             ),
         )
         for b in model.batch_gears
+    ]
+
+
+def _hw_settings(model: device.OmModel, where: str) -> list[GearSetting]:
+    """An image-size gear sets the height and width (dims 2 and 3) of every NCHW input that has them at -1;
+    the batch dim is whatever ``--input_shape`` fixed (ATC takes no batch gears with image sizes)."""
+    for info in model.inputs:
+        marked = list(info.dynamic)
+        if marked and (len(info.dims) != 4 or marked != [2, 3]):
+            raise ConfigError(
+                f"{where}: the OM has image-size gears but input {info.name!r} has dims {list(info.dims)}; "
+                "--dynamic_image_size sets only the height and width (dims 2 and 3) of an NCHW input"
+            )
+    return [
+        GearSetting(
+            f"{h}x{w}",
+            (h, w),
+            tuple(
+                tuple((h, w)[d - 2] if n < 0 else n for d, n in enumerate(info.dims)) for info in model.inputs
+            ),
+        )
+        for h, w in model.hw_gears
     ]
 
 
@@ -86,10 +117,30 @@ def _dims_settings(model: device.OmModel, where: str) -> list[GearSetting]:
     return settings
 
 
-def _static_setting(model: device.OmModel, where: str) -> list[GearSetting]:
-    dims = tuple(tuple(info.dims) for info in model.inputs)
-    if any(d < 0 for ds in dims for d in ds):
-        raise ConfigError(
-            f"{where}: the OM has dynamic dims but no gears (shape-range OMs are not supported)"
+def shape_range_refusal(model: device.OmModel, where: str) -> str:
+    """Why a shape-range OM is not served, and the ATC flags that rebuild it as a gear model.
+
+    Serving it would take ``acl.mdl.set_dataset_tensor_desc`` per input and execute, and output sizes that
+    pyACL reports only after the execute (``get_output_size_by_index`` is 0): nothing could be allocated once
+    at start-up, which is what the engine is built on. A gear OM of the same model serves the same requests.
+    """
+    dynamic = [info for info in model.inputs if info.dynamic]
+    shapes = ";".join(f"{info.name}:{','.join(map(str, info.dims))}" for info in model.inputs)
+    positions = {d for info in dynamic for d in info.dynamic}
+    if positions == {0}:
+        flags = '--dynamic_batch_size="1,2,4,8" (the batch sizes to compile)'
+    elif positions == {2, 3} and all(len(info.dims) == 4 for info in dynamic):
+        flags = '--dynamic_image_size="224,224;448,448" (the height,width pairs to compile)'
+    else:
+        count = sum(len(info.dynamic) for info in dynamic)
+        example = ";".join(",".join([str(v)] * count) for v in (16, 32))
+        flags = (
+            f'--input_format=ND --dynamic_dims="{example}" (per gear, one value for each of the {count} -1 '
+            "dims, in --input_shape order)"
         )
-    return [GearSetting("static", None, dims)]
+    named = ", ".join(f"{info.name} {list(info.dims)}" for info in dynamic)
+    return (
+        f"{where}: the OM is a shape-range (dynamic-shape) model: {named} with no gears, as ATC builds it from "
+        f"--input_shape ranges (such as 1~8) or -1 without a gear flag. ge-plugin serves gear models, whose "
+        f"buffers are allocated once at start-up; rebuild the OM with --input_shape={shapes} and {flags}"
+    )

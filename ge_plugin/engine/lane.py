@@ -59,13 +59,6 @@ def staged_view(buffer: device.PinnedBuffer, dims: Sequence[int], type_name: str
     return buffer.array[: math.prod(dims) * dtype.itemsize].view(dtype).reshape(tuple(dims))
 
 
-def _set_gear(model: device.OmModel, inputs: device.Dataset, setting: int | tuple[int, ...]) -> None:
-    if isinstance(setting, int):
-        model.set_batch(inputs, setting)
-    else:
-        model.set_dims(inputs, setting)
-
-
 class Lane:
     """One stream and one load of the model. After a device failure the engine rebuilds it in place
     (``close()`` then ``open()``), so whoever holds the lane still holds a valid one."""
@@ -156,7 +149,7 @@ class Lane:
         """Tell the model which gear the next execute runs (writes ascend_mbatch_shape_data)."""
         if gear.setting is not None:
             _, model, inputs, _ = self._loaded()
-            _set_gear(model, inputs, gear.setting)
+            model.set_gear(inputs, gear.setting)
 
     def launch(self, gear: Gear, in_bytes: list[int], out_indices: list[int], out_bytes: list[int]) -> None:
         """Queue H2D of the staged inputs, the execute on ``gear``, and D2H of the wanted outputs."""
@@ -168,7 +161,7 @@ class Lane:
         for dev, host, nbytes in zip(self.in_dev, self.in_host, in_bytes):
             device.copy_to_device_async(dev, host, nbytes, handle)
         if gear.setting is not None:
-            _set_gear(model, inputs, gear.setting)
+            model.set_gear(inputs, gear.setting)
         model.execute_async(inputs, outputs, handle)
         for j, nbytes in zip(out_indices, out_bytes):
             device.copy_to_host_async(self.out_host[j], self.out_dev[j], nbytes, handle)
