@@ -4,8 +4,8 @@ ATC compiles gears in one of three ways, and pyACL reports each differently: ``-
 batch sizes (``get_dynamic_batch``), ``--dynamic_image_size`` as (height, width) pairs (``get_dynamic_hw``),
 ``--dynamic_dims`` as flat lists of dims (``get_input_dynamic_dims``: either every dim of every input, or only
 the -1 ones); a static OM has its one shape. Each gear's output dims are whatever the OM reports once the gear
-is selected. A shape-range OM (``--input_shape`` ranges, no gear flag) has no gears to read, and is refused
-here with the ATC flags that would rebuild it with gears.
+is selected. (A shape-range OM, built from ``--input_shape`` ranges with no gear flag, has no gears to read:
+the lane refuses it when it loads it, ``shape_range.refusal``.)
 """
 
 from __future__ import annotations
@@ -47,8 +47,6 @@ def gear_settings(model: device.OmModel, where: str) -> list[GearSetting]:
         return _hw_settings(model, where)
     if model.mode == "dims":
         return _dims_settings(model, where)
-    if model.mode == "range":
-        raise ConfigError(shape_range_refusal(model, where))
     return [GearSetting("static", None, tuple(tuple(info.dims) for info in model.inputs))]
 
 
@@ -115,32 +113,3 @@ def _dims_settings(model: device.OmModel, where: str) -> list[GearSetting]:
             )
         )
     return settings
-
-
-def shape_range_refusal(model: device.OmModel, where: str) -> str:
-    """Why a shape-range OM is not served, and the ATC flags that rebuild it as a gear model.
-
-    Serving it would take ``acl.mdl.set_dataset_tensor_desc`` per input and execute, and output sizes that
-    pyACL reports only after the execute (``get_output_size_by_index`` is 0): nothing could be allocated once
-    at start-up, which is what the engine is built on. A gear OM of the same model serves the same requests.
-    """
-    dynamic = [info for info in model.inputs if info.dynamic]
-    shapes = ";".join(f"{info.name}:{','.join(map(str, info.dims))}" for info in model.inputs)
-    positions = {d for info in dynamic for d in info.dynamic}
-    if positions == {0}:
-        flags = '--dynamic_batch_size="1,2,4,8" (the batch sizes to compile)'
-    elif positions == {2, 3} and all(len(info.dims) == 4 for info in dynamic):
-        flags = '--dynamic_image_size="224,224;448,448" (the height,width pairs to compile)'
-    else:
-        count = sum(len(info.dynamic) for info in dynamic)
-        example = ";".join(",".join([str(v)] * count) for v in (16, 32))
-        flags = (
-            f'--input_format=ND --dynamic_dims="{example}" (per gear, one value for each of the {count} -1 '
-            "dims, in --input_shape order)"
-        )
-    named = ", ".join(f"{info.name} {list(info.dims)}" for info in dynamic)
-    return (
-        f"{where}: the OM is a shape-range (dynamic-shape) model: {named} with no gears, as ATC builds it from "
-        f"--input_shape ranges (such as 1~8) or -1 without a gear flag. ge-plugin serves gear models, whose "
-        f"buffers are allocated once at start-up; rebuild the OM with --input_shape={shapes} and {flags}"
-    )

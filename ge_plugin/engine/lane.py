@@ -15,9 +15,10 @@ import attrs
 import numpy as np
 
 from ge_plugin import device, dtypes
+from ge_plugin.engine import shape_range
 from ge_plugin.engine.gears import Gear
 from ge_plugin.engine.stats import BusyClock
-from ge_plugin.errors import GePluginError
+from ge_plugin.errors import ConfigError, GePluginError
 
 #: where a request's outputs go: ``put(index, outputs_or_error)``
 Put = Callable[[int, object], None]
@@ -100,6 +101,8 @@ class Lane:
     def _open(self, om_path: str | os.PathLike) -> None:
         self.stream = device.Stream(self.context)
         model = self.model = device.OmModel(om_path, self.context)
+        if model.mode == "range":  # sizes of 0: refused before anything is allocated for it
+            raise ConfigError(shape_range.refusal(model, os.fspath(om_path)))
         for info in model.inputs:
             self.in_dev.append(device.DeviceBuffer(info.size))
             self.in_host.append(device.PinnedBuffer(info.size))

@@ -218,3 +218,41 @@ def test_image_sizes_matching_the_om_are_accepted(cfg, oms, cnn):
     with Engine.from_model_config(config, version_dir="/") as engine:
         (result,) = engine.execute([{"images": image}])
     assert_cnn(result, cnn(image))
+
+
+@pytest.mark.parametrize(
+    ("dims", "flags"),
+    [
+        ([1, 3, -1, -1], '--dynamic_image_size="224,224;448,448"'),
+        ([-1, 3, 8, 8], '--dynamic_batch_size="1,2,4,8"'),
+        ([-1, 3, -1, -1], '--input_format=ND --dynamic_dims="16,16,16;32,32,32"'),
+    ],
+)
+def test_a_shape_range_om_is_refused_at_load_with_the_flags_that_rebuild_it(
+    cfg, oms, monkeypatch, dims, flags
+):
+    """A shape-range OM (ATC --input_shape=images:1~4,3,224~448,224~448) as pyACL describes it: -1 dims, no
+    ascend_mbatch_shape_data, input size 0. The simulator's static CNN OM, described that way."""
+    from ge_plugin.device.aclapi import acl
+
+    mdl = acl().mdl
+    real_dims = mdl.get_input_dims
+
+    def range_dims(desc, index):
+        described, ret = real_dims(desc, index)
+        return {**described, "dims": list(dims)}, ret
+
+    monkeypatch.setattr(mdl, "get_input_dims", range_dims)
+    monkeypatch.setattr(mdl, "get_input_size_by_index", lambda desc, index: 0)
+    config = cfg.config(
+        "cnn",
+        oms["cnn_static"],
+        [("images", "TYPE_FP32", [1, 3, 8, 8])],
+        [("logits", "TYPE_FP32", [1, 10])],
+        max_batch_size=0,
+    )
+    with pytest.raises(ConfigError) as refused:
+        Engine.from_model_config(config, version_dir="/")
+    message = str(refused.value)
+    assert f"the OM is a shape-range (dynamic-shape) model: images {dims} with no gears" in message
+    assert f"rebuild the OM with --input_shape=images:{','.join(map(str, dims))} and {flags}" in message
