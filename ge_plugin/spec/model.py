@@ -88,7 +88,7 @@ class TensorDecl:
     path's ``TensorSpec`` is what the engine builds from the config to check requests against.)"""
 
     name: str = attrs.field(validator=v.tensor_name)
-    #: ``fp32``, ``TYPE_FP32``, ``float32``... (``ge_plugin.dtypes.by_name``); not bf16 or string
+    #: ``fp32``, ``TYPE_FP32``, ``float32``, ``bf16``... (``ge_plugin.dtypes.by_name``); not string
     dtype: DType = attrs.field(validator=v.tensor_dtype)
     #: config dims: -1 for dynamic; without the batch dim when the model batches
     dims: tuple[int, ...] = attrs.field(validator=v.dims)

@@ -170,13 +170,6 @@ def tensor_name(_instance: Any, attribute: attrs.Attribute[Any], value: str) -> 
 
 def tensor_dtype(_instance: Any, attribute: attrs.Attribute[Any], value: DType) -> None:
     """Types the ``ge`` backend can carry between Triton and an OM (it refuses the others at load time)."""
-    if value.short == "bf16":
-        _fail(
-            attribute,
-            value,
-            "Triton's Python backend cannot pass TYPE_BF16 tensors as numpy; declare fp32 and the ge backend "
-            "converts to and from the OM's bf16",
-        )
     if value.short == "string":
         _fail(attribute, value, "string tensors cannot go to an OM model; send token ids or bytes as uint8")
 
