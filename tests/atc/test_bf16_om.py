@@ -5,24 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import pytest
 
 from ge_plugin import acl_constants as C
 from ge_plugin import simom
 from ge_plugin.atc import simbuild
 from ge_plugin.atc.flags import parse_args
 from ge_plugin.models import bf16_affine, bf16_affine_reference
-from ge_plugin.sim import _state
-from ge_plugin.sim import acl as sim_acl
-
-
-@pytest.fixture
-def acl():
-    _state.reset_for_tests()
-    assert sim_acl.init() == 0
-    assert sim_acl.rt.set_device(0) == 0
-    yield sim_acl
-    _state.reset_for_tests()
 
 
 def build(tmp_path, *flags: str):
