@@ -308,10 +308,12 @@ class Binding:
                     f"of the model's image sizes ({', '.join(f'{h}x{w}' for h, w in taken)}); resize the "
                     f"image to one of them. {PADDING_IS_OPT_IN}, such as a CNN near an image's border"
                 )
-            where = ", ".join(f"dim {d - (1 if self.config.batched else 0)}" for d in exact)
+            extra = 1 if self.config.batched else 0
+            dims = ", ".join(str(d - extra) for d in exact)
+            where = f"dims {dims} are" if len(exact) > 1 else f"dim {dims} is"
             return (
-                f"input {io.name!r} {list(array.shape)}: {where} is {'x'.join(map(str, mine))}, which no gear "
-                f"of the model takes exactly (its gears take {', '.join('x'.join(map(str, t)) for t in taken)}). "
+                f"input {io.name!r} {list(array.shape)}: {where} {'x'.join(map(str, mine))}, which no gear of "
+                f"the model takes exactly (its gears take {', '.join('x'.join(map(str, t)) for t in taken)}). "
                 f"{PADDING_IS_OPT_IN}"
             )
         labels = "; ".join(g.label for g in gears.gears)

@@ -94,7 +94,7 @@ def test_a_cnn_with_dims_gears_refuses_an_image_it_would_have_to_pad(server, ref
         server.infer(protocol, "cnn_dims", {"images": images(5, 300)})
     assert refused.value.status() in ("400", "StatusCode.INVALID_ARGUMENT")
     assert (
-        "input 'images' [1, 3, 300, 300]: dim 2, dim 3 is 300x300, which no gear of the model takes exactly "
+        "input 'images' [1, 3, 300, 300]: dims 2, 3 are 300x300, which no gear of the model takes exactly "
         "(its gears take 224x224, 448x448)"
     ) in refused.value.message()
     exact = images(6, 448)

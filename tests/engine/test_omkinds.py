@@ -143,7 +143,7 @@ def test_dims_gears_over_an_image_no_longer_pad_by_default(cfg, oms, cnn):
         assert engine.stats.executes_by_gear == {"16x16": 1}
     assert isinstance(odd, RequestError)
     assert str(odd).startswith(
-        "input 'images' [1, 3, 12, 12]: dim 2, dim 3 is 12x12, which no gear of the model takes exactly "
+        "input 'images' [1, 3, 12, 12]: dims 2, 3 are 12x12, which no gear of the model takes exactly "
         "(its gears take 8x8, 16x16). ge-plugin pads a dim that gears set only for inputs listed in "
         "parameters.pad_inputs"
     )
