@@ -201,6 +201,15 @@ SIM_OMS: dict[str, tuple[Source, tuple[str, ...]]] = {
         (*_IDENTITY_BATCH, "--precision_mode=force_fp16", "--input_fp16_nodes=INPUT0", "--output_type=FP16"),
     ),
     "identity_static": ("identity.onnx", ("--input_shape=INPUT0:4,16", ORIGIN)),
+    # the small CNN: static, image-size gears with a fixed batch of 2, and the same sizes as dims gears
+    "cnn_static": ("tiny_cnn.onnx", ("--input_shape=images:1,3,8,8", ORIGIN)),
+    "cnn_hw": ("tiny_cnn.onnx", ("--input_shape=images:2,3,-1,-1", "--dynamic_image_size=8,8;16,16", ORIGIN)),
+    "cnn_dims": (
+        "tiny_cnn.onnx",
+        ("--input_shape=images:1,3,-1,-1", "--input_format=ND", "--dynamic_dims=8,8;16,16", ORIGIN),
+    ),
+    # bfloat16 in and out (the ONNX graph's own types)
+    "bf16_affine": ("bf16_affine.onnx", ("--input_shape=x:-1,8", "--dynamic_batch_size=1,4", ORIGIN)),
 }
 
 
