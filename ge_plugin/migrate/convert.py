@@ -200,8 +200,8 @@ def _dims_gears_apply(ge: GeConfig, dynamic: list[tuple[str, int]], note: Noter)
 def _io(ge: GeConfig, source: Path, note: Noter) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The config's inputs and outputs; those it omits read from the model file, as the GE backend does
     (CANN's resnet example leaves both out)."""
-    inputs = _tensors(ge, "input", ge.config.input)
-    outputs = _tensors(ge, "output", ge.config.output)
+    inputs = _tensors(ge, "input", ge.config.input, note)
+    outputs = _tensors(ge, "output", ge.config.output, note)
     if inputs and outputs:
         return inputs, outputs
     missing = " and ".join(kind for kind, found in (("inputs", inputs), ("outputs", outputs)) if not found)
@@ -227,13 +227,10 @@ def _from_model(
     batching = ge.config.max_batch_size > 0
     out = []
     for tensor in tensors:
-        if tensor.dtype in ("bf16", "string"):
-            why = (
-                "declare it TYPE_FP32 in the config"
-                if tensor.dtype == "bf16"
-                else "strings cannot go to an OM"
+        if tensor.dtype == "string":
+            raise MigrateError(
+                f"{source}: {kind} {tensor.name!r} is string in the model: strings cannot go to an OM"
             )
-            raise MigrateError(f"{source}: {kind} {tensor.name!r} is {tensor.dtype} in the model: {why}")
         dims = tensor.dims[1:] if batching else list(tensor.dims)
         if not dims:
             raise MigrateError(
@@ -344,7 +341,7 @@ def _relative(path: Path, spec_dir: Path) -> str:
 # --- tensors -------------------------------------------------------------------------------------------
 
 
-def _tensors(ge: GeConfig, field: str, tensors: Sequence[Any]) -> list[dict[str, Any]]:
+def _tensors(ge: GeConfig, field: str, tensors: Sequence[Any], note: Noter) -> list[dict[str, Any]]:
     out = []
     for index, tensor in enumerate(tensors):
         line = ge.line_of_tensor(field, index, tensor.name)
@@ -353,13 +350,20 @@ def _tensors(ge: GeConfig, field: str, tensors: Sequence[Any]) -> list[dict[str,
             dtype = dtypes.by_name(name)
         except KeyError:
             dtype = None
-        if dtype is None or dtype.short in ("bf16", "string") or tensor.data_type == mc.TYPE_INVALID:
+        if dtype is None or dtype.short == "string" or tensor.data_type == mc.TYPE_INVALID:
             why = {
-                "TYPE_BF16": "the GE backend's config parser maps TYPE_BF16 to INVALID, and Triton's Python backend "
-                "cannot pass bf16 as numpy: declare TYPE_FP32 (ge-plugin converts to the OM's bf16)",
                 "TYPE_STRING": "strings cannot go to an OM: send token ids, or bytes as TYPE_UINT8",
             }.get(name, "not a data type an OM tensor can have")
             raise MigrateError(f"{ge.path}:{line}: {field} {tensor.name!r}: {name}: {why}")
+        if dtype.short == "bf16":
+            note(
+                line,
+                f"{field}[{index}].data_type",
+                "TYPE_BF16, which the GE backend's config parser maps to INVALID (it could not serve this "
+                "config); ge-plugin serves TYPE_BF16 as declared (clients send bf16; declare fp32 in the spec "
+                "for clients without bf16, and ge-plugin converts)",
+                carried=True,
+            )
         dims = list(tensor.dims)
         if not dims:
             raise MigrateError(f"{ge.path}:{line}: {field} {tensor.name!r} has no dims")

@@ -241,8 +241,8 @@ def test_dynamic_dims_without_gears_need_dims_gears(workdir):
         (('backend: "npu_ge"', 'backend: "onnxruntime"'), "ge-plugin migrate reads CANN GE backend configs"),
         (("max_batch_size: 8", "max_batch_sise: 8"), "resnet/config.pbtxt:4: not a Triton model config"),
         (
-            ("TYPE_FP32\n    dims: [ 3", "TYPE_BF16\n    dims: [ 3"),
-            "resnet/config.pbtxt:7: input 'image': TYPE_BF16",
+            ("TYPE_FP32\n    dims: [ 3", "TYPE_STRING\n    dims: [ 3"),
+            "resnet/config.pbtxt:7: input 'image': TYPE_STRING: strings cannot go to an OM",
         ),
         (
             ("image:-1,3,224,224", "pixels:-1,3,224,224"),
@@ -260,6 +260,23 @@ def test_configs_that_cannot_migrate_exit_1_naming_file_and_line(workdir, edit, 
     assert result.returncode == 1
     assert message in result.stderr
     assert not (workdir / "specs" / "resnet.yaml").exists()
+
+
+def test_a_bf16_tensor_is_carried_as_bf16_with_a_note_that_the_ge_backend_could_not_serve_it(workdir):
+    config = workdir / "resnet" / "config.pbtxt"
+    config.write_text(config.read_text().replace("TYPE_FP32\n    dims: [ 3", "TYPE_BF16\n    dims: [ 3"))
+
+    result = migrate(workdir, "resnet")
+
+    assert result.returncode == 0, result.stderr
+    spec = yaml.safe_load((workdir / "specs" / "resnet.yaml").read_text())
+    assert [t["dtype"] for t in spec["inputs"]] == ["bf16"]
+    assert (
+        "resnet/config.pbtxt:7: input[0].data_type: TYPE_BF16, which the GE backend's config parser maps to INVALID"
+        in (result.stderr)
+    )
+    validated = ge_plugin("validate", "specs/resnet.yaml", cwd=workdir)
+    assert validated.returncode == 0, validated.stderr
 
 
 def test_soc_version_is_required_and_gear_options_are_checked_as_usage(workdir):
