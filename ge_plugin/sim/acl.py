@@ -21,9 +21,9 @@ from ge_plugin.sim import _args as _a
 from ge_plugin.sim import _codes as _K
 from ge_plugin.sim import _config, mdl, rt, util
 from ge_plugin.sim import _state as _s
-from ge_plugin.sim import counters as _counters
 from ge_plugin.sim import device_time as _device_time
 from ge_plugin.sim import faults as _faults
+from ge_plugin.sim import sanitizer as _sanitizer
 from ge_plugin.sim._api import acl_call as _acl_call
 from ge_plugin.sim._api import value_and_ret as _value_and_ret
 from ge_plugin.sim._api import value_only as _value_only
@@ -31,6 +31,7 @@ from ge_plugin.sim._fail import Fail as _Fail
 from ge_plugin.sim._objects import DataBuffer as _DataBuffer
 from ge_plugin.sim._objects import TensorDesc as _TensorDesc
 from ge_plugin.sim._objects import lookup as _lookup
+from ge_plugin.sim._sites import origin as _origin
 
 __all__ = [
     "create_data_buffer",
@@ -97,6 +98,7 @@ def _configure(section: object) -> "_config.SimConfig":
     try:
         config = _config.load(_os.environ, section)
         _faults.install(config.faults)
+        _sanitizer.configure(config.check)
         _device_time.configure(
             _device_time.profile() if config.execute_latency is None else config.execute_latency,
             _device_time.timing_only() if config.timing_only is None else config.timing_only,
@@ -130,14 +132,18 @@ def init(*args: str) -> int:
 
 @_acl_call("acl.finalize", init=False)
 def finalize() -> int:
-    """``ret = acl.finalize()``; writes the counters report first when GE_PLUGIN_SIM_REPORT_DIR is set."""
+    """``ret = acl.finalize()``; reports the allocations never freed (when checking) and writes the counters
+    report first when GE_PLUGIN_SIM_REPORT_DIR is set."""
     if not _s.SIM.initialized:
         if _s.SIM.finalized:
             raise _Fail(_C.ACL_ERROR_REPEAT_FINALIZE, "acl.finalize was already called")
         raise _Fail(_C.ACL_ERROR_UNINITIALIZE, "acl.init() has not been called")
+    by = _origin("acl.finalize")
+    if _s.SIM.memory is not None:
+        _s.report_leaks(by.call, _s.SIM.memory.live())
     if _s.SIM.config.report_dir:
-        _counters.write_report(_s.SIM.config.report_dir)
-    _s.stop()
+        _s.write_report(_s.SIM.config.report_dir)
+    _s.stop(by)
     return 0
 
 

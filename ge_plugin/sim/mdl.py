@@ -21,6 +21,7 @@ from ge_plugin.sim import _exec
 from ge_plugin.sim import _state as _s
 from ge_plugin.sim import counters as _counters
 from ge_plugin.sim import faults as _faults
+from ge_plugin.sim import sanitizer as _sanitizer
 from ge_plugin.sim._api import acl_call as _acl_call
 from ge_plugin.sim._api import value_and_ret as _value_and_ret
 from ge_plugin.sim._api import value_only as _value_only
@@ -32,6 +33,7 @@ from ge_plugin.sim.memory import HOST as _HOST
 from ge_plugin.sim.memory import PINNED as _PINNED
 from ge_plugin.sim.memory import Allocation as _Allocation
 from ge_plugin.sim.memory import align_up as _align_up
+from ge_plugin.sim.memory import check_host as _check_host
 from ge_plugin.sim.model import IoDesc as _IoDesc
 from ge_plugin.sim.model import ModelInfo as _ModelInfo
 from ge_plugin.sim.model import OmGear as _OmGear
@@ -199,16 +201,22 @@ def load_from_mem(model_ptr: int, model_size: int, /) -> tuple[int, int]:
     _s.current_context()
     if model_size == 0:
         raise _Fail(_C.ACL_ERROR_INVALID_PARAM, "model_size must not be 0")
-    kind, alloc, why = _s.memory().locate(model_ptr)
-    if kind not in (_HOST, _PINNED):
+    place = _s.memory().locate(model_ptr)
+    if place.kind not in (_HOST, _PINNED):
         raise _Fail(
             _C.ACL_ERROR_INVALID_PARAM,
-            why or f"0x{model_ptr:x} is device memory; load_from_mem reads host memory",
+            place.why or f"0x{model_ptr:x} is device memory; load_from_mem reads host memory",
+            place.fault or _sanitizer.WRONG_MEMORY_KIND,
         )
-    if alloc is not None and model_ptr - alloc.base + model_size > alloc.size:
+    if place.alloc is not None and model_ptr - place.alloc.base + model_size > place.alloc.limit():
+        over = model_ptr + model_size - place.alloc.base - place.alloc.limit()
         raise _Fail(
-            _C.ACL_ERROR_INVALID_PARAM, f"0x{model_ptr:x}+{model_size} runs past its pinned allocation"
+            _C.ACL_ERROR_INVALID_PARAM,
+            f"0x{model_ptr:x}+{model_size} runs {over} bytes past the end of {place.alloc.describe()}",
+            _sanitizer.OUT_OF_BOUNDS,
         )
+    if place.kind == _HOST:
+        _check_host("acl.mdl.load_from_mem", "model_ptr", model_ptr, model_size)
     return _load(_ctypes.string_at(model_ptr, model_size), f"the model at 0x{model_ptr:x}"), 0
 
 
