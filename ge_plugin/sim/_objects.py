@@ -25,13 +25,15 @@ class DataBuffer:
 
 
 class Dataset:
-    """``aclmdlDataset``: data buffers by reference, so update_data_buffer is seen by every dataset."""
+    """``aclmdlDataset``: data buffers by reference, so update_data_buffer is seen by every dataset; and the
+    tensor descriptions set on its entries, which it owns (set_dataset_tensor_desc copies the caller's)."""
 
-    __slots__ = ("buffers", "handle")
+    __slots__ = ("buffers", "descs", "handle")
 
     def __init__(self, handle: int):
         self.handle = handle
         self.buffers: list[DataBuffer] = []
+        self.descs: dict[int, TensorDesc] = {}
 
 
 class TensorDesc:

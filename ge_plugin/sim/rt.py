@@ -23,10 +23,12 @@ from ge_plugin.sim._api import value_and_ret as _value_and_ret
 from ge_plugin.sim._fail import Fail as _Fail
 from ge_plugin.sim._rt_events import (
     create_event,
+    create_event_with_flag,
     destroy_event,
     event_elapsed_time,
     launch_callback,
     process_report,
+    query_event,
     query_event_status,
     record_event,
     reset_event,
@@ -50,6 +52,7 @@ from ge_plugin.sim.streams import Stream as _Stream
 __all__ = [
     "create_context",
     "create_event",
+    "create_event_with_flag",
     "create_stream",
     "create_stream_with_config",
     "destroy_context",
@@ -74,6 +77,7 @@ __all__ = [
     "memset",
     "memset_async",
     "process_report",
+    "query_event",
     "query_event_status",
     "record_event",
     "reset_device",
