@@ -140,8 +140,10 @@ def clear() -> None:
 
 
 def reset() -> None:
-    """A fresh process: no findings, checking as the environment says (``_state.reset_for_tests``)."""
-    clear()
+    """Checking as the environment says, every raw-pointer line unwarned (``_state.reset_for_tests``). The
+    findings stay until :func:`clear`, so a test harness also sees those a test's teardown made."""
+    with _S.lock:
+        _S.warned.clear()
     _S.enabled = _from_environment()
 
 

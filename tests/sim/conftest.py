@@ -60,6 +60,7 @@ def not_checking(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The simulator as it runs by default, whatever the test session chose: only its refusals, no reports."""
     monkeypatch.setenv(sanitizer.ENV, "0")
     sanitizer.enable(False)
+    sanitizer.clear()
     yield
 
 
