@@ -100,9 +100,7 @@ def bytes_to_ptr(data: bytes, /) -> int:
     if not isinstance(data, bytes):
         raise ValueError(f"acl.util.bytes_to_ptr: argument must be bytes, not {type(data).__name__}")
     ptr = _ctypes.cast(_ctypes.c_char_p(data), _ctypes.c_void_p).value or 0
-    _host_objects.register(
-        ptr, len(data), f"a {len(data)}-byte bytes object", data, _origin("acl.util.bytes_to_ptr")
-    )
+    _host_objects.register(ptr, len(data), data, _origin("acl.util.bytes_to_ptr"))
     return ptr
 
 
@@ -118,8 +116,7 @@ def _register_array(call: str, array: _np.ndarray) -> int:
     owner: object = array
     while isinstance(owner, _np.ndarray) and owner.base is not None:
         owner = owner.base
-    what = f"a {array.dtype} ndarray of shape {tuple(array.shape)} ({extent} bytes)"
-    _host_objects.register(ptr, extent, what, owner, _origin(call))
+    _host_objects.register(ptr, extent, owner, _origin(call), (array.dtype, tuple(array.shape)))
     return ptr
 
 
