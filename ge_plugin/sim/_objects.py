@@ -14,14 +14,17 @@ from ge_plugin.sim._state import SIM
 
 
 class DataBuffer:
-    """``aclDataBuffer``: a pointer and a size; it does not own the memory."""
+    """``aclDataBuffer``: a pointer and a size; it does not own the memory. ``checked`` is the sanitizer's
+    last verdict on it, ``(addr, size, device, allocation)``, so an unchanged buffer over live memory is not
+    looked up again at every execute."""
 
-    __slots__ = ("addr", "handle", "size")
+    __slots__ = ("addr", "checked", "handle", "size")
 
     def __init__(self, handle: int, addr: int, size: int):
         self.handle = handle
         self.addr = addr
         self.size = size
+        self.checked: tuple[int, int, int, Any] | None = None
 
 
 class Dataset:
