@@ -125,7 +125,7 @@ def prepare(model_id: int, in_handle: int, out_handle: int) -> tuple[LoadedModel
             f"the output dataset has {len(out_ds.buffers)} buffers; model {model_id} has {len(info.outputs)} outputs",
         )
     ins, outs = _snapshot(in_ds), _snapshot(out_ds)
-    if sanitizer.enabled():
+    if sanitizer.STATE.enabled:
         _check_buffers(model, ins, "input")
         _check_buffers(model, outs, "output")
     return model, ins, outs
@@ -174,7 +174,7 @@ def device_memory(addr: int, nbytes: int, device: int, what: str) -> Allocation:
             f"{what}: 0x{addr:x} is in {alloc.describe()}; the model runs on device {device}",
             sanitizer.WRONG_MEMORY_KIND,
         )
-    end = alloc.base + alloc.limit()
+    end = alloc.base + (alloc.requested if sanitizer.STATE.enabled else alloc.size)  # alloc.limit(), inlined
     if addr + nbytes > end:
         raise Fail(
             C.ACL_ERROR_GE_EXEC_MODEL_ADDR_INVALID,

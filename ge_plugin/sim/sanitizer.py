@@ -101,6 +101,8 @@ class _Sanitizer:
 
 
 _S = _Sanitizer()
+#: the state itself, for the per-call paths that read ``STATE.enabled`` without a function call
+STATE = _S
 
 
 def enabled() -> bool:

@@ -114,6 +114,32 @@ def test_double_free_is_its_own_kind(acl, ready, checking):
     assert all("freed by" in f.message for f in sanitizer.findings())
 
 
+def test_freeing_the_inside_of_an_allocation_or_foreign_memory_is_an_invalid_free(acl, ready, checking):
+    dev, _ = acl.rt.malloc(256, 0)  # inner-malloc
+    assert acl.rt.free(dev + 32) == C.ACL_ERROR_INVALID_PARAM
+    message = acl.get_recent_err_msg()
+    assert f"0x{dev + 32:x} is inside the 256-byte device 0 allocation 0x{dev:x}" in message
+    assert f"acl.rt.malloc(256) at {_site('inner-malloc')}" in message
+    assert "free takes the address malloc returned" in message
+    array = np.zeros(8)
+    assert acl.rt.free_host(array.ctypes.data) == C.ACL_ERROR_INVALID_PARAM
+    assert "is not memory from acl.rt.malloc_host" in acl.get_recent_err_msg()
+    assert [f.kind for f in sanitizer.findings()] == [sanitizer.INVALID_FREE, sanitizer.INVALID_FREE]
+
+
+def test_null_and_handle_pointers_are_invalid_pointers(acl, ready, checking):
+    src = np.zeros(8, np.uint8)
+    ds = acl.mdl.create_dataset()
+    assert acl.rt.memcpy(0, 8, src.ctypes.data, 8, H2D) == C.ACL_ERROR_INVALID_PARAM
+    assert "dst 0x0 is a null pointer" in acl.get_recent_err_msg()
+    assert acl.rt.memset(ds, 8, 0, 8) == C.ACL_ERROR_INVALID_PARAM
+    assert f"dev_ptr 0x{ds:x} is a simulator handle" in acl.get_recent_err_msg()
+    assert [f.kind for f in sanitizer.findings() if f.severity == sanitizer.ERROR] == [
+        sanitizer.INVALID_POINTER,
+        sanitizer.INVALID_POINTER,
+    ]
+
+
 def test_pointer_of_a_bytes_object_the_program_dropped_is_a_use_after_free(acl, ready, checking):
     dev, _ = acl.rt.malloc(64, 0)
     ptr = acl.util.bytes_to_ptr(np.arange(8, dtype=np.float64).tobytes())  # dropped-bytes
