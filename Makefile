@@ -8,7 +8,7 @@ STAMPS := $(VENV)/.stamps
 EXT := ge_plugin/_fastpath$(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
 PYTEST_ARGS ?=
 
-.PHONY: setup system-deps test test-py demo bench bench-micro lint typecheck format clean
+.PHONY: setup system-deps test test-py demo bench bench-micro lint typecheck format dist clean
 
 setup: system-deps $(STAMPS)/installed $(EXT)
 
@@ -58,6 +58,21 @@ typecheck: setup
 format: setup
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
+
+# The wheel and the sdist users install, built from the committed and new files only (nothing git ignores, so
+# no in-place extension or venv leaks in), with the pinned build requirements; constraints.txt beside them
+# for the exact tested set (pip install "DIST/ge_plugin-*.whl[sim,serve]" -c DIST/constraints.txt); then
+# twine check (metadata, README rendering). DIST=dir to write elsewhere.
+DIST ?= dist
+DIST_SRC := build/dist-src
+dist: setup
+	@rm -rf $(DIST_SRC) && mkdir -p $(DIST_SRC) $(DIST)
+	git ls-files -z --cached --others --exclude-standard \
+	  | tar --null --files-from=- --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C $(DIST_SRC)
+	rm -f $(DIST)/ge_plugin-*.tar.gz $(DIST)/ge_plugin-*.whl
+	PIP_CONSTRAINT=$(CURDIR)/constraints.txt $(PY) -m build --outdir $(DIST) $(DIST_SRC)
+	cp constraints.txt $(DIST)/constraints.txt
+	$(VENV)/bin/twine check --strict $(DIST)/ge_plugin-*.tar.gz $(DIST)/ge_plugin-*.whl
 
 clean:
 	rm -rf build ge_plugin/*.so ge_plugin/_fastpath.c ge_plugin/*.html .pytest_cache .benchmarks *.egg-info

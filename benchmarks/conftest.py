@@ -2,13 +2,16 @@
 
 pytest-benchmark prints its own table per group; this one puts the compiled module and the twin side by
 side with their ratio, and the 64 MiB copies next to np.copyto measured in the same run, because those
-two ratios are the targets (compiled >= 5x the twin on small requests, >= 0.8x np.copyto bandwidth).
+two ratios are the targets (compiled >= 5x the twin on small requests, >= 0.8x np.copyto bandwidth). The
+simulator's sanitizer gets its own table: each request path with checking off and on, and what checking
+adds per execute.
 """
 
 from __future__ import annotations
 
 import os
 import platform
+import statistics
 import sys
 from collections.abc import Iterator
 from typing import Any, Callable
@@ -26,12 +29,15 @@ RESULTS = pytest.StashKey[dict]()
 SPEEDUP_TARGETS = pytest.StashKey[dict]()
 #: case -> the least fraction of np.copyto's bandwidth the compiled module should reach
 BANDWIDTH_TARGETS = pytest.StashKey[dict]()
+#: case -> (off s, on s, median on/off ratio, its first and third quartiles) of the paired sanitizer runs
+SANITIZER_PAIRS = pytest.StashKey[dict]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[RESULTS] = {}
     config.stash[SPEEDUP_TARGETS] = {}
     config.stash[BANDWIDTH_TARGETS] = {}
+    config.stash[SANITIZER_PAIRS] = {}
 
 
 @pytest.fixture
@@ -66,6 +72,24 @@ def record(benchmark: Any, request: pytest.FixtureRequest) -> Callable[..., None
     return run
 
 
+@pytest.fixture
+def record_pair(request: pytest.FixtureRequest) -> Callable[..., None]:
+    """``record_pair(case, offs, ons)``: per-round seconds with the sanitizer off and on, for the summary."""
+
+    def keep(case: str, offs: list[float], ons: list[float]) -> None:
+        ratios = [on / off for on, off in zip(ons, offs)]
+        low, _, high = statistics.quantiles(ratios, n=4)
+        request.config.stash[SANITIZER_PAIRS][case] = (
+            statistics.median(offs),
+            statistics.median(ons),
+            statistics.median(ratios),
+            low,
+            high,
+        )
+
+    return keep
+
+
 def machine() -> str:
     model = platform.processor() or platform.machine()
     try:
@@ -88,15 +112,21 @@ def _verdict(value: float, target: float) -> str:
     return "ok" if value >= target else "MISSED"
 
 
+CHECK_OFF, CHECK_ON = "check off", "check on"
+
+
 def summary_lines(
     results: dict[tuple[str, str], tuple[float, int]],
     speedups: dict[str, float],
     bandwidths: dict[str, float],
+    pairs: dict[str, tuple[float, float, float, float, float]] | None = None,
 ) -> Iterator[str]:
-    cases = list(dict.fromkeys(case for case, _ in results))
+    pairs = pairs or {}
+    cases = [c for c in dict.fromkeys(case for case, _ in results) if (c, CHECK_OFF) not in results]
     yield f"machine: {machine()}"
-    yield ""
-    yield f"{'case':<44} {'c':>10} {'py':>10} {'py/c':>8}  target"
+    if cases:
+        yield ""
+        yield f"{'case':<44} {'c':>10} {'py':>10} {'py/c':>8}  target"
     for case in cases:
         c, py = results.get((case, "c")), results.get((case, "py"))
         cells = [_time(c[0]) if c else "-", _time(py[0]) if py else "-"]
@@ -120,12 +150,28 @@ def summary_lines(
             target = bandwidths.get(case)
             verdict = f">= {target:g} {_verdict(share, target)}" if target else ""
             yield f"{case:<44} {rate:>10.2f} {copyto_rate:>12.2f} {share:>9.2f}  {verdict}".rstrip()
+    checked = [c for c in dict.fromkeys(case for case, _ in results) if (c, CHECK_OFF) in results]
+    if checked or pairs:
+        yield ""
+        yield "the simulator's sanitizer (GE_PLUGIN_SIM_CHECK), CPU simulator, timing-only executes"
+    if checked:
+        yield f"{'case (pytest-benchmark, one after the other)':<44} {'off':>10} {'on':>10} {'on/off':>8}"
+        for case in checked:
+            off, on = results[case, CHECK_OFF][0], results.get((case, CHECK_ON), (None, 0))[0]
+            ratio = f"{on / off:>7.3f}x" if on is not None else "-"
+            yield f"{case:<44} {_time(off):>10} {_time(on) if on is not None else '-':>10} {ratio:>8}"
+    if pairs:
+        yield f"{'case (paired blocks, process CPU time)':<44} {'off':>10} {'on':>10} {'on/off':>8}  interquartile"
+        for case, (off, on, ratio, low, high) in pairs.items():
+            yield f"{case:<44} {_time(off):>10} {_time(on):>10} {ratio:>7.3f}x  [{low:.3f}, {high:.3f}]"
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     results = config.stash.get(RESULTS, {})
-    if not results:
+    pairs = config.stash.get(SANITIZER_PAIRS, {})
+    if not results and not pairs:
         return
     terminalreporter.section("ge-plugin fast path: compiled (c) vs pure-Python twin (py), medians")
-    for line in summary_lines(results, config.stash[SPEEDUP_TARGETS], config.stash[BANDWIDTH_TARGETS]):
+    speedups, bandwidths = config.stash[SPEEDUP_TARGETS], config.stash[BANDWIDTH_TARGETS]
+    for line in summary_lines(results, speedups, bandwidths, pairs):
         terminalreporter.write_line(line)

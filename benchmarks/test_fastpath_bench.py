@@ -162,3 +162,18 @@ def test_bench_copy_bytes_64mib(
         record(case, name, LARGE_BYTES, _copyto, dst.view(np.float32).reshape(LARGE), large_source)
     else:
         record(case, name, LARGE_BYTES, fp.copy_bytes, dst, large_source, bandwidth=COPY_BANDWIDTH)
+
+
+@pytest.mark.benchmark(group="bf16 dlpack")
+def test_bench_bf16_capsule_then_view_of_one_output(
+    impl: tuple[str, ModuleType], record: Callable[..., None]
+) -> None:
+    """What a TYPE_BF16 request costs the backend on top of a numpy one: its input read through bf16_view, its
+    output lent through bf16_capsule (here one round trip, the capsule consumed as Triton's stub does)."""
+    name, fp = impl
+    words = np.arange(8 * 64, dtype=np.uint16).reshape(8, 64)
+
+    def round_trip() -> object:
+        return fp.bf16_view(fp.bf16_capsule(words))
+
+    record("bf16_capsule + bf16_view of [8,64]", name, words.nbytes, round_trip, speedup=SMALL_SPEEDUP)

@@ -2,7 +2,7 @@
 # move goes through, and the fields TensorSpec keeps in C so that validate() reads no Python objects.
 
 cimport numpy as cnp
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint64_t
 
 
 cdef enum:
@@ -96,3 +96,32 @@ cdef Py_ssize_t _gather_all(
     Move* mv, Source* sources, Py_ssize_t n, const Py_ssize_t* gear, char* base, Py_ssize_t row_bytes,
     Py_ssize_t rows,
 ) noexcept nogil
+
+
+# DLPack (dlpack.h, v0.8): the structures Triton's Python backend hands bf16 tensors over with
+cdef enum:
+    KDL_CPU = 1
+    KDL_BFLOAT = 4
+
+cdef struct DLDevice:
+    int32_t device_type
+    int32_t device_id
+
+cdef struct DLDataType:
+    uint8_t code
+    uint8_t bits
+    uint16_t lanes
+
+cdef struct DLTensor:
+    void* data
+    DLDevice device
+    int32_t ndim
+    DLDataType dtype
+    int64_t* shape
+    int64_t* strides
+    uint64_t byte_offset
+
+cdef struct DLManagedTensor:
+    DLTensor dl_tensor
+    void* manager_ctx
+    void (*deleter)(DLManagedTensor*) noexcept nogil

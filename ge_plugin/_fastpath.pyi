@@ -2,11 +2,24 @@
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 IMPLEMENTATION: str
 
 CASTS: frozenset[tuple[str, str]]
 
-__all__ = ["CASTS", "IMPLEMENTATION", "TensorSpec", "copy_bytes", "fill", "gather", "scatter", "validate"]
+__all__ = [
+    "CASTS",
+    "IMPLEMENTATION",
+    "TensorSpec",
+    "bf16_capsule",
+    "bf16_view",
+    "copy_bytes",
+    "fill",
+    "gather",
+    "scatter",
+    "validate",
+]
 
 class TensorSpec:
     name: str
@@ -45,3 +58,5 @@ def scatter(
 ) -> list: ...
 def copy_bytes(dst, src) -> None: ...
 def fill(dst, type: str, value: float, start: int = 0, count: int = -1) -> None: ...
+def bf16_view(tensor: object) -> np.ndarray: ...
+def bf16_capsule(words: np.ndarray) -> object: ...

@@ -13,6 +13,14 @@ a bad argument gets the twin's ValueError rather than Cython's TypeError.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.pycapsule cimport (
+    PyCapsule_CheckExact,
+    PyCapsule_GetPointer,
+    PyCapsule_IsValid,
+    PyCapsule_New,
+    PyCapsule_SetName,
+)
+from cpython.ref cimport PyObject
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.math cimport floor, isfinite
@@ -36,7 +44,18 @@ if sys.byteorder != "little":  # pad values are narrowed by taking their low byt
 
 IMPLEMENTATION = "c"
 
-__all__ = ["CASTS", "IMPLEMENTATION", "TensorSpec", "copy_bytes", "fill", "gather", "scatter", "validate"]
+__all__ = [
+    "CASTS",
+    "IMPLEMENTATION",
+    "TensorSpec",
+    "bf16_capsule",
+    "bf16_view",
+    "copy_bytes",
+    "fill",
+    "gather",
+    "scatter",
+    "validate",
+]
 
 # --- type tables (indexed by TypeCode) -----------------------------------------------------------------
 
@@ -1035,3 +1054,167 @@ def fill(dst, type: str, value: float, start: int = 0, count: int = -1) -> None:
             _fill(<char*>target.buf + first * mv.dst_item, n, &mv)
     finally:
         PyBuffer_Release(&target)
+
+
+
+# --- bf16 through DLPack (twin: the same section, with ctypes) ----------------------------------------------
+
+cdef extern from "Python.h":
+    void Py_IncRef(PyObject*)
+    void Py_DecRef(PyObject*)
+    void PyErr_Fetch(PyObject**, PyObject**, PyObject**)
+    void PyErr_Restore(PyObject*, PyObject*, PyObject*)
+
+cdef const char* DLPACK_NAME = b"dltensor"
+cdef const char* DLPACK_USED = b"used_dltensor"
+
+
+cdef void _import_done(DLManagedTensor* managed) noexcept nogil:
+    if managed.deleter != NULL:
+        managed.deleter(managed)
+
+
+cdef class _Imported:
+    """Owns a consumed DLManagedTensor as the base of the array over its memory; when the array goes, the
+    producer's deleter runs (twin: _Imported)."""
+
+    cdef DLManagedTensor* managed
+
+    def __dealloc__(self):
+        if self.managed != NULL:
+            _import_done(self.managed)
+            self.managed = NULL
+
+
+cdef inline bint _compact(DLTensor* t) noexcept:
+    cdef int k
+    cdef int64_t expected = 1
+    if t.strides == NULL:
+        return True
+    for k in range(t.ndim - 1, -1, -1):
+        if t.shape[k] != 1 and t.strides[k] != expected:
+            return False
+        expected *= t.shape[k]
+    return True
+
+
+def bf16_view(tensor: object) -> np.ndarray:
+    """The words of a bf16 DLPack tensor (an object with ``__dlpack__``, such as Triton's input tensor, or a
+    ``dltensor`` capsule) as a read-only uint16 array over the same memory, which keeps the tensor alive.
+    ValueError names what is not a C-contiguous CPU bf16 tensor (twin: bf16_view)."""
+    cdef DLManagedTensor* managed
+    cdef DLTensor* t
+    cdef cnp.npy_intp dims[MAX_DIMS]
+    cdef int k
+    cdef _Imported owner
+    cdef cnp.ndarray array
+    capsule = tensor if PyCapsule_CheckExact(tensor) else _exported(tensor)
+    if not PyCapsule_IsValid(capsule, DLPACK_NAME):
+        raise ValueError("bf16_view: the capsule is not an unconsumed DLPack tensor (named 'dltensor')")
+    managed = <DLManagedTensor*>PyCapsule_GetPointer(capsule, DLPACK_NAME)
+    t = &managed.dl_tensor
+    if t.dtype.code != KDL_BFLOAT or t.dtype.bits != 16 or t.dtype.lanes != 1:
+        raise ValueError(
+            f"bf16_view: the tensor's DLPack dtype is (code {t.dtype.code}, {t.dtype.bits} bits, "
+            f"{t.dtype.lanes} lanes), not bf16 (code 4, 16 bits, 1 lane)"
+        )
+    if t.device.device_type != KDL_CPU:
+        raise ValueError(
+            f"bf16_view: the tensor is on DLPack device type {t.device.device_type}; ge-plugin reads CPU "
+            "tensors (type 1)"
+        )
+    if not 0 <= t.ndim <= MAX_DIMS:
+        raise ValueError(f"bf16_view: the tensor has {t.ndim} dims; at most {MAX_DIMS} are supported")
+    for k in range(t.ndim):
+        dims[k] = <cnp.npy_intp>t.shape[k]
+    if not _compact(t):
+        raise ValueError(f"bf16_view: the tensor {[dims[k] for k in range(t.ndim)]} is not C-contiguous")
+    owner = _Imported.__new__(_Imported)
+    array = <cnp.ndarray>cnp.PyArray_SimpleNewFromData(
+        t.ndim, dims, cnp.NPY_UINT16, <char*>t.data + t.byte_offset
+    )
+    Py_IncRef(<PyObject*>owner)  # PyArray_SetBaseObject steals a reference
+    if cnp.PyArray_SetBaseObject(array, owner) < 0:
+        raise MemoryError()
+    cnp.PyArray_CLEARFLAGS(array, cnp.NPY_ARRAY_WRITEABLE)  # the request's memory
+    owner.managed = managed  # the array's base owns the tensor from here
+    PyCapsule_SetName(capsule, DLPACK_USED)
+    return array
+
+
+def _exported(tensor):
+    exporter = getattr(tensor, "__dlpack__", None)
+    if exporter is None:
+        raise ValueError(
+            "bf16_view: expected a DLPack tensor (an object with __dlpack__, or its capsule), got "
+            f"{type(tensor).__name__}"
+        )
+    return exporter()
+
+
+cdef class _Exported:
+    """What one bf16 capsule points to: its DLManagedTensor, the shape it names, and the array whose memory it
+    lends; the struct's manager_ctx is this object, whose last reference the consumer's deleter drops."""
+
+    cdef DLManagedTensor managed
+    cdef int64_t shape[MAX_DIMS]
+    cdef object words
+
+
+cdef void _release(DLManagedTensor* managed) noexcept nogil:
+    with gil:
+        Py_DecRef(<PyObject*>managed.manager_ctx)
+
+
+cdef void _capsule_died(object capsule) noexcept:
+    # the capsule goes without a consumer having taken the tensor (renamed it): release it here, keeping
+    # whatever exception is being raised meanwhile
+    cdef PyObject* kind
+    cdef PyObject* value
+    cdef PyObject* traceback
+    cdef DLManagedTensor* managed
+    if not PyCapsule_IsValid(capsule, DLPACK_NAME):
+        return
+    PyErr_Fetch(&kind, &value, &traceback)
+    managed = <DLManagedTensor*>PyCapsule_GetPointer(capsule, DLPACK_NAME)
+    managed.deleter(managed)
+    PyErr_Restore(kind, value, traceback)
+
+
+def bf16_capsule(words: np.ndarray) -> object:
+    """A DLPack capsule (``dltensor``: dtype code kDLBfloat, 16 bits, on the CPU) over a C-contiguous uint16
+    array's memory, as Triton's ``pb_utils.Tensor.from_dlpack`` takes a bf16 output. No copy: the capsule holds
+    a reference to ``words`` until its consumer's deleter runs, or until it goes unconsumed (twin:
+    bf16_capsule)."""
+    cdef _Exported export
+    cdef cnp.ndarray array
+    cdef int k, ndim
+    if not cnp.PyArray_Check(words):
+        raise ValueError(f"bf16_capsule: expected a numpy uint16 array, got {type(words).__name__}")
+    array = <cnp.ndarray>words
+    if not _matches(array, T_BF16):
+        raise ValueError(f"bf16_capsule: expected uint16 (bf16 bit patterns), got {_describe(words.dtype)}")
+    if not cnp.PyArray_IS_C_CONTIGUOUS(array):
+        raise ValueError(f"bf16_capsule: the array {list(words.shape)} is not C-contiguous")
+    ndim = cnp.PyArray_NDIM(array)
+    if ndim > MAX_DIMS:
+        raise ValueError(f"bf16_capsule: the array has {ndim} dims; at most {MAX_DIMS} are supported")
+    export = _Exported.__new__(_Exported)
+    export.words = array
+    for k in range(ndim):
+        export.shape[k] = cnp.PyArray_DIMS(array)[k]
+    export.managed.dl_tensor.data = cnp.PyArray_DATA(array)
+    export.managed.dl_tensor.device.device_type = KDL_CPU
+    export.managed.dl_tensor.device.device_id = 0
+    export.managed.dl_tensor.ndim = ndim
+    export.managed.dl_tensor.dtype.code = KDL_BFLOAT
+    export.managed.dl_tensor.dtype.bits = 16
+    export.managed.dl_tensor.dtype.lanes = 1
+    export.managed.dl_tensor.shape = export.shape
+    export.managed.dl_tensor.strides = NULL
+    export.managed.dl_tensor.byte_offset = 0
+    export.managed.manager_ctx = <void*>export
+    export.managed.deleter = _release
+    capsule = PyCapsule_New(&export.managed, DLPACK_NAME, _capsule_died)
+    Py_IncRef(<PyObject*>export)  # dropped by _release: the capsule's consumer, or the capsule, ends it
+    return capsule

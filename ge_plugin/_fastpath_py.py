@@ -11,7 +11,9 @@ uint16 bit patterns and a numpy dtype could not tell the two apart.
 
 from __future__ import annotations
 
+import ctypes
 import operator
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, cast
 
@@ -21,7 +23,18 @@ from ge_plugin.errors import RequestError
 
 IMPLEMENTATION = "py"
 
-__all__ = ["CASTS", "IMPLEMENTATION", "TensorSpec", "copy_bytes", "fill", "gather", "scatter", "validate"]
+__all__ = [
+    "CASTS",
+    "IMPLEMENTATION",
+    "TensorSpec",
+    "bf16_capsule",
+    "bf16_view",
+    "copy_bytes",
+    "fill",
+    "gather",
+    "scatter",
+    "validate",
+]
 
 #: numpy's own limit on the number of dims, which the compiled module uses for its fixed-size arrays
 _MAX_DIMS = 32
@@ -660,3 +673,183 @@ def fill(dst, type: str, value: float, start: int = 0, count: int = -1) -> None:
             f"fill: elements {start}..{start + count} are outside dst, which holds {capacity} {type} elements"
         )
     target[: capacity * dtype.itemsize].view(dtype)[start : start + count] = typed[0]
+
+
+# --- bf16 through DLPack -------------------------------------------------------------------------------
+#
+# Triton 2.51's Python backend hands a TYPE_BF16 tensor over only as DLPack (as_numpy() raises), and takes one
+# back only as DLPack (pb_utils.Tensor.from_dlpack, which checks for dtype code kDLBfloat with 16 bits); numpy
+# 1.26 can neither read nor write such a capsule. These two do, over the same bytes: a bf16 tensor's words
+# as a uint16 array, and a uint16 array as a bf16 capsule. The structures are DLPack's (dlpack.h, v0.8).
+
+#: capsule names; a capsule keeps the pointer to its name, so these live as long as the module
+_DLPACK = b"dltensor"
+_DLPACK_USED = b"used_dltensor"
+_KDL_CPU = 1
+_KDL_BFLOAT = 4
+
+
+class _DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class _DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", _DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", _DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+class _DLManagedTensor(ctypes.Structure):
+    pass
+
+
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(_DLManagedTensor))
+_DLManagedTensor._fields_ = [
+    ("dl_tensor", _DLTensor),
+    ("manager_ctx", ctypes.c_void_p),
+    ("deleter", _DELETER),
+]
+
+_api = ctypes.pythonapi
+_api.PyCapsule_IsValid.restype = ctypes.c_int
+_api.PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+_api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_api.PyCapsule_SetName.restype = ctypes.c_int
+_api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_api.PyCapsule_New.restype = ctypes.py_object
+_api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+#: the capsule destructor's own view of the capsule: a pointer, since it runs while the capsule dies
+_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_IsValid", _api))
+_get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
+    ("PyCapsule_GetPointer", _api)
+)
+
+
+class _Imported:
+    """Owns a consumed DLManagedTensor: numpy keeps it as the array's base, and when the array goes, the
+    producer's deleter runs (Triton's frees its side of the shared memory then)."""
+
+    def __init__(self, managed: _DLManagedTensor, data: int, shape: tuple[int, ...]):
+        self._managed: _DLManagedTensor | None = managed
+        self.__array_interface__ = {
+            "shape": shape,
+            "typestr": "<u2",
+            "data": (data, True),  # read-only: the request's memory
+            "version": 3,
+        }
+
+    def __del__(self) -> None:
+        managed, self._managed = self._managed, None
+        if managed is not None and managed.deleter:
+            managed.deleter(ctypes.pointer(managed))
+
+
+def _capsule_of(value: object, what: str) -> object:
+    if type(value).__name__ == "PyCapsule":
+        return value
+    exporter = getattr(value, "__dlpack__", None)
+    if exporter is None:
+        raise ValueError(
+            f"{what}: expected a DLPack tensor (an object with __dlpack__, or its capsule), got {type(value).__name__}"
+        )
+    return exporter()
+
+
+def _compact(tensor: _DLTensor, shape: tuple[int, ...]) -> bool:
+    """Row-major without gaps (DLPack's strides NULL means exactly that)."""
+    if not tensor.strides:
+        return True
+    expected = 1
+    for k in range(len(shape) - 1, -1, -1):
+        if shape[k] != 1 and tensor.strides[k] != expected:
+            return False
+        expected *= shape[k]
+    return True
+
+
+def bf16_view(tensor: object) -> np.ndarray:
+    """The words of a bf16 DLPack tensor (an object with ``__dlpack__``, such as Triton's input tensor, or a
+    ``dltensor`` capsule) as a read-only uint16 array over the same memory, which keeps the tensor alive:
+    bf16 travels as its uint16 bit patterns everywhere in ge-plugin. ValueError names what is not a C-contiguous
+    CPU bf16 tensor (the capsule is then left to its producer)."""
+    capsule = _capsule_of(tensor, "bf16_view")
+    if not _api.PyCapsule_IsValid(capsule, _DLPACK):
+        raise ValueError("bf16_view: the capsule is not an unconsumed DLPack tensor (named 'dltensor')")
+    managed = _DLManagedTensor.from_address(_api.PyCapsule_GetPointer(capsule, _DLPACK))
+    t = managed.dl_tensor
+    dtype = (t.dtype.code, t.dtype.bits, t.dtype.lanes)
+    if dtype != (_KDL_BFLOAT, 16, 1):
+        raise ValueError(
+            f"bf16_view: the tensor's DLPack dtype is (code {dtype[0]}, {dtype[1]} bits, {dtype[2]} lanes), not bf16 (code 4, 16 bits, 1 lane)"
+        )
+    if t.device.device_type != _KDL_CPU:
+        raise ValueError(
+            f"bf16_view: the tensor is on DLPack device type {t.device.device_type}; ge-plugin reads CPU tensors (type 1)"
+        )
+    if not 0 <= t.ndim <= _MAX_DIMS:
+        raise ValueError(f"bf16_view: the tensor has {t.ndim} dims; at most {_MAX_DIMS} are supported")
+    shape = tuple(int(t.shape[k]) for k in range(t.ndim))
+    if not _compact(t, shape):
+        raise ValueError(f"bf16_view: the tensor {list(shape)} is not C-contiguous")
+    owner = _Imported(managed, (t.data or 0) + t.byte_offset, shape)
+    _api.PyCapsule_SetName(capsule, _DLPACK_USED)  # consumed: the capsule no longer frees it
+    return np.asarray(owner)
+
+
+#: what each exported capsule keeps alive, by the address of its DLManagedTensor, until its deleter runs
+_EXPORTED: dict[int, tuple[_DLManagedTensor, object, np.ndarray]] = {}
+_EXPORTED_LOCK = threading.Lock()
+
+
+@_DELETER
+def _release(managed: Any) -> None:
+    with _EXPORTED_LOCK:
+        _EXPORTED.pop(ctypes.addressof(managed.contents), None)
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+def _capsule_died(capsule: int) -> None:
+    # the capsule goes without a consumer having taken the tensor (renamed it): release it here
+    if _is_valid(capsule, _DLPACK):
+        address = _get_pointer(capsule, _DLPACK)
+        _release(ctypes.cast(address, ctypes.POINTER(_DLManagedTensor)))
+
+
+def bf16_capsule(words: np.ndarray) -> object:
+    """A DLPack capsule (``dltensor``: dtype code kDLBfloat, 16 bits, on the CPU) over a C-contiguous uint16
+    array's memory, as Triton's ``pb_utils.Tensor.from_dlpack`` takes a bf16 output. No copy: the capsule
+    holds a reference to ``words`` (a view of a lane's staging, like any output the engine lends) until its
+    consumer's deleter runs, or until the capsule itself goes unconsumed."""
+    if not isinstance(words, np.ndarray):
+        raise ValueError(f"bf16_capsule: expected a numpy uint16 array, got {type(words).__name__}")
+    if not _matches(words.dtype, "bf16"):
+        raise ValueError(f"bf16_capsule: expected uint16 (bf16 bit patterns), got {_describe(words.dtype)}")
+    if not words.flags.c_contiguous:
+        raise ValueError(f"bf16_capsule: the array {list(words.shape)} is not C-contiguous")
+    if words.ndim > _MAX_DIMS:
+        raise ValueError(f"bf16_capsule: the array has {words.ndim} dims; at most {_MAX_DIMS} are supported")
+    shape = (ctypes.c_int64 * max(words.ndim, 1))(*words.shape)
+    managed = _DLManagedTensor()
+    t = managed.dl_tensor
+    t.data = words.ctypes.data
+    t.device = _DLDevice(_KDL_CPU, 0)
+    t.ndim = words.ndim
+    t.dtype = _DLDataType(_KDL_BFLOAT, 16, 1)
+    t.shape = ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64))
+    t.strides = None
+    t.byte_offset = 0
+    managed.deleter = _release
+    with _EXPORTED_LOCK:
+        _EXPORTED[ctypes.addressof(managed)] = (managed, shape, words)
+    return _api.PyCapsule_New(ctypes.addressof(managed), _DLPACK, ctypes.cast(_capsule_died, ctypes.c_void_p))

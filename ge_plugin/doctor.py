@@ -17,6 +17,8 @@ import attrs
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 NUMPY_PIN = "numpy<2"
+#: the glibc the tritonserver in nvidia-pytriton 0.7.0 needs: its wheels are manylinux_2_35
+TRITON_MIN_GLIBC = (2, 35)
 
 
 @attrs.frozen
@@ -61,6 +63,39 @@ def check_numpy() -> Finding:
             f"{np.__version__}: tritonserver 2.51's Python backend stub breaks on numpy 2; pip install '{NUMPY_PIN}'",
         )
     return Finding(OK, "numpy", f"{np.__version__} (< 2, as tritonserver 2.51's Python backend stub needs)")
+
+
+def check_glibc(confstr: str | None = None) -> Finding:
+    """The C library: tritonserver (nvidia-pytriton 0.7.0) is built for glibc 2.35 or newer, so pip finds no
+    wheel of it on an older one (openEuler 22.03 has 2.34) and a copied-in binary fails to load.
+    ``confstr``: what ``confstr('CS_GNU_LIBC_VERSION')`` says ("glibc 2.36"), for tests."""
+    if confstr is None:
+        try:
+            confstr = os.confstr("CS_GNU_LIBC_VERSION")
+        except (ValueError, OSError):
+            confstr = None
+    need = ".".join(map(str, TRITON_MIN_GLIBC))
+    name, _, version = (confstr or "").partition(" ")
+    try:
+        found = tuple(int(part) for part in version.split(".")[:2])
+    except ValueError:
+        found = ()
+    if name != "glibc" or len(found) != 2:
+        return Finding(
+            FAIL,
+            "glibc",
+            f"not a glibc system ({confstr or 'no CS_GNU_LIBC_VERSION'}): tritonserver (nvidia-pytriton 0.7.0) "
+            f"needs glibc {need} or newer",
+        )
+    if found < TRITON_MIN_GLIBC:
+        return Finding(
+            FAIL,
+            "glibc",
+            f"{version}: tritonserver (nvidia-pytriton 0.7.0, manylinux_2_35 wheels) needs glibc {need} or newer; "
+            "pip finds no wheel of it here. Serve from an Ubuntu 22.04 (or newer) based image; openEuler 22.03 "
+            "has 2.34 (docs/deploy.md lists the CANN base images that work)",
+        )
+    return Finding(OK, "glibc", f"{version} (>= {need}, as tritonserver from nvidia-pytriton 0.7.0 needs)")
 
 
 def check_tritonserver() -> Finding:
@@ -112,6 +147,7 @@ CHECKS: tuple[Callable[[], Finding], ...] = (
     check_device,
     check_fastpath,
     check_numpy,
+    check_glibc,
     check_tritonserver,
     check_perf_analyzer,
 )

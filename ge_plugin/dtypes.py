@@ -2,7 +2,8 @@
 
 Spec authors write short names (``fp32``, ``int64``, ``bf16``) or Triton's (``TYPE_FP32``); config.pbtxt and
 the Triton client use Triton's; the OM reports pyACL's ``aclDataType``. numpy has no bfloat16, so bf16
-tensors travel as their uint16 bit patterns everywhere in ge-plugin.
+tensors travel as their uint16 bit patterns everywhere in ge-plugin (Triton hands TYPE_BF16 over as DLPack,
+which the fast path reads and writes as those words).
 """
 
 from __future__ import annotations
@@ -79,10 +80,10 @@ for _alias, _short in {
 
 _BY_ACL = {d.acl: d for d in _TABLE}
 
-#: the names an unknown name's error offers: only types a tensor can be served as. ``by_name`` also knows bf16
-#: and string (an OM reports them), but specs and configs refuse both, so suggesting them would mislead.
-SHORT_NAMES = tuple(d.short for d in _TABLE if d.short not in ("bf16", "string"))
-TRITON_NAMES = tuple(d.triton for d in _TABLE if d.short not in ("bf16", "string"))
+#: the names an unknown name's error offers: only types a tensor can be served as. ``by_name`` also knows
+#: string (an OM reports it), but specs and configs refuse it, so suggesting it would mislead.
+SHORT_NAMES = tuple(d.short for d in _TABLE if d.short != "string")
+TRITON_NAMES = tuple(d.triton for d in _TABLE if d.short != "string")
 
 
 def by_name(name: str) -> DType:

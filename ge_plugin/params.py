@@ -21,6 +21,8 @@ OM_MODEL_PATH = "om_model_path"
 DEVICE_IDS = "device_ids"
 GEARS = "gears"
 DIMS_GEARS = "dims_gears"
+IMAGE_SIZES = "image_sizes"
+PAD_INPUTS = "pad_inputs"
 OUTPUT_DIM_TIES = "output_dim_ties"
 PAD_VALUE = "pad_value"
 PRECISION = "precision"
@@ -88,7 +90,12 @@ class ModelParams:
     #: sequence gears: per gear, the values of every -1 dim of every input, in order (ATC --dynamic_dims
     #: without the batch dim)
     dims_gears: tuple[tuple[int, ...], ...] = ()
+    #: image-size gears (ATC --dynamic_image_size), (height, width) each; checked against the OM's
+    image_sizes: tuple[tuple[int, int], ...] = ()
     output_dim_ties: tuple[DimTie, ...] = ()
+    #: inputs a request may send shorter than a gear along a dim the gears set (padded with pad_value); every
+    #: other input must match a gear exactly there. Batch rows are padded whatever this says.
+    pad_inputs: tuple[str, ...] = ()
     pad_value: float = 0.0
     #: the precision the OM was built with, as the config declares it; None: not declared (the engine
     #: warns when the OM computes in reduced precision), else checked against the OM where it can tell
@@ -191,6 +198,27 @@ def _dims_gears(text: str) -> tuple[tuple[int, ...], ...]:
             f"parameters.{DIMS_GEARS}: every gear must list the same number of dims, got {text!r}"
         )
     return gears
+
+
+def _image_sizes(text: str) -> tuple[tuple[int, int], ...]:
+    """``224,224;448,448``: per gear, height and width."""
+    sizes = tuple(_int_list(IMAGE_SIZES, part, minimum=1, whole=text) for part in text.split(";"))
+    if any(len(size) != 2 for size in sizes):
+        raise ConfigError(
+            f"parameters.{IMAGE_SIZES}: expected HEIGHT,WIDTH pairs separated by ';' (e.g. 224,224;448,448), "
+            f"got {text!r}"
+        )
+    return tuple((h, w) for h, w in sizes)
+
+
+def _pad_inputs(text: str) -> tuple[str, ...]:
+    """``input_ids,attention_mask``: input names, each once."""
+    names = tuple(part.strip() for part in text.split(","))
+    if not all(names):
+        raise ConfigError(f"parameters.{PAD_INPUTS}: expected comma-separated input names, got {text!r}")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"parameters.{PAD_INPUTS}: an input is listed twice in {text!r}")
+    return names
 
 
 def _pad_value(text: str) -> float:
@@ -357,7 +385,9 @@ _PARAMS: dict[str, _Param] = {
     DEVICE_IDS: _Param(_device_ids, _ints, blank_is_unset=False),
     GEARS: _Param(functools.partial(_int_list, GEARS, minimum=1), _ints),
     DIMS_GEARS: _Param(_dims_gears, lambda gears: ";".join(_ints(gear) for gear in gears)),
+    IMAGE_SIZES: _Param(_image_sizes, lambda sizes: ";".join(_ints(size) for size in sizes)),
     OUTPUT_DIM_TIES: _Param(_items(OUTPUT_DIM_TIES, _dim_tie, unique=False), _encoded),
+    PAD_INPUTS: _Param(_pad_inputs, ",".join),
     PAD_VALUE: _Param(_pad_value, _format_number, blank_is_unset=False),
     PRECISION: _Param(_precision, str, blank_is_unset=False),
     INPUT_RANGES: _Param(_items(INPUT_RANGES, _input_range, unique=True), _encoded),

@@ -4,10 +4,12 @@ The spec already says everything ATC needs: the ONNX source, the input shapes wi
 the gears, the chip and the precision. ATC takes one dynamic mode per model, so:
 
 - batch gears only -> ``--dynamic_batch_size=1,4,8`` with the batch dim -1 in ``--input_shape``;
+- image sizes -> ``--dynamic_image_size="224,224;448,448"`` with H and W -1 in ``--input_shape`` and the batch
+  dim fixed at the spec's one batch gear (ATC takes no batch gears beside image sizes);
 - dims gears (with or without batch gears) -> ``--dynamic_dims`` over the grid batch gears x dims gears,
   each ATC gear listing every -1 dim of every input in order, batch dims included, plus
   ``--input_format=ND`` which ``--dynamic_dims`` requires;
-- neither -> static ``--input_shape``.
+- none -> static ``--input_shape``.
 
 Precision uses ``--precision_mode`` (understood by every CANN release; ``--precision_mode_v2`` is not): origin
 -> must_keep_origin_dtype, fp16 -> force_fp16, bf16 -> allow_mix_precision_bf16. The spec's ``atc_options``
@@ -71,6 +73,8 @@ def atc_args(
         args.append(
             "--dynamic_dims=" + ";".join(",".join(map(str, gear)) for gear in dynamic_dims_gears(spec))
         )
+    elif spec.image_sizes:
+        args.append("--dynamic_image_size=" + ";".join(f"{h},{w}" for h, w in spec.image_sizes))
     elif spec.batching is not None:
         args.append("--dynamic_batch_size=" + ",".join(map(str, spec.batching.gears)))
     args.append(f"--soc_version={spec.model.soc_version}")
@@ -90,8 +94,9 @@ def atc_command(
 
 
 def input_shape(spec: ModelSpec) -> str:
-    """``--input_shape``: the model's full shapes, -1 for the batch dim (when batching) and gear dims."""
-    batch = [-1] if spec.batching is not None else []
+    """``--input_shape``: the model's full shapes, -1 for the batch dim (when batching; its one gear, the
+    OM's fixed batch, beside image sizes) and gear dims."""
+    batch = [] if spec.batching is None else [spec.batching.gears[0]] if spec.image_sizes else [-1]
     return ";".join(f"{t.name}:{','.join(str(d) for d in (*batch, *t.dims))}" for t in spec.inputs)
 
 

@@ -41,6 +41,7 @@ ONNX_TO_ACL = {
     11: C.ACL_DOUBLE,
     12: C.ACL_UINT32,
     13: C.ACL_UINT64,
+    16: C.ACL_BF16,
 }
 OUTPUT_TYPE_TO_ACL = {
     "FP32": C.ACL_FLOAT,
@@ -476,21 +477,50 @@ _ONNX_NUMPY = {
     9: np.bool_,
 }
 _ONNX_NUMPY.update({10: np.float16, 11: np.float64, 12: np.uint32, 13: np.uint64})
-_NUMPY_ONNX = {np.dtype(v): k for k, v in _ONNX_NUMPY.items()}
+
+
+#: onnxruntime's names of the element types (OrtValue.data_type()) -> ONNX TensorProto types
+_ORT_ONNX = {
+    f"tensor({name})": code
+    for name, code in (
+        ("float", 1),
+        ("uint8", 2),
+        ("int8", 3),
+        ("uint16", 4),
+        ("int16", 5),
+        ("int32", 6),
+        ("int64", 7),
+        ("bool", 9),
+        ("float16", 10),
+        ("double", 11),
+        ("uint32", 12),
+        ("uint64", 13),
+        ("bfloat16", 16),
+    )
+}
 
 
 def _run_once(
     session: Any, inputs: Sequence[_Input], gear: _GearDims, names: Sequence[str]
 ) -> list[tuple[tuple[int, ...], int]]:
-    feeds = {i.name: np.zeros(d, dtype=_ONNX_NUMPY[i.elem_type]) for i, d in zip(inputs, gear.inputs)}
+    """Each output's (dims, ONNX type) from one run on zeros; bfloat16 (which numpy lacks) as OrtValues of
+    uint16 words."""
+    import onnxruntime as ort
+
+    feeds = {
+        i.name: ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
+            np.zeros(d, dtype=np.uint16 if i.elem_type == 16 else _ONNX_NUMPY[i.elem_type]), i.elem_type
+        )
+        for i, d in zip(inputs, gear.inputs)
+    }
     try:
-        outs = session.run(list(names), feeds)
+        outs = session.run_with_ort_values(list(names), feeds)
     except Exception as exc:  # onnxruntime's own exception types
         raise AtcError(
             f"E10059: Building gear [{gear.label}] failed. Reason: the model does not run at input dims "
             f"{[list(d) for d in gear.inputs]}: {exc}"
         ) from None
-    return [(tuple(o.shape), _NUMPY_ONNX.get(np.asarray(o).dtype, 0)) for o in outs]
+    return [(tuple(o.shape()), _ORT_ONNX.get(o.data_type(), 0)) for o in outs]
 
 
 def _output_dtypes(options: AtcOptions, model: Any, outputs: _Outputs) -> list[int]:

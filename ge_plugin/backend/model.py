@@ -2,7 +2,10 @@
 
 Installed as ``<backend-dir>/ge/model.py`` (``ge-plugin install-backend``). It stays thin: parse the config
 once, hand each batch of requests to the engine, map outcomes to responses. Request tensors are read as
-zero-copy DLPack views of Triton's shared memory (``as_numpy()`` would copy every input once more).
+zero-copy DLPack views of Triton's shared memory (``as_numpy()`` would copy every input once more). TYPE_BF16
+tensors cross only as DLPack in Triton 2.51 (``as_numpy()`` refuses them, numpy cannot read them): the fast
+path views their words as uint16 (``bf16_view``) and hands bf16 outputs back as DLPack capsules over the same
+memory (``bf16_capsule``), so a bf16 model is served without a conversion or a copy of its own.
 Bad input fails only its own request (INVALID_ARG, naming the input); a device failure fails the requests
 of the execute it hit (INTERNAL) and the engine rebuilds what broke, so the instance stays usable.
 """
@@ -50,12 +53,6 @@ class TritonPythonModel:
         config = json.loads(args["model_config"])
         self.name = args.get("model_name", config.get("name", ""))
         version_dir = os.path.join(args["model_repository"], args.get("model_version", "1"))
-        for io in (*config.get("input", []), *config.get("output", [])):
-            if io.get("data_type") == "TYPE_BF16":
-                raise pb_utils.TritonModelException(
-                    f"model {self.name!r}: {io['name']} is TYPE_BF16, which Triton 2.51's Python backend cannot "
-                    "pass as numpy; declare it TYPE_FP32 and ge-plugin converts to the OM's bf16 on the way"
-                )
         try:
             self.engine = Engine.from_model_config(
                 config, version_dir=version_dir, instance_name=args.get("model_instance_name", "")
@@ -63,6 +60,10 @@ class TritonPythonModel:
         except GePluginError as exc:
             raise pb_utils.TritonModelException(self._naming_the_model(str(exc))) from None
         self.input_names = frozenset(self.engine.input_names)
+        serving = self.engine.config
+        #: the TYPE_BF16 tensors, which cross as DLPack only (empty for most models: no cost per request)
+        self.bf16_inputs = frozenset(io.name for io in serving.inputs if io.dtype.short == "bf16")
+        self.bf16_outputs = frozenset(io.name for io in serving.outputs if io.dtype.short == "bf16")
         labels = {
             "model": self.name,
             "version": str(args.get("model_version", "1")),
@@ -100,25 +101,33 @@ class TritonPythonModel:
         Triton calls ``execute`` again with the next batch meanwhile."""
         batch = []
         requested = []
+        bf16 = self.bf16_inputs
         for request in requests:
             tensors = {}
             for tensor in request.inputs():
+                name = tensor.name()
+                if bf16 and name in bf16:
+                    tensors[name] = _bf16_words(tensor)
+                    continue
                 try:
-                    tensors[tensor.name()] = np.from_dlpack(tensor)
+                    tensors[name] = np.from_dlpack(tensor)
                 except (BufferError, TypeError, RuntimeError):
-                    tensors[tensor.name()] = tensor.as_numpy()
+                    tensors[name] = tensor.as_numpy()
             batch.append(tensors)
             requested.append(request.requested_output_names())
+        bf16_out = self.bf16_outputs
         if len(self.engine.lanes) > 1:
             senders = [request.get_response_sender() for request in requests]
 
             def send(index: int, outcome: object) -> None:
-                senders[index].send(_response(outcome), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                senders[index].send(
+                    _response(outcome, bf16_out), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+                )
 
             self.engine.submit(batch, requested, send)
             return None
         # Views of the engine's staging: the stub copies returned responses before the next execute.
-        return [_response(outcome) for outcome in self.engine.execute(batch, requested, views=True)]
+        return [_response(outcome, bf16_out) for outcome in self.engine.execute(batch, requested, views=True)]
 
     def finalize(self) -> None:
         metrics = getattr(self, "metrics", None)
@@ -130,8 +139,18 @@ class TritonPythonModel:
             device.finalize()
 
 
-def _response(outcome: object) -> pb_utils.InferenceResponse:
-    """Outputs, or the error with the code a client can act on: 400 bad input, 503 retry later, 500."""
+def _bf16_words(tensor) -> object:
+    """A TYPE_BF16 input's words (uint16), viewed through DLPack; what cannot be viewed is passed on as it is,
+    for request validation to refuse with the reason (this request alone)."""
+    try:
+        return fastpath.bf16_view(tensor)
+    except ValueError:
+        return tensor
+
+
+def _response(outcome: object, bf16: frozenset[str] = frozenset()) -> pb_utils.InferenceResponse:
+    """Outputs, or the error with the code a client can act on: 400 bad input, 503 retry later, 500. A bf16
+    output (its words, uint16) goes back as a DLPack capsule, the only way Triton 2.51 takes TYPE_BF16."""
     if isinstance(outcome, GePluginError):
         if isinstance(outcome, RequestError):
             code = pb_utils.TritonError.INVALID_ARG
@@ -140,6 +159,15 @@ def _response(outcome: object) -> pb_utils.InferenceResponse:
         else:
             code = pb_utils.TritonError.INTERNAL
         return pb_utils.InferenceResponse(error=pb_utils.TritonError(str(outcome), code))
+    if bf16:
+        return pb_utils.InferenceResponse(
+            output_tensors=[
+                pb_utils.Tensor.from_dlpack(name, fastpath.bf16_capsule(array))
+                if name in bf16
+                else pb_utils.Tensor(name, array)
+                for name, array in outcome.items()  # type: ignore[attr-defined]
+            ]
+        )
     return pb_utils.InferenceResponse(
         output_tensors=[pb_utils.Tensor(name, array) for name, array in outcome.items()]  # type: ignore[attr-defined]
     )

@@ -18,9 +18,11 @@ if TYPE_CHECKING:
 EXAMPLES = """
   ge-plugin deploy k8s specs/llama.yaml -o deploy/llama
   ge-plugin deploy k8s my-specs/ -o deploy/all --name ge-serving --image registry.example/ge-plugin:0.1.0
-  ge-plugin deploy k8s specs/llama.yaml -o deploy/llama --max-replicas 8 --target-queue-ms 5
-  ge-plugin deploy k8s specs/llama.yaml -o deploy/llama --service-monitor --kserve
-  kubectl apply -f deploy/llama        # Deployment, Service, HorizontalPodAutoscaler
+  ge-plugin deploy k8s specs/llama.yaml -o deploy/llama --namespace inference --cpu 8 --memory 32Gi \\
+      --node-selector accelerator=huawei-Ascend910 --toleration huawei.com/Ascend910:NoSchedule
+  ge-plugin deploy k8s specs/llama.yaml -o deploy/llama --service-monitor --prometheus-release kube-prometheus-stack
+  ge-plugin deploy k8s specs/llama.yaml -o deploy/llama --driver hostpath --npu-smi /usr/local/sbin/npu-smi
+  kubectl apply -k deploy/llama        # the kustomize base: Deployment, Services, HPA, PDB (ServiceMonitor)
 """
 
 
@@ -34,6 +36,12 @@ def _type(check):
     return convert
 
 
+def _key_value(what: str):
+    from ge_plugin.deploy.k8s import key_value
+
+    return lambda text: key_value(text, what)
+
+
 def _positive(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -42,7 +50,18 @@ def _positive(text: str) -> int:
 
 
 def register(subparsers) -> None:
-    from ge_plugin.deploy.k8s import check_name
+    from ge_plugin.deploy.dockerfile import NPU_GID, NPU_UID
+    from ge_plugin.deploy.k8s import (
+        DEFAULT_PROMETHEUS_URL,
+        DRIVER_MODES,
+        check_label_value,
+        check_name,
+        check_namespace,
+        check_quantity,
+        prometheus_url,
+        run_as,
+        toleration,
+    )
     from ge_plugin.deploy.npu import check_resource_name
 
     parser = add_command(
@@ -60,11 +79,14 @@ def register(subparsers) -> None:
         help="Deployment, Service, HPA, Prometheus scraping, optional KServe objects, Dockerfile",
         description=(
             "One Deployment serving every model of the specs with `ge-plugin serve`: NPUs requested from the Ascend\n"
-            "device plugin (from soc_version and the devices), the CANN driver mounted from the host, the model\n"
-            "repository from a PersistentVolumeClaim, readiness on each model's /v2/models/NAME/ready, liveness on\n"
-            "/v2/health/live; a Service (HTTP, gRPC, metrics); a HorizontalPodAutoscaler on Triton's mean queue\n"
-            "time per request, served by the Prometheus adapter (prometheus-adapter/values.yaml); optionally a\n"
-            "ServiceMonitor and a KServe ServingRuntime + InferenceService; a Dockerfile for the image.\n"
+            "device plugin (from soc_version and the devices), the CANN driver from the Ascend Docker Runtime (or\n"
+            "host mounts), the model repository from a PersistentVolumeClaim, CPU and memory requests = limits, a\n"
+            "non-root read-only container, readiness on each model's /v2/models/NAME/ready, liveness on\n"
+            "/v2/health/live, rollouts with maxSurge 0; a Service (HTTP, gRPC, metrics), a PodDisruptionBudget, a\n"
+            "HorizontalPodAutoscaler on Triton's mean queue time per request, served by the Prometheus adapter\n"
+            "(prometheus-adapter/values.yaml); a kustomize base (kubectl apply -k DIR); optionally a headless\n"
+            "Service, a ServiceMonitor and a KServe ServingRuntime + InferenceService; a Dockerfile for the image.\n"
+            "A re-render removes the files of the previous render it no longer makes (never other files).\n"
             "Spec problems are reported as FILE:LINE: $.path: message (exit 1). See docs/deploy.md."
         ),
         examples=EXAMPLES,
@@ -74,7 +96,7 @@ def register(subparsers) -> None:
     k8s.add_argument(
         "--name",
         type=_type(check_name),
-        help="Deployment, Service and HPA name (default: the model's name as a DNS label; ge-plugin for several)",
+        help="name of the Deployment and its objects (default: the model's name as a DNS label; ge-plugin for several)",
     )
     k8s.add_argument(
         "--image",
@@ -99,6 +121,7 @@ def register(subparsers) -> None:
     k8s.add_argument(
         "--shm-size",
         default="1Gi",
+        type=_type(check_quantity),
         metavar="QUANTITY",
         help="/dev/shm for Triton's Python backend (default: 1Gi)",
     )
@@ -108,13 +131,108 @@ def register(subparsers) -> None:
         metavar="NAME",
         help="extended resource instead of the one soc_version implies (e.g. huawei.com/Ascend910-4c, a vNPU)",
     )
-    k8s.add_argument(
+    pod = k8s.add_argument_group("pod")
+    pod.add_argument(
+        "--namespace", type=_type(check_namespace), help="namespace of every object (default: none)"
+    )
+    pod.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        type=_type(_key_value("label")),
+        metavar="KEY=VALUE",
+        help="extra label on every object and pod (repeatable; the selector's own labels are fixed)",
+    )
+    pod.add_argument(
+        "--cpu",
+        default="4",
+        type=_type(check_quantity),
+        metavar="QUANTITY",
+        help="CPU request, and limit unless --cpu-limit (default: %(default)s)",
+    )
+    pod.add_argument(
+        "--cpu-limit", type=_type(check_quantity), metavar="QUANTITY", help="a CPU limit above the request"
+    )
+    pod.add_argument(
+        "--memory",
+        default="16Gi",
+        type=_type(check_quantity),
+        metavar="QUANTITY",
+        help="memory request and limit; the /dev/shm emptyDir counts against it (default: %(default)s)",
+    )
+    pod.add_argument(
+        "--run-as",
+        type=_type(run_as),
+        default=(NPU_UID, NPU_GID),
+        metavar="UID:GID",
+        help=f"the serving process's ids: the host's HwHiAiUser, which owns the NPU devices (default: {NPU_UID}:{NPU_GID})",
+    )
+    pod.add_argument(
+        "--driver",
+        choices=DRIVER_MODES,
+        default="runtime",
+        help="how the container gets the CANN driver: runtime (the Ascend Docker Runtime mounts it; no host volumes, "
+        "passes Pod Security baseline) or hostpath (host mounts; needs a namespace exempt from baseline) "
+        "(default: %(default)s)",
+    )
+    pod.add_argument(
+        "--npu-smi",
+        metavar="PATH",
+        help="with --driver hostpath: mount npu-smi from this host path (its place differs between driver packages)",
+    )
+    pod.add_argument(
+        "--runtime-class", type=_type(check_name), metavar="NAME", help="the pod's runtimeClassName"
+    )
+    pod.add_argument(
+        "--node-selector",
+        action="append",
+        default=[],
+        type=_type(_key_value("node selector")),
+        metavar="KEY=VALUE",
+        help="schedule only on nodes with this label (repeatable)",
+    )
+    pod.add_argument(
+        "--toleration",
+        action="append",
+        default=[],
+        type=_type(toleration),
+        metavar="KEY[=VALUE][:EFFECT]",
+        help="tolerate this taint (repeatable)",
+    )
+    pod.add_argument(
+        "--image-pull-secret",
+        action="append",
+        default=[],
+        type=_type(check_name),
+        metavar="NAME",
+        help="a docker-registry Secret for pulling the image (repeatable)",
+    )
+    extras = k8s.add_argument_group("services, monitoring and KServe")
+    extras.add_argument(
+        "--headless-service",
+        action="store_true",
+        help="also NAME-headless (clusterIP None): gRPC clients balance over the pods with round_robin",
+    )
+    extras.add_argument(
         "--service-monitor", action="store_true", help="also a ServiceMonitor (Prometheus Operator)"
     )
-    k8s.add_argument(
+    extras.add_argument(
+        "--prometheus-release",
+        type=_type(check_label_value),
+        metavar="NAME",
+        help="with --service-monitor: its release label, which kube-prometheus-stack's Prometheus selects by",
+    )
+    extras.add_argument(
+        "--prometheus-url",
+        default=DEFAULT_PROMETHEUS_URL,
+        type=_type(prometheus_url),
+        metavar="URL",
+        help="where the Prometheus adapter queries Prometheus (default: %(default)s)",
+    )
+    extras.add_argument(
         "--kserve", action="store_true", help="also kserve/: a ServingRuntime and an InferenceService"
     )
-    k8s.add_argument(
+    extras.add_argument(
         "--storage-uri",
         metavar="URI",
         help="with --kserve: where KServe fetches the repository (default: pvc://PVC/model_repository)",
@@ -129,6 +247,10 @@ def run_k8s(args: argparse.Namespace) -> int:
 
     if args.storage_uri is not None and not args.kserve:
         args.parser.error("--storage-uri needs --kserve")
+    if args.prometheus_release is not None and not args.service_monitor:
+        args.parser.error("--prometheus-release labels the ServiceMonitor: it needs --service-monitor")
+    if args.npu_smi is not None and args.driver != "hostpath":
+        args.parser.error("--npu-smi mounts npu-smi from the host: it needs --driver hostpath")
     if args.min_replicas > args.max_replicas:
         args.parser.error(
             f"--min-replicas {args.min_replicas} is more than --max-replicas {args.max_replicas}"
@@ -149,14 +271,21 @@ def run_k8s(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return 1
-    for path in write_files(files, args.output, [spec.name for spec in specs]):
+    done = write_files(files, args.output, [spec.name for spec in specs])
+    for path in done.written:
         print(f"rendered {path}")
+    for path in done.removed:
+        print(f"removed {path} (rendered before, not by this render)")
+    for path in done.kept:
+        print(
+            f"kept {path}: rendered before and not by this render, but changed since; delete it if it is stale"
+        )
     return 0
 
 
 def _options(args: argparse.Namespace, specs: Sequence[ModelSpec]) -> K8sOptions:
-    """K8sOptions from the command line; a usage error (exit 2) when a name derived from the specs is not a
-    DNS label."""
+    """K8sOptions from the command line; a usage error (exit 2) when options disagree (--memory not above
+    --shm-size...) or a name derived from the specs is not a DNS label."""
     from ge_plugin.deploy import K8sOptions
     from ge_plugin.deploy.k8s import default_name
 
@@ -170,7 +299,23 @@ def _options(args: argparse.Namespace, specs: Sequence[ModelSpec]) -> K8sOptions
             max_replicas=args.max_replicas,
             target_queue_us=max(1, round(args.target_queue_ms * 1000)),
             shm_size=args.shm_size,
+            cpu=args.cpu,
+            cpu_limit=args.cpu_limit,
+            memory=args.memory,
+            namespace=args.namespace,
+            labels=tuple(args.label),
+            run_as=args.run_as,
+            driver=args.driver,
+            npu_smi=args.npu_smi,
+            runtime_class=args.runtime_class,
+            node_selector=tuple(args.node_selector),
+            tolerations=tuple(args.toleration),
+            image_pull_secrets=tuple(args.image_pull_secret),
+            prometheus_release=args.prometheus_release,
+            prometheus_url=args.prometheus_url,
+            headless_service=args.headless_service,
         )
-    except ValueError as exc:  # a derived name too long for a DNS label
+    except ValueError as exc:  # options that disagree, or a derived name too long for a DNS label
         parser: argparse.ArgumentParser = args.parser  # typed: error() does not return
-        parser.error(f"{exc} (give --name or --models-claim)")
+        hint = " (give --name or --models-claim)" if "DNS label" in str(exc) else ""
+        parser.error(f"{exc}{hint}")

@@ -1,4 +1,4 @@
-"""``ge-plugin doctor``: the device, fast path, tritonserver, perf_analyzer and numpy this host would use."""
+"""``ge-plugin doctor``: the device, fast path, numpy, glibc, tritonserver and perf_analyzer this host would use."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def register(subparsers) -> None:
     parser = add_command(
         subparsers,
         "doctor",
-        help="check what this host runs: device, fast path, tritonserver, perf_analyzer, numpy",
+        help="check what this host runs: device, fast path, numpy, glibc, tritonserver, perf_analyzer",
         description=(
             "One line per piece: ok, warn (optional: only the bench needs perf_analyzer) or fail, with what "
             "to do. Exit status 1 when a piece serving needs fails."

@@ -11,8 +11,19 @@ from ge_plugin.cli._common import add_command
 EXAMPLES = """
   ge-plugin migrate models/resnet/config.pbtxt --soc-version Ascend910B3 -o specs/resnet.yaml
   ge-plugin migrate models/bert/config.pbtxt --soc-version Ascend310P3 --dims-gears 64,128,256
+  ge-plugin migrate models/resnet/config.pbtxt --soc-version Ascend910B3 --renumber-devices \\
+      --backend-config=npu_ge,ge.aicoreNum=12\\|10 --backend-config=npu_ge,static_model=1
   ge-plugin validate specs/resnet.yaml && ge-plugin atc specs/resnet.yaml --print
 """
+
+
+def _backend_config(text: str) -> tuple[str, str, str]:
+    from ge_plugin.migrate.ge_config import parse_backend_config
+
+    try:
+        return parse_backend_config(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _ints(text: str) -> list[int]:
@@ -40,7 +51,8 @@ def register(subparsers) -> None:
         description=(
             'Read a config.pbtxt of CANN\'s GE backend (backend: "npu_ge", which compiles an ONNX model on the\n'
             "server) and write the spec that builds the same model as an OM with gears, on the same devices and\n"
-            "instances. Every key that does not carry over as is gets a line saying why, on stderr and as a\n"
+            "instances. Inputs and outputs the config omits are read from the model file (ONNX, or a TensorFlow\n"
+            "frozen graph), as the GE backend reads them. Every key that does not carry over as is gets a line saying why, on stderr and as a\n"
             "comment at the top of the spec. The spec is checked with the spec loader before it is written.\n"
             "Exit 1 when the config cannot be migrated (the message names the line), 2 on usage errors.\n"
             "See docs/migrate.md."
@@ -66,6 +78,21 @@ def register(subparsers) -> None:
         help="values of the -1 dims other than the batch, when the config names no gears: 16,32,64 (every -1 "
         "dim takes each value) or 16,8;32,16 (one value per -1 dim, per gear)",
     )
+    parser.add_argument(
+        "--backend-config",
+        action="append",
+        default=[],
+        type=_backend_config,
+        metavar="npu_ge,KEY=VALUE",
+        help="a setting the GE backend's server was launched with (tritonserver's syntax, repeatable): its fixed "
+        "keys and session./graph. options count as parameters the config does not set; each is carried or noted",
+    )
+    parser.add_argument(
+        "--renumber-devices",
+        action="store_true",
+        help='device_ids "4,5" become devices [0, 1] (noted): a pod numbers the NPUs it was given from 0, '
+        "which ge-plugin deploy k8s requires",
+    )
     parser.set_defaults(func=run)
 
 
@@ -79,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
         spec_path=args.output,
         batch_gears=args.batch_gears,
         dims_gears=args.dims_gears,
+        backend_config=args.backend_config,
+        renumber_devices=args.renumber_devices,
     )
     if args.output is None:
         sys.stdout.write(result.text)

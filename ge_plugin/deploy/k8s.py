@@ -1,24 +1,33 @@
 """Specs -> the Kubernetes objects that run ``ge-plugin serve`` on an Ascend fleet, as plain dicts.
 
 One Deployment serves every model of the specs it is rendered from, like one ``ge-plugin serve`` serves a
-repository: its pods ask the Ascend device plugin for the NPUs the specs place models on, mount the CANN
-driver from the host, read the model repository (configs rendered from the same specs, plus the OM files)
-from a PersistentVolumeClaim, and bind tritonserver to the pod's address. Readiness asks Triton whether each
-model is ready; liveness asks whether the server lives. A HorizontalPodAutoscaler scales on the average time
+repository: its pods ask the Ascend device plugin for the NPUs the specs place models on, get the CANN driver
+from the Ascend Docker Runtime (or, in ``hostpath`` mode, from host mounts), read the model repository
+(configs rendered from the same specs, plus the OM files) from a PersistentVolumeClaim, and bind tritonserver
+to the pod's address. Readiness asks Triton whether each model is ready; liveness asks whether the server
+lives. Every pod runs as a numeric non-root user with no privilege escalation, no capabilities and a read-only
+root filesystem (writable: the work emptyDir on /tmp and /dev/shm), with CPU and memory requests equal to
+their limits (QoS Guaranteed: evicted last). Rollouts replace a pod before starting its successor
+(``maxSurge: 0``): with every NPU of a node allocated, a surge pod would wait for NPUs forever. A
+PodDisruptionBudget lets drains take one pod at a time. A HorizontalPodAutoscaler scales on the average time
 requests wait in Triton's queue, which the Prometheus adapter computes from Triton's own counters; the Service
-carries HTTP, gRPC and metrics. ``kserve_objects`` is the same server as a KServe ServingRuntime with an
-InferenceService. Every builder returns plain data: ``ge_plugin.deploy.write_files`` writes it, tests validate it against the
-Kubernetes OpenAPI schemas.
+carries HTTP, gRPC and metrics, and an optional headless Service lets gRPC clients balance over the pods
+themselves. ``kserve_objects`` is the same server as a KServe ServingRuntime with an InferenceService. Every
+builder returns plain data: ``ge_plugin.deploy.write_files`` writes it, tests validate it against the
+Kubernetes OpenAPI schemas and the CRDs' schemas.
 """
 
 from __future__ import annotations
 
 import re
+import urllib.parse
 from collections.abc import Sequence
-from typing import Any
+from decimal import Decimal, InvalidOperation
+from typing import Any, Optional
 
 import attrs
 
+from ge_plugin.deploy.dockerfile import NPU_GID, NPU_UID
 from ge_plugin.deploy.npu import NpuRequest
 from ge_plugin.serve.triton import EXIT_TIMEOUT_S
 from ge_plugin.spec.model import ModelSpec
@@ -39,8 +48,9 @@ METRICS_PORT = 8002
 MODEL_REPOSITORY = "/models"
 #: the repository's folder on the claim (what ``ge-plugin render specs -o model_repository`` writes, plus OMs)
 CLAIM_SUBPATH = "model_repository"
-#: ``ge-plugin serve --work-dir``: the backend directory it prepares, on an emptyDir
-WORK_DIR = "/tmp/ge-plugin"
+#: the writable emptyDir (the root filesystem is read-only); ``ge-plugin serve --work-dir`` is under it
+WRITABLE_DIR = "/tmp"
+WORK_DIR = f"{WRITABLE_DIR}/ge-plugin"
 #: the startup probe allows this long for loading and warming every model before liveness takes over
 STARTUP_PERIOD_S = 10
 STARTUP_FAILURES = 60
@@ -50,21 +60,43 @@ QUEUE_METRIC = "ge_plugin_queue_time_us"
 #: Triton's counters it is computed from
 TRITON_QUEUE_SERIES = "nv_inference_queue_duration_us"
 TRITON_SUCCESS_SERIES = "nv_inference_request_success"
-#: KServe's v2 runtimes listen on these (the HTTP port is the one Knative routes to)
+#: KServe's v2 runtimes listen on these (the HTTP port is the one KServe routes to)
 KSERVE_HTTP_PORT = 8080
 KSERVE_GRPC_PORT = 9000
 KSERVE_MODEL_DIR = "/mnt/models"
 KSERVE_MODEL_FORMAT = "ascend-om"
 
-#: host paths of the CANN driver a container needs, as the Ascend device plugin's docs mount them
+#: How the container gets the CANN driver: ``runtime``, the Ascend Docker Runtime mounts it into every
+#: container the device plugin gave NPUs (no host volumes: the pod passes Pod Security "baseline");
+#: ``hostpath``, host mounts as the device plugin's docs list them for a plain runc (needs a namespace
+#: exempt from "baseline", which forbids hostPath).
+DRIVER_MODES = ("runtime", "hostpath")
+#: host paths of the CANN driver a container needs in hostpath mode, as the Ascend device plugin's docs
+#: mount them. npu-smi is not among them: its path differs between driver packages (--npu-smi PATH).
 DRIVER_MOUNTS: tuple[tuple[str, str, str], ...] = (
     ("ascend-driver", "/usr/local/Ascend/driver", "Directory"),
     ("ascend-install-info", "/etc/ascend_install.info", "File"),
-    ("npu-smi", "/usr/local/bin/npu-smi", "File"),
     ("ascend-dcmi", "/usr/local/dcmi", "Directory"),
 )
+#: the labels every object carries and the selectors use; --label may not change them
+SELECTOR_KEYS = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app.kubernetes.io/component")
+#: kube-prometheus-stack's Prometheus selects ServiceMonitors by this label (its Helm release's name)
+RELEASE_LABEL = "release"
+DEFAULT_PROMETHEUS_URL = "http://prometheus-operated.monitoring.svc:9090"
 
 _DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+_DNS_1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_LABEL_VALUE = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?")
+_QUANTITY = re.compile(r"([0-9]+(?:\.[0-9]+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?")
+_SUFFIX: dict[Optional[str], Decimal] = {
+    None: Decimal(1),
+    "m": Decimal("0.001"),
+    **{s: Decimal(1000) ** (i + 1) for i, s in enumerate("kMGTPE")},
+    **{f"{s}i": Decimal(1024) ** (i + 1) for i, s in enumerate("KMGTPE")},
+}
+_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
 Obj = dict[str, Any]
 
@@ -77,6 +109,103 @@ def check_name(name: str) -> str:
             f"at most 63 characters, got {name!r}"
         )
     return name
+
+
+def check_namespace(name: str) -> str:
+    if not _DNS_1123_LABEL.fullmatch(name):
+        raise ValueError(
+            f"a namespace is a DNS label: lower-case letters, digits and '-', at most 63 characters, got {name!r}"
+        )
+    return name
+
+
+def check_label_key(key: str) -> str:
+    """``[prefix/]name``: a DNS subdomain prefix (at most 253) and a name of at most 63 characters."""
+    prefix, _, name = key.rpartition("/")
+    if (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix))) or not _LABEL_NAME.fullmatch(
+        name
+    ):
+        raise ValueError(
+            f"a label key is [PREFIX/]NAME (NAME: letters, digits, '-', '_', '.', at most 63), got {key!r}"
+        )
+    return key
+
+
+def check_label_value(value: str) -> str:
+    if not _LABEL_VALUE.fullmatch(value):
+        raise ValueError(
+            f"a label value is at most 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric, "
+            f"got {value!r}"
+        )
+    return value
+
+
+def key_value(text: str, what: str = "label") -> tuple[str, str]:
+    """``KEY=VALUE`` (a label or node selector): each part checked as Kubernetes checks labels."""
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise ValueError(f"expected KEY=VALUE for a {what}, got {text!r}")
+    return check_label_key(key), check_label_value(value)
+
+
+def toleration(text: str) -> Obj:
+    """``KEY[=VALUE][:EFFECT]`` (kubectl taint's form): Equal when a value is given, else Exists; no effect:
+    every effect."""
+    rest, sep, effect = text.rpartition(":")
+    if not sep:
+        rest, effect = text, ""
+    if effect and effect not in _EFFECTS:
+        raise ValueError(f"a toleration's effect is one of {', '.join(_EFFECTS)}, got {effect!r} in {text!r}")
+    key, has_value, value = rest.partition("=")
+    check_label_key(key)
+    found: Obj = {"key": key, "operator": "Equal" if has_value else "Exists"}
+    if has_value:
+        found["value"] = check_label_value(value)
+    if effect:
+        found["effect"] = effect
+    return found
+
+
+def quantity(text: str) -> Decimal:
+    """A Kubernetes resource quantity (``500m``, ``4``, ``16Gi``, ``1.5G``) as a number; ValueError otherwise."""
+    match = _QUANTITY.fullmatch(text)
+    if match is None:
+        raise ValueError(f"expected a Kubernetes quantity such as 500m, 4, 16Gi, got {text!r}")
+    try:
+        value = Decimal(match.group(1)) * _SUFFIX[match.group(2)]
+    except (InvalidOperation, KeyError):
+        raise ValueError(f"expected a Kubernetes quantity such as 500m, 4, 16Gi, got {text!r}") from None
+    if value <= 0:
+        raise ValueError(f"a resource quantity must be positive, got {text!r}")
+    return value
+
+
+def check_quantity(text: str) -> str:
+    quantity(text)
+    return text
+
+
+def run_as(text: str) -> tuple[int, int]:
+    """``UID:GID`` of the serving process: non-root numbers (the pod's runAsNonRoot checks the number)."""
+    uid, sep, gid = text.partition(":")
+    try:
+        ids = (int(uid), int(gid if sep else uid))
+    except ValueError:
+        raise ValueError(f"expected UID:GID (numbers), got {text!r}") from None
+    if min(ids) < 1:
+        raise ValueError(f"the serving process runs as a non-root user: UID and GID >= 1, got {text!r}")
+    return ids
+
+
+def prometheus_url(text: str) -> str:
+    parsed = urllib.parse.urlsplit(text)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname or parsed.query or parsed.fragment:
+        raise ValueError(f"expected Prometheus' URL as http(s)://HOST[:PORT][/PATH], got {text!r}")
+    try:
+        parsed.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        raise ValueError(f"expected Prometheus' URL as http(s)://HOST[:PORT][/PATH], got {text!r}") from None
+    return text
 
 
 def default_name(specs: Sequence[ModelSpec]) -> str:
@@ -102,7 +231,30 @@ class K8sOptions:
     #: the HPA adds pods while the mean queue time per request exceeds this
     target_queue_us: int = 20_000
     #: the emptyDir on /dev/shm: Triton's Python backend moves every tensor through shared memory
-    shm_size: str = "1Gi"
+    shm_size: str = attrs.field(default="1Gi", validator=lambda _i, _a, value: check_quantity(value))
+    #: CPU and memory of the serving container: requests, and limits equal to them (QoS Guaranteed)
+    cpu: str = attrs.field(default="4", validator=lambda _i, _a, value: check_quantity(value))
+    memory: str = attrs.field(default="16Gi", validator=lambda _i, _a, value: check_quantity(value))
+    #: a CPU limit above the request (then QoS Burstable); None: equal to it
+    cpu_limit: Optional[str] = None
+    namespace: Optional[str] = None
+    #: extra labels on every object and pod (never the selector's)
+    labels: tuple[tuple[str, str], ...] = ()
+    #: the serving process's uid and gid: the host's HwHiAiUser, which owns the NPU device nodes
+    run_as: tuple[int, int] = (NPU_UID, NPU_GID)
+    driver: str = "runtime"
+    #: hostpath mode: the host's npu-smi binary, mounted at the same path (None: not mounted)
+    npu_smi: Optional[str] = None
+    runtime_class: Optional[str] = None
+    node_selector: tuple[tuple[str, str], ...] = ()
+    tolerations: tuple[Obj, ...] = ()
+    image_pull_secrets: tuple[str, ...] = ()
+    #: the ``release`` label of the ServiceMonitor (kube-prometheus-stack selects by it)
+    prometheus_release: Optional[str] = None
+    prometheus_url: str = attrs.field(
+        default=DEFAULT_PROMETHEUS_URL, validator=lambda _i, _a, value: prometheus_url(value)
+    )
+    headless_service: bool = False
 
     def __attrs_post_init__(self) -> None:
         if not 1 <= self.min_replicas <= self.max_replicas:
@@ -111,14 +263,58 @@ class K8sOptions:
             )
         if self.target_queue_us < 1:
             raise ValueError(f"the queue-time target must be positive, got {self.target_queue_us} µs")
+        if self.driver not in DRIVER_MODES:
+            raise ValueError(f"--driver is one of {', '.join(DRIVER_MODES)}, got {self.driver!r}")
+        if self.npu_smi is not None and (self.driver != "hostpath" or not self.npu_smi.startswith("/")):
+            raise ValueError(
+                f"--npu-smi is the absolute path of npu-smi on the hosts, mounted in hostpath mode (--driver hostpath); "
+                f"got {self.npu_smi!r} with --driver {self.driver}"
+            )
+        if self.cpu_limit is not None and quantity(self.cpu_limit) < quantity(self.cpu):
+            raise ValueError(f"--cpu-limit {self.cpu_limit} is below the request --cpu {self.cpu}")
+        if quantity(self.memory) <= quantity(self.shm_size):
+            raise ValueError(
+                f"--memory {self.memory} must exceed --shm-size {self.shm_size}: the /dev/shm emptyDir is memory the "
+                "container's limit counts, and tritonserver needs memory of its own"
+            )
+        if self.headless_service:
+            check_name(f"{self.name}-headless")
+        if self.namespace is not None:
+            check_namespace(self.namespace)
+        for key, value in (*self.labels, *self.node_selector):
+            check_label_key(key)
+            check_label_value(value)
+        clash = [key for key, _value in self.labels if key in SELECTOR_KEYS]
+        if clash:
+            raise ValueError(
+                f"--label {clash[0]}: ge-plugin sets it (the selector uses it); choose another key"
+            )
+        for secret in self.image_pull_secrets:
+            check_name(secret)
+        if self.prometheus_release is not None:
+            check_label_value(self.prometheus_release)
 
 
-def labels(options: K8sOptions) -> dict[str, str]:
+def selector_labels(options: K8sOptions) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "ge-plugin",
         "app.kubernetes.io/instance": options.name,
         "app.kubernetes.io/component": "inference-server",
     }
+
+
+def labels(options: K8sOptions) -> dict[str, str]:
+    """Every object's and pod's labels: the selector's, then --label ones."""
+    return {**selector_labels(options), **dict(options.labels)}
+
+
+def metadata(options: K8sOptions, name: str | None = None, **extra: Any) -> Obj:
+    found: Obj = {"name": name or options.name}
+    if options.namespace is not None:
+        found["namespace"] = options.namespace
+    found["labels"] = labels(options)
+    found.update(extra)
+    return found
 
 
 def serve_args(
@@ -151,88 +347,187 @@ def serve_args(
     ]
 
 
-def readiness_probe(specs: Sequence[ModelSpec]) -> Obj:
+def readiness_probe(specs: Sequence[ModelSpec], *, port: int = HTTP_PORT, port_name: str = "http") -> Obj:
     """Triton's per-model ready endpoint: one model is an HTTP probe, several an exec of ge_plugin.deploy.ready
     (a probe has one handler, and the server's own /v2/health/ready is not per model)."""
     names = [spec.name for spec in specs]
     handler: Obj
     if len(names) == 1:
-        handler = {"httpGet": {"path": f"/v2/models/{names[0]}/ready", "port": "http"}}
+        handler = {"httpGet": {"path": f"/v2/models/{names[0]}/ready", "port": port_name}}
     else:
         handler = {
-            "exec": {"command": ["python3", "-m", "ge_plugin.deploy.ready", "--port", str(HTTP_PORT), *names]}
+            "exec": {"command": ["python3", "-m", "ge_plugin.deploy.ready", "--port", str(port), *names]}
         }
     return {**handler, "periodSeconds": 5, "timeoutSeconds": 3, "failureThreshold": 2}
 
 
+def probes(specs: Sequence[ModelSpec], *, port: int, port_name: str) -> Obj:
+    """Startup (loading and warming every gear may take minutes), liveness and per-model readiness."""
+    live = {"httpGet": {"path": "/v2/health/live", "port": port_name}}
+    return {
+        "startupProbe": {**live, "periodSeconds": STARTUP_PERIOD_S, "failureThreshold": STARTUP_FAILURES},
+        "livenessProbe": {**live, "periodSeconds": 10, "timeoutSeconds": 3, "failureThreshold": 3},
+        "readinessProbe": readiness_probe(specs, port=port, port_name=port_name),
+    }
+
+
+def container_security_context() -> Obj:
+    """What Pod Security "restricted" asks of a container: nothing to escalate to, nothing to write outside
+    its volumes."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "privileged": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+
+
+def pod_security_context(options: K8sOptions) -> Obj:
+    uid, gid = options.run_as
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": uid,
+        "runAsGroup": gid,
+        "fsGroup": gid,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
 def _volumes(options: K8sOptions) -> tuple[list[Obj], list[Obj]]:
-    shm_volume, shm_mount = _shm(options)
-    volumes: list[Obj] = [
-        {"name": "models", "persistentVolumeClaim": {"claimName": options.models_claim, "readOnly": True}},
-        {"name": "work", "emptyDir": {}},
-        shm_volume,
-    ]
-    mounts: list[Obj] = [
-        {"name": "models", "mountPath": MODEL_REPOSITORY, "subPath": CLAIM_SUBPATH, "readOnly": True},
-        {"name": "work", "mountPath": "/tmp"},
-        shm_mount,
-    ]
-    driver_volumes, driver_mounts = driver_volumes_and_mounts()
-    return volumes + driver_volumes, mounts + driver_mounts
+    """The model claim (Deployment only), the writable emptyDir, /dev/shm and the driver."""
+    models = (
+        [{"name": "models", "persistentVolumeClaim": {"claimName": options.models_claim, "readOnly": True}}],
+        [{"name": "models", "mountPath": MODEL_REPOSITORY, "subPath": CLAIM_SUBPATH, "readOnly": True}],
+    )
+    writable = writable_volumes_and_mounts(options)
+    driver = driver_volumes_and_mounts(options)
+    return models[0] + writable[0] + driver[0], models[1] + writable[1] + driver[1]
 
 
-def _shm(options: K8sOptions) -> tuple[Obj, Obj]:
-    """/dev/shm in memory, ``shm_size`` large, for the Deployment's pods and KServe's alike."""
+def writable_volumes_and_mounts(options: K8sOptions) -> tuple[list[Obj], list[Obj]]:
+    """/tmp (the root filesystem is read-only: the work dir, CANN's logs under HOME=/tmp) and /dev/shm in
+    memory, ``shm_size`` large, for the Deployment's pods and KServe's alike."""
     return (
-        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": options.shm_size}},
-        {"name": "dshm", "mountPath": "/dev/shm"},
+        [
+            {"name": "work", "emptyDir": {}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": options.shm_size}},
+        ],
+        [{"name": "work", "mountPath": WRITABLE_DIR}, {"name": "dshm", "mountPath": "/dev/shm"}],
     )
 
 
-def driver_volumes_and_mounts() -> tuple[list[Obj], list[Obj]]:
-    volumes = [{"name": name, "hostPath": {"path": path, "type": kind}} for name, path, kind in DRIVER_MOUNTS]
-    mounts = [{"name": name, "mountPath": path, "readOnly": True} for name, path, _kind in DRIVER_MOUNTS]
-    return volumes, mounts
+def driver_volumes_and_mounts(options: K8sOptions) -> tuple[list[Obj], list[Obj]]:
+    """Nothing with the Ascend Docker Runtime; host mounts in hostpath mode."""
+    if options.driver != "hostpath":
+        return [], []
+    mounts = list(DRIVER_MOUNTS)
+    if options.npu_smi is not None:
+        mounts.append(("npu-smi", options.npu_smi, "File"))
+    volumes = [{"name": name, "hostPath": {"path": path, "type": kind}} for name, path, kind in mounts]
+    return volumes, [{"name": name, "mountPath": path, "readOnly": True} for name, path, _kind in mounts]
 
 
-def npu_resources(npu: NpuRequest) -> Obj:
-    """Extended resources are requested through limits; requests, when given, must equal them."""
-    amount = {npu.resource: str(npu.count)}
-    return {"limits": dict(amount), "requests": dict(amount)}
+def resources(npu: NpuRequest, options: K8sOptions) -> Obj:
+    """CPU and memory requested and limited alike (QoS Guaranteed unless --cpu-limit raises the CPU limit);
+    the NPUs through limits, and equal requests (extended resources must have them equal)."""
+    requests = {"cpu": options.cpu, "memory": options.memory, npu.resource: str(npu.count)}
+    limits = {**requests, "cpu": options.cpu_limit or options.cpu}
+    return {"requests": requests, "limits": limits}
+
+
+def _env() -> list[Obj]:
+    return [
+        # refuse to start without pyACL rather than fall back to the CPU simulator
+        {"name": "GE_PLUGIN_DEVICE", "value": "ascend"},
+        # the root filesystem is read-only: CANN writes its logs under $HOME/ascend/log
+        {"name": "HOME", "value": WRITABLE_DIR},
+    ]
+
+
+def _scheduling(options: K8sOptions) -> Obj:
+    """The pod spec's scheduling fields: spread replicas over nodes (preferred), the operator's node
+    selector, tolerations, runtime class and pull secrets."""
+    found: Obj = {
+        "affinity": {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "podAffinityTerm": {
+                            "topologyKey": "kubernetes.io/hostname",
+                            "labelSelector": {"matchLabels": selector_labels(options)},
+                        },
+                    }
+                ]
+            }
+        }
+    }
+    if options.node_selector:
+        found["nodeSelector"] = dict(options.node_selector)
+    if options.tolerations:
+        found["tolerations"] = [dict(t) for t in options.tolerations]
+    if options.runtime_class:
+        found["runtimeClassName"] = options.runtime_class
+    if options.image_pull_secrets:
+        found["imagePullSecrets"] = [{"name": name} for name in options.image_pull_secrets]
+    return found
+
+
+def serving_container(
+    name: str,
+    specs: Sequence[ModelSpec],
+    npu: NpuRequest,
+    options: K8sOptions,
+    *,
+    repository: str,
+    http_port: int,
+    grpc_port: int,
+    mounts: list[Obj],
+) -> Obj:
+    """The container running ``ge-plugin serve``, for the Deployment and KServe's runtime alike: its ports
+    named ``http`` (first: the one KServe routes HTTP to), ``grpc`` (KServe marks a port so named as gRPC)
+    and ``metrics``."""
+    return {
+        "name": name,
+        "image": options.image,
+        # args, not command: the image's entrypoint sources CANN's set_env.sh and then runs them
+        "args": serve_args(repository=repository, http_port=http_port, grpc_port=grpc_port),
+        "env": _env(),
+        "ports": [
+            {"name": "http", "containerPort": http_port, "protocol": "TCP"},
+            {"name": "grpc", "containerPort": grpc_port, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+        ],
+        "resources": resources(npu, options),
+        **probes(specs, port=http_port, port_name="http"),
+        "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(PRESTOP_SLEEP_S)]}}},
+        "securityContext": container_security_context(),
+        "volumeMounts": mounts,
+    }
 
 
 def deployment(specs: Sequence[ModelSpec], npu: NpuRequest, options: K8sOptions) -> Obj:
     volumes, mounts = _volumes(options)
-    live = {"httpGet": {"path": "/v2/health/live", "port": "http"}}
-    container: Obj = {
-        "name": "ge-plugin",
-        "image": options.image,
-        # args, not command: the image's entrypoint sources CANN's set_env.sh and then runs them
-        "args": serve_args(),
-        "env": [
-            # refuse to start without pyACL rather than fall back to the CPU simulator
-            {"name": "GE_PLUGIN_DEVICE", "value": "ascend"},
-        ],
-        "ports": [
-            {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
-            {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
-            {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
-        ],
-        "resources": npu_resources(npu),
-        "startupProbe": {**live, "periodSeconds": STARTUP_PERIOD_S, "failureThreshold": STARTUP_FAILURES},
-        "livenessProbe": {**live, "periodSeconds": 10, "timeoutSeconds": 3, "failureThreshold": 3},
-        "readinessProbe": readiness_probe(specs),
-        "lifecycle": {"preStop": {"exec": {"command": ["sleep", str(PRESTOP_SLEEP_S)]}}},
-        "volumeMounts": mounts,
-    }
+    container = serving_container(
+        "ge-plugin",
+        specs,
+        npu,
+        options,
+        repository=MODEL_REPOSITORY,
+        http_port=HTTP_PORT,
+        grpc_port=GRPC_PORT,
+        mounts=mounts,
+    )
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": options.name, "labels": labels(options)},
+        "metadata": metadata(options),
         "spec": {
             # no replicas: the HorizontalPodAutoscaler owns the count (a replicas field here would reset it
             # on every apply)
-            "selector": {"matchLabels": labels(options)},
+            "selector": {"matchLabels": selector_labels(options)},
+            # a new pod only once an old one is gone: its NPUs are what the new one needs
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
             "template": {
                 "metadata": {
                     "labels": labels(options),
@@ -243,7 +538,10 @@ def deployment(specs: Sequence[ModelSpec], npu: NpuRequest, options: K8sOptions)
                     },
                 },
                 "spec": {
+                    "automountServiceAccountToken": False,
+                    "securityContext": pod_security_context(options),
                     "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
+                    **_scheduling(options),
                     "containers": [container],
                     "volumes": volumes,
                 },
@@ -252,20 +550,48 @@ def deployment(specs: Sequence[ModelSpec], npu: NpuRequest, options: K8sOptions)
     }
 
 
+def _service_ports(*names: str) -> list[Obj]:
+    ports = {"http": HTTP_PORT, "grpc": GRPC_PORT, "metrics": METRICS_PORT}
+    return [{"name": name, "port": ports[name], "targetPort": name, "protocol": "TCP"} for name in names]
+
+
 def service(options: K8sOptions) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": options.name, "labels": labels(options)},
+        "metadata": metadata(options),
         "spec": {
             "type": "ClusterIP",
-            "selector": labels(options),
-            "ports": [
-                {"name": "http", "port": HTTP_PORT, "targetPort": "http", "protocol": "TCP"},
-                {"name": "grpc", "port": GRPC_PORT, "targetPort": "grpc", "protocol": "TCP"},
-                {"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"},
-            ],
+            "selector": selector_labels(options),
+            "ports": _service_ports("http", "grpc", "metrics"),
         },
+    }
+
+
+def headless_service(options: K8sOptions) -> Obj:
+    """``NAME-headless``: DNS answers with every ready pod's address, so a gRPC client with round_robin
+    balancing spreads its calls over the pods (through the ClusterIP Service, one HTTP/2 connection stays
+    on one pod)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(options, f"{options.name}-headless"),
+        "spec": {
+            "clusterIP": "None",
+            "selector": selector_labels(options),
+            "ports": _service_ports("grpc", "http"),
+        },
+    }
+
+
+def pod_disruption_budget(options: K8sOptions) -> Obj:
+    """Voluntary disruptions (drains, upgrades) take one pod at a time; maxUnavailable, not minAvailable, so a
+    single replica can still be drained."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": metadata(options),
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector_labels(options)}},
     }
 
 
@@ -273,7 +599,7 @@ def horizontal_pod_autoscaler(options: K8sOptions) -> Obj:
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": options.name, "labels": labels(options)},
+        "metadata": metadata(options),
         "spec": {
             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": options.name},
             "minReplicas": options.min_replicas,
@@ -292,32 +618,51 @@ def horizontal_pod_autoscaler(options: K8sOptions) -> Obj:
 
 
 def service_monitor(options: K8sOptions) -> Obj:
-    """For clusters that run the Prometheus Operator (instead of the scrape annotations)."""
+    """For clusters that run the Prometheus Operator (instead of the scrape annotations); with
+    ``prometheus_release``, the ``release`` label kube-prometheus-stack's Prometheus selects by."""
+    found = metadata(options)
+    if options.prometheus_release is not None:
+        found["labels"] = {**found["labels"], RELEASE_LABEL: options.prometheus_release}
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "ServiceMonitor",
-        "metadata": {"name": options.name, "labels": labels(options)},
+        "metadata": found,
         "spec": {
-            "selector": {"matchLabels": labels(options)},
+            "selector": {"matchLabels": selector_labels(options)},
             "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "15s"}],
         },
     }
 
 
-def prometheus_adapter_rules() -> Obj:
-    """Values for the prometheus-community/prometheus-adapter chart: the rule that serves QUEUE_METRIC.
+def kustomization(files: Sequence[str]) -> Obj:
+    """A kustomize base of the core objects (``kubectl apply -k DIR``; overlays change the rest)."""
+    return {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": list(files),
+    }
+
+
+def prometheus_adapter_rules(options: K8sOptions) -> Obj:
+    """Values for the prometheus-community/prometheus-adapter chart: where Prometheus is, and the rule that
+    serves QUEUE_METRIC.
 
     Triton's counters are cumulative microseconds and requests; their rates over a minute divide into the
     mean queue time per request, summed over the pod's models. The pod and namespace labels are the ones
     both the scrape annotations (the chart's kubernetes-pods job) and a ServiceMonitor attach.
     """
+    url = urllib.parse.urlsplit(options.prometheus_url)
+    port = url.port or (443 if url.scheme == "https" else 80)
     rate = "sum by (<<.GroupBy>>) (rate({series}{{<<.LabelMatchers>>}}[1m]))"
     query = (
         f"{rate.format(series=TRITON_QUEUE_SERIES)} / "
         f"clamp_min({rate.format(series=TRITON_SUCCESS_SERIES)}, 1e-9)"
     )
     return {
+        # the chart joins these as url:port/path
+        "prometheus": {"url": f"{url.scheme}://{url.hostname}", "port": port, "path": url.path.rstrip("/")},
         "rules": {
+            "default": False,
             "custom": [
                 {
                     "seriesQuery": f'{TRITON_QUEUE_SERIES}{{namespace!="",pod!=""}}',
@@ -327,23 +672,24 @@ def prometheus_adapter_rules() -> Obj:
                     "name": {"matches": f"^{TRITON_QUEUE_SERIES}$", "as": QUEUE_METRIC},
                     "metricsQuery": query,
                 }
-            ]
-        }
+            ],
+        },
     }
 
 
-def kserve_objects(npu: NpuRequest, options: K8sOptions, *, storage_uri: str) -> tuple[Obj, Obj]:
+def kserve_objects(
+    specs: Sequence[ModelSpec], npu: NpuRequest, options: K8sOptions, *, storage_uri: str
+) -> tuple[Obj, Obj]:
     """A ServingRuntime that runs ``ge-plugin serve`` on KServe's model directory, and an InferenceService
-    that uses it for the repository at ``storage_uri`` (``pvc://CLAIM/PATH`` by default)."""
-    volumes, mounts = driver_volumes_and_mounts()
-    shm_volume, shm_mount = _shm(options)
-    volumes.append(shm_volume)
-    mounts.append(shm_mount)
+    (RawDeployment mode: KServe's serverless mode routes one port, and both HTTP and gRPC are served) that uses
+    it for the repository at ``storage_uri`` (``pvc://CLAIM/PATH`` by default)."""
+    writable_volumes, writable_mounts = writable_volumes_and_mounts(options)
+    driver_volumes, driver_mounts = driver_volumes_and_mounts(options)
     runtime_name = f"{options.name}-runtime"
     runtime = {
         "apiVersion": "serving.kserve.io/v1alpha1",
         "kind": "ServingRuntime",
-        "metadata": {"name": runtime_name, "labels": labels(options)},
+        "metadata": metadata(options, runtime_name),
         "spec": {
             "annotations": {
                 "prometheus.kserve.io/port": str(METRICS_PORT),
@@ -352,37 +698,43 @@ def kserve_objects(npu: NpuRequest, options: K8sOptions, *, storage_uri: str) ->
             "supportedModelFormats": [{"name": KSERVE_MODEL_FORMAT, "version": "1", "autoSelect": True}],
             "protocolVersions": ["v2", "grpc-v2"],
             "containers": [
-                {
-                    "name": "kserve-container",
-                    "image": options.image,
-                    "args": serve_args(
-                        repository=KSERVE_MODEL_DIR, http_port=KSERVE_HTTP_PORT, grpc_port=KSERVE_GRPC_PORT
-                    ),
-                    "env": [{"name": "GE_PLUGIN_DEVICE", "value": "ascend"}],
-                    "ports": [{"containerPort": KSERVE_HTTP_PORT, "protocol": "TCP"}],
-                    "resources": npu_resources(npu),
-                    "volumeMounts": mounts,
-                }
+                serving_container(
+                    "kserve-container",
+                    specs,
+                    npu,
+                    options,
+                    repository=KSERVE_MODEL_DIR,
+                    http_port=KSERVE_HTTP_PORT,
+                    grpc_port=KSERVE_GRPC_PORT,
+                    mounts=writable_mounts + driver_mounts,
+                )
             ],
-            "volumes": volumes,
+            "volumes": writable_volumes + driver_volumes,
+        },
+    }
+    scheduling = _scheduling(options)
+    predictor: Obj = {
+        "minReplicas": options.min_replicas,
+        "maxReplicas": options.max_replicas,
+        "deploymentStrategy": {
+            "type": "RollingUpdate",
+            "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
+        },
+        "automountServiceAccountToken": False,
+        "securityContext": pod_security_context(options),
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
+        **scheduling,
+        "model": {
+            "modelFormat": {"name": KSERVE_MODEL_FORMAT},
+            "runtime": runtime_name,
+            "storageUri": storage_uri,
+            "resources": resources(npu, options),
         },
     }
     service_ = {
         "apiVersion": "serving.kserve.io/v1beta1",
         "kind": "InferenceService",
-        "metadata": {"name": options.name, "labels": labels(options)},
-        "spec": {
-            "predictor": {
-                "minReplicas": options.min_replicas,
-                "maxReplicas": options.max_replicas,
-                "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
-                "model": {
-                    "modelFormat": {"name": KSERVE_MODEL_FORMAT},
-                    "runtime": runtime_name,
-                    "storageUri": storage_uri,
-                    "resources": npu_resources(npu),
-                },
-            }
-        },
+        "metadata": metadata(options, annotations={"serving.kserve.io/deploymentMode": "RawDeployment"}),
+        "spec": {"predictor": predictor},
     }
     return runtime, service_

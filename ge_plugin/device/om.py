@@ -1,13 +1,16 @@
 """An offline (.om) model loaded with pyACL: its I/O description, its gears, and its datasets.
 
-Gear models (ATC ``--dynamic_batch_size`` / ``--dynamic_dims``) carry the extra input
-``ascend_mbatch_shape_data``; it is kept apart from the data inputs here, so that callers see the model's
-real inputs and a gear is chosen through :meth:`OmModel.set_batch` / :meth:`OmModel.set_dims`.
+Gear models (ATC ``--dynamic_batch_size`` / ``--dynamic_image_size`` / ``--dynamic_dims``) carry the extra
+input ``ascend_mbatch_shape_data``; it is kept apart from the data inputs here, so that callers see the
+model's real inputs and a gear is chosen through :meth:`OmModel.set_gear`. A model with -1 dims and no such
+input is a shape-range (dynamic-shape) model, built from ``--input_shape`` ranges: ``mode`` says "range".
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any
 
 import attrs
 
@@ -74,14 +77,39 @@ class OmModel:
         batch, ret = mdl.get_dynamic_batch(self.desc)
         check(ret, "acl.mdl.get_dynamic_batch")
         self.batch_gears: tuple[int, ...] = tuple(batch.get("batch", ())[: batch.get("batchCount", 0)])
+        self.hw_gears: tuple[tuple[int, int], ...] = ()
         self.dims_gears: tuple[tuple[int, ...], ...] = ()
         if self.mbatch_index is not None and not self.batch_gears:
+            hw, ret = mdl.get_dynamic_hw(self.desc, -1)
+            check(ret, "acl.mdl.get_dynamic_hw")
+            self.hw_gears = tuple((int(h), int(w)) for h, w in hw.get("hw", ())[: hw.get("hwCount", 0)])
+        if self.mbatch_index is not None and not self.batch_gears and not self.hw_gears:
             count, ret = mdl.get_input_dynamic_gear_count(self.desc, -1)
             check(ret, "acl.mdl.get_input_dynamic_gear_count")
             if count:
                 gears, ret = mdl.get_input_dynamic_dims(self.desc, -1, count)
                 check(ret, "acl.mdl.get_input_dynamic_dims")
                 self.dims_gears = tuple(tuple(int(d) for d in g["dims"][: g["dimCount"]]) for g in gears)
+        #: ``"batch"``, ``"hw"``, ``"dims"``, ``"static"`` or ``"range"``: how ATC compiled the OM's shapes
+        self.mode = self._mode()
+        #: selects a gear in a dataset: what ``Gear.setting`` holds is this mode's argument
+        setters: dict[str, Callable[[Dataset, Any], None]] = {
+            "batch": self.set_batch,
+            "hw": self.set_hw,
+            "dims": self.set_dims,
+        }
+        self.set_gear: Callable[[Dataset, Any], None] = setters.get(self.mode, self._no_gears)
+
+    def _mode(self) -> str:
+        if self.batch_gears:
+            return "batch"  # --dynamic_batch_size
+        if self.hw_gears:
+            return "hw"  # --dynamic_image_size
+        if self.dims_gears:
+            return "dims"  # --dynamic_dims
+        if any(d < 0 for info in self.inputs for d in info.dims):
+            return "range"  # --input_shape ranges: a dynamic-shape model, no gears
+        return "static"
 
     def _info(self, i: int, *, output: bool) -> TensorInfo:
         mdl = acl().mdl
@@ -108,23 +136,25 @@ class OmModel:
         header = read_header(self.path)
         return None if header is None else header.get("precision")
 
-    @property
-    def mode(self) -> str:
-        """``"batch"``, ``"dims"`` or ``"static"``: which gear mechanism ATC compiled in."""
-        if self.batch_gears:
-            return "batch"
-        return "dims" if self.dims_gears else "static"
-
     def set_batch(self, dataset: Dataset, batch: int) -> None:
         ret = acl().mdl.set_dynamic_batch_size(self.model_id, dataset.handle, self.mbatch_index, batch)
         if ret:
             check(ret, f"acl.mdl.set_dynamic_batch_size({batch})")
+
+    def set_hw(self, dataset: Dataset, hw: tuple[int, int]) -> None:
+        height, width = hw
+        ret = acl().mdl.set_dynamic_hw_size(self.model_id, dataset.handle, self.mbatch_index, height, width)
+        if ret:
+            check(ret, f"acl.mdl.set_dynamic_hw_size({height}, {width})")
 
     def set_dims(self, dataset: Dataset, dims: tuple[int, ...]) -> None:
         gear = {"dimCount": len(dims), "name": "", "dims": list(dims)}
         ret = acl().mdl.set_input_dynamic_dims(self.model_id, dataset.handle, self.mbatch_index, gear)
         if ret:
             check(ret, f"acl.mdl.set_input_dynamic_dims({list(dims)})")
+
+    def _no_gears(self, dataset: Dataset, setting: object) -> None:
+        raise ModelFileError(f"{self.path}: a {self.mode} OM has no gear to select (asked for {setting!r})")
 
     def cur_output_dims(self, index: int) -> tuple[int, ...]:
         dims, ret = acl().mdl.get_cur_output_dims(self.desc, index)

@@ -7,6 +7,7 @@ the load with a message naming the tensor, and the request path only looks thing
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -27,6 +28,16 @@ INT32_RANGE = (-(2**31), 2**31 - 1)
 #: the sim OM's precision (how its float outputs are rounded) as config.pbtxt's ``precision`` says it
 PRECISION_OF_OM = {"fp32": "origin", "fp16": "fp16", "bf16": "bf16"}
 
+#: request validation's limit for a dim that must match a gear exactly: the gear choice refuses any other
+#: length with the lengths it takes, which says more than "longer than the largest gear"
+EXACT_LIMIT = 2**31 - 1
+
+#: why padding along a gear dim is the config's decision (in the refusal a request gets)
+PADDING_IS_OPT_IN = (
+    "ge-plugin pads a dim that gears set only for inputs listed in parameters.pad_inputs (a spec's pad: true): "
+    "zero padding changes the answer of a model that does not mask it"
+)
+
 
 def _can_cast(a: str, b: str) -> bool:
     """Requests of type ``a`` can go to an OM tensor of type ``b`` and its outputs come back (the fast path
@@ -39,7 +50,9 @@ class Binding:
 
     Inputs are kept in OM order (``in_*``), outputs in config order (``out_*``, with ``out_index`` the OM
     index of each); ``ties[k]`` lists, for output k, (output dim, input, input dim) in full dim numbering;
-    ``in_bytes`` / ``out_bytes`` map a gear index to the bytes of each tensor at that gear.
+    ``in_bytes`` / ``out_bytes`` map a gear index to the bytes of each tensor at that gear. Per flat dim (as
+    ``Gear.flat``), ``rows_at`` marks the batch rows (which add up when requests share an execute) and
+    ``exact_at`` the dims a gear sets on an input the config does not let ge-plugin pad.
     """
 
     def __init__(self, config: ServingConfig, om_path: str, lane: Lane):
@@ -50,14 +63,15 @@ class Binding:
         model = lane.loaded_model
         self._bind_tensors(model)
         self._check_precision(model)
-        self.gears = read_gear_table(lane, self.where)
+        self.exact_at = self._exact_dims(model)
+        self.gears = read_gear_table(lane, self.where, self.exact_at)
         self._check_gears(self.gears, model)
         self.specs = [self._input_spec(k, io, model) for k, io in enumerate(self.in_cfg)]
-        #: per flat dim (as ``Gear.flat``): is it the rows dim, which adds up when requests share an execute
         extra = 1 if config.batched else 0
         self.rows_at = tuple(
             bool(extra and d == 0) for limits in self.gears.limits for d in range(len(limits))
         )
+        self._check_trims(model)
         self.in_bytes, self.out_bytes = self._sizes()
 
     def _bind_tensors(self, model: device.OmModel) -> None:
@@ -172,12 +186,43 @@ class Binding:
                 f"precision; rebuild the OM (ATC --precision_mode) or declare precision {om_precision!r}"
             )
 
+    def _exact_dims(self, model: device.OmModel) -> tuple[bool, ...]:
+        """Per flat dim: a dim a gear sets (the OM has -1 there, and it is not the batch rows) on an input
+        not in ``pad_inputs``. ConfigError for a listed input that has no such dim: padding it would do
+        nothing."""
+        cfg = self.config
+        pads = set(cfg.params.pad_inputs)
+        batch_dim = cfg.batched or model.mode == "batch"
+        exact: list[bool] = []
+        for io, info in zip(self.in_cfg, model.inputs):
+            gear_dims = [d for d in info.dynamic if not (d == 0 and batch_dim)]
+            if io.name in pads and not gear_dims:
+                raise ConfigError(
+                    f"{self.where}: parameters.pad_inputs lists {io.name!r}, but no gear sets a dim of it "
+                    f"(the OM has {list(info.dims)}); only dims that gears set are padded (batch rows always "
+                    "are), so leave it out"
+                )
+            exact.extend(d in gear_dims and io.name not in pads for d in range(len(info.dims)))
+        return tuple(exact)
+
     def _check_gears(self, table: GearTable, model: device.OmModel) -> None:
         cfg = self.config
         if cfg.params.gears and model.mode == "batch" and tuple(cfg.params.gears) != model.batch_gears:
             raise ConfigError(
                 f"{self.where}: parameters.gears {list(cfg.params.gears)} differ from the OM's batch gears "
                 f"{list(model.batch_gears)}; render the config again or rebuild the OM"
+            )
+        sizes = cfg.params.image_sizes
+        if sizes and tuple(sizes) != model.hw_gears:
+            shown = ";".join(f"{h},{w}" for h, w in sizes)
+            built = (
+                f"image sizes {';'.join(f'{h},{w}' for h, w in model.hw_gears)}"
+                if model.hw_gears
+                else f"no image-size gears (a {model.mode} OM)"
+            )
+            raise ConfigError(
+                f"{self.where}: parameters.image_sizes {shown!r} differ from the OM, which has {built}; "
+                "render the config again or rebuild the OM with --dynamic_image_size"
             )
         if cfg.batched and cfg.max_batch_size > table.max_rows:
             raise ConfigError(
@@ -194,14 +239,25 @@ class Binding:
         full = ([-1] if extra else []) + list(io.dims)
         if extra:
             limits[0] = min(limits[0], cfg.max_batch_size)
+        first = sum(len(dims) for dims in self.gears.limits[:k])
         for d, v in enumerate(full):
+            exact = self.exact_at[first + d]
             if v > 0:
                 if v > limits[d]:
                     raise ConfigError(
                         f"{self.where}: input {io.name!r} dim {d - extra} is {v} in the config, longer than "
                         f"the OM's largest gear for it ({limits[d]})"
                     )
+                taken = sorted({g.input_dims[k][d] for g in self.gears.gears})
+                if exact and v not in taken:
+                    raise ConfigError(
+                        f"{self.where}: input {io.name!r} dim {d - extra} is {v} in the config, but the OM's "
+                        f"gears take {', '.join(map(str, taken))} there and the input is not padded "
+                        f"(parameters.pad_inputs); declare one of those lengths"
+                    )
                 limits[d] = v
+            elif exact:
+                limits[d] = EXACT_LIMIT
         return fp.TensorSpec(
             io.name,
             io.dtype.short,
@@ -212,6 +268,56 @@ class Binding:
             value_range=self._value_range(k, io),
             same_shape_as=next((t.other for t in cfg.params.same_shape if t.input == io.name), None),
         )
+
+    def _check_trims(self, model: device.OmModel) -> None:
+        """With padding along gear dims, an output dim that changes with the gear but follows no input comes
+        back at the gear's length: worth a warning at start-up, since the config can say (output_dim_ties)."""
+        if not self.config.params.pad_inputs:
+            return
+        extra = 1 if self.config.batched else 0
+        for k, io in enumerate(self.out_cfg):
+            j = self.out_index[k]
+            tied = {out_d for out_d, _, _ in self.ties[k]}
+            for d in range(extra, len(model.outputs[j].dims)):
+                lengths = sorted({g.output_dims[j][d] for g in self.gears.gears})
+                if len(lengths) > 1 and d not in tied:
+                    self.warnings.append(
+                        f"{self.where}: output {io.name!r} dim {d - extra} changes with the gear "
+                        f"({', '.join(map(str, lengths))}) but follows no input (parameters.output_dim_ties): "
+                        "a request padded up to a gear gets that dim at the gear's length"
+                    )
+
+    def refusal(self, arrays: Sequence) -> str:
+        """Why no gear takes a request that passed validation: a dim it must match exactly that no gear has
+        (with the lengths the gears take there), else the shapes against the gears."""
+        shapes = ", ".join(f"{io.name} {list(a.shape)}" for io, a in zip(self.in_cfg, arrays))
+        gears = self.gears
+        first = 0
+        for k, (io, array) in enumerate(zip(self.in_cfg, arrays)):
+            exact = [d for d in range(array.ndim) if self.exact_at[first + d]]
+            first += array.ndim
+            if not exact:
+                continue
+            mine = tuple(array.shape[d] for d in exact)
+            taken = sorted({tuple(g.input_dims[k][d] for d in exact) for g in gears.gears})
+            if mine in taken:
+                continue
+            if gears.mode == "hw":
+                return (
+                    f"input {io.name!r} {list(array.shape)}: its height x width {mine[0]}x{mine[1]} is not one "
+                    f"of the model's image sizes ({', '.join(f'{h}x{w}' for h, w in taken)}); resize the "
+                    f"image to one of them. {PADDING_IS_OPT_IN}, such as a CNN near an image's border"
+                )
+            extra = 1 if self.config.batched else 0
+            dims = ", ".join(str(d - extra) for d in exact)
+            where = f"dims {dims} are" if len(exact) > 1 else f"dim {dims} is"
+            return (
+                f"input {io.name!r} {list(array.shape)}: {where} {'x'.join(map(str, mine))}, which no gear of "
+                f"the model takes exactly (its gears take {', '.join('x'.join(map(str, t)) for t in taken)}). "
+                f"{PADDING_IS_OPT_IN}"
+            )
+        labels = "; ".join(g.label for g in gears.gears)
+        return f"no gear of the model fits this request ({shapes}); the model's gears: {labels}"
 
     def _value_range(self, k: int, io: IOConfig) -> tuple[float, float] | None:
         """The declared range, narrowed to int32's when an int32 OM takes an int64 input: a value that does

@@ -94,6 +94,12 @@ class ServingConfig:
                 float(bound.low).is_integer() and float(bound.high).is_integer()
             ):
                 raise ConfigError(f"{where}: input {bound.input!r} holds integers; give integer bounds")
+        for name in self.params.pad_inputs:
+            if name not in ins:
+                raise ConfigError(
+                    f"model {self.name!r}: parameters.pad_inputs names {name!r}, which is not an input "
+                    f"(the inputs are {', '.join(ins)})"
+                )
         for same in self.params.same_shape:
             where = f"model {self.name!r}: parameters.same_shape {same.encode()!r}"
             for name in (same.input, same.other):

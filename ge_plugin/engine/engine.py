@@ -307,15 +307,19 @@ class Engine:
         return tuple(d for a in arrays for d in a.shape)
 
     def _merge(self, a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
-        """Two requests' needs together: rows add up, every other dim takes the longer."""
+        """Two requests' needs together: rows add up, every other dim takes the longer; a dim that must match
+        a gear exactly keeps its length when both agree and is -1 (which no gear matches) when they do not."""
         rows_at = self.binding.rows_at
-        return tuple((x + y) if row else (x if x >= y else y) for x, y, row in zip(a, b, rows_at))
+        if not self.gears.exact_at:
+            return tuple((x + y) if row else (x if x >= y else y) for x, y, row in zip(a, b, rows_at))
+        exact_at = self.binding.exact_at
+        return tuple(
+            (x + y) if row else ((x if x == y else -1) if exact else (x if x >= y else y))
+            for x, y, row, exact in zip(a, b, rows_at, exact_at)
+        )
 
     def _uncovered(self, arrays: Sequence) -> RequestError:
-        b = self.binding
-        shapes = ", ".join(f"{io.name} {list(a.shape)}" for io, a in zip(b.in_cfg, arrays))
-        gears = "; ".join(g.label for g in self.gears.gears)
-        return RequestError(f"no gear of the model fits this request ({shapes}); the model's gears: {gears}")
+        return RequestError(self.binding.refusal(arrays))
 
     # -- running chunks on lanes ---------------------------------------------------------------------
 

@@ -1,12 +1,16 @@
 """Reading an OM's gears: which concrete input dims each compiled shape has, and its outputs' dims.
 
 ATC compiles gears in one of three ways, and pyACL reports each differently: ``--dynamic_batch_size`` as
-batch sizes (``get_dynamic_batch``), ``--dynamic_dims`` as flat lists of dims (``get_input_dynamic_dims``:
-either every dim of every input, or only the -1 ones), and a static OM as its one shape. Each gear's output
-dims are whatever the OM reports once the gear is selected.
+batch sizes (``get_dynamic_batch``), ``--dynamic_image_size`` as (height, width) pairs (``get_dynamic_hw``),
+``--dynamic_dims`` as flat lists of dims (``get_input_dynamic_dims``: either every dim of every input, or only
+the -1 ones); a static OM has its one shape. Each gear's output dims are whatever the OM reports once the gear
+is selected. (A shape-range OM, built from ``--input_shape`` ranges with no gear flag, has no gears to read:
+the lane refuses it when it loads it, ``shape_range.refusal``.)
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import attrs
 
@@ -24,23 +28,26 @@ class GearSetting:
     input_dims: tuple[tuple[int, ...], ...]
 
 
-def read_gear_table(lane: Lane, where: str) -> GearTable:
-    """Every gear of the lane's OM, its output dims read with the gear selected."""
+def read_gear_table(lane: Lane, where: str, exact: Sequence[bool] = ()) -> GearTable:
+    """Every gear of the lane's OM, its output dims read with the gear selected. ``exact`` marks the flat
+    dims (as ``Gear.flat``) a request must match exactly (``GearTable``)."""
     model = lane.loaded_model
     gears = []
     for index, gear in enumerate(gear_settings(model, where)):
         lane.select(Gear(index, gear.input_dims, (), gear.setting, gear.label))
         out_dims = tuple(model.cur_output_dims(info.index) for info in model.outputs)
         gears.append(Gear(index, gear.input_dims, out_dims, gear.setting, gear.label))
-    return GearTable(gears)
+    return GearTable(gears, mode=model.mode, exact=exact)
 
 
 def gear_settings(model: device.OmModel, where: str) -> list[GearSetting]:
     if model.mode == "batch":
         return _batch_settings(model)
+    if model.mode == "hw":
+        return _hw_settings(model, where)
     if model.mode == "dims":
         return _dims_settings(model, where)
-    return _static_setting(model, where)
+    return [GearSetting("static", None, tuple(tuple(info.dims) for info in model.inputs))]
 
 
 def _batch_settings(model: device.OmModel) -> list[GearSetting]:
@@ -55,6 +62,28 @@ def _batch_settings(model: device.OmModel) -> list[GearSetting]:
             ),
         )
         for b in model.batch_gears
+    ]
+
+
+def _hw_settings(model: device.OmModel, where: str) -> list[GearSetting]:
+    """An image-size gear sets the height and width (dims 2 and 3) of every NCHW input that has them at -1;
+    the batch dim is whatever ``--input_shape`` fixed (ATC takes no batch gears with image sizes)."""
+    for info in model.inputs:
+        marked = list(info.dynamic)
+        if marked and (len(info.dims) != 4 or marked != [2, 3]):
+            raise ConfigError(
+                f"{where}: the OM has image-size gears but input {info.name!r} has dims {list(info.dims)}; "
+                "--dynamic_image_size sets only the height and width (dims 2 and 3) of an NCHW input"
+            )
+    return [
+        GearSetting(
+            f"{h}x{w}",
+            (h, w),
+            tuple(
+                tuple((h, w)[d - 2] if n < 0 else n for d, n in enumerate(info.dims)) for info in model.inputs
+            ),
+        )
+        for h, w in model.hw_gears
     ]
 
 
@@ -84,12 +113,3 @@ def _dims_settings(model: device.OmModel, where: str) -> list[GearSetting]:
             )
         )
     return settings
-
-
-def _static_setting(model: device.OmModel, where: str) -> list[GearSetting]:
-    dims = tuple(tuple(info.dims) for info in model.inputs)
-    if any(d < 0 for ds in dims for d in ds):
-        raise ConfigError(
-            f"{where}: the OM has dynamic dims but no gears (shape-range OMs are not supported)"
-        )
-    return [GearSetting("static", None, dims)]

@@ -1,8 +1,10 @@
 """Gear choice: which compiled shape of the OM runs a batch, and at what padding cost.
 
 An OM compiled with gears is a set of static graphs. A batch of requests runs on the cheapest gear that
-covers it: at least as many rows as the batch and, for each dynamic dim, at least the longest request. Cost
-is the number of input elements the gear computes on (padding included), which is what the device pays for.
+covers it: at least as many rows as the batch and, for each dim a gear sets, at least the longest request —
+or exactly the request's length where padding would change the answer (an image, a sequence the model does
+not mask): those dims are ``exact``. Cost is the number of input elements the gear computes on (padding
+included), which is what the device pays for.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ class Gear:
     index: int
     input_dims: tuple[tuple[int, ...], ...]
     output_dims: tuple[tuple[int, ...], ...]
-    #: what selects this gear on the device: a batch size (set_dynamic_batch_size), the concatenated dims
-    #: of all inputs (set_input_dynamic_dims), or None for a static model
+    #: what selects this gear on the device: a batch size (set_dynamic_batch_size), (height, width)
+    #: (set_dynamic_hw_size), the concatenated dims of all inputs (set_input_dynamic_dims), or None for a
+    #: static model
     setting: int | tuple[int, ...] | None
     label: str
     cost: int = attrs.field(init=False)
@@ -47,11 +50,16 @@ class Gear:
 
 
 class GearTable:
-    """All gears of one model, cheapest first, with the limits request validation needs."""
+    """All gears of one model, cheapest first, with the limits request validation needs.
 
-    def __init__(self, gears: Sequence[Gear]):
+    ``mode`` is the OM's (``OmModel.mode``); ``exact`` marks, per flat dim (as ``Gear.flat``), the dims where a
+    gear must equal the need rather than hold it (a need of -1 there matches no gear: two requests that
+    disagree on an exact dim cannot share an execute)."""
+
+    def __init__(self, gears: Sequence[Gear], *, mode: str = "static", exact: Sequence[bool] = ()):
         if not gears:
             raise ValueError("a model has at least one gear")
+        self.mode = mode
         self.gears: tuple[Gear, ...] = tuple(sorted(gears, key=lambda g: (g.cost, g.index)))
         ranks = {tuple(len(d) for d in g.input_dims) for g in self.gears}
         if len(ranks) != 1:
@@ -62,6 +70,11 @@ class GearTable:
             for i, dims in enumerate(self.gears[0].input_dims)
         )
         self.max_rows = max(g.rows for g in self.gears)
+        width = len(self.gears[0].flat)
+        if exact and len(exact) != width:
+            raise ValueError(f"exact lists {len(exact)} dims; the gears have {width}")
+        #: the flat positions of the exact dims (none: every dim only needs to be held)
+        self.exact_at: tuple[int, ...] = tuple(k for k, e in enumerate(exact) if e)
         self._cache: dict[tuple[int, ...], Gear | None] = {}
 
     def __len__(self) -> int:
@@ -74,7 +87,10 @@ class GearTable:
             return self._cache[key]
         except KeyError:
             pass
-        found = next((g for g in self.gears if g.covers(key)), None)
+        exact = self.exact_at
+        found = next(
+            (g for g in self.gears if g.covers(key) and all(g.flat[k] == key[k] for k in exact)), None
+        )
         if len(self._cache) < 4096:
             self._cache[key] = found
         return found

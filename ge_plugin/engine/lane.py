@@ -15,9 +15,10 @@ import attrs
 import numpy as np
 
 from ge_plugin import device, dtypes
+from ge_plugin.engine import shape_range
 from ge_plugin.engine.gears import Gear
 from ge_plugin.engine.stats import BusyClock
-from ge_plugin.errors import GePluginError
+from ge_plugin.errors import ConfigError, GePluginError
 
 #: where a request's outputs go: ``put(index, outputs_or_error)``
 Put = Callable[[int, object], None]
@@ -57,13 +58,6 @@ def staged_view(buffer: device.PinnedBuffer, dims: Sequence[int], type_name: str
     """The head of a staging buffer as a ``dims`` array of ``type_name``: a view, no copy."""
     dtype = dtypes.by_name(type_name).numpy
     return buffer.array[: math.prod(dims) * dtype.itemsize].view(dtype).reshape(tuple(dims))
-
-
-def _set_gear(model: device.OmModel, inputs: device.Dataset, setting: int | tuple[int, ...]) -> None:
-    if isinstance(setting, int):
-        model.set_batch(inputs, setting)
-    else:
-        model.set_dims(inputs, setting)
 
 
 class Lane:
@@ -107,6 +101,8 @@ class Lane:
     def _open(self, om_path: str | os.PathLike) -> None:
         self.stream = device.Stream(self.context)
         model = self.model = device.OmModel(om_path, self.context)
+        if model.mode == "range":  # sizes of 0: refused before anything is allocated for it
+            raise ConfigError(shape_range.refusal(model, os.fspath(om_path)))
         for info in model.inputs:
             self.in_dev.append(device.DeviceBuffer(info.size))
             self.in_host.append(device.PinnedBuffer(info.size))
@@ -156,7 +152,7 @@ class Lane:
         """Tell the model which gear the next execute runs (writes ascend_mbatch_shape_data)."""
         if gear.setting is not None:
             _, model, inputs, _ = self._loaded()
-            _set_gear(model, inputs, gear.setting)
+            model.set_gear(inputs, gear.setting)
 
     def launch(self, gear: Gear, in_bytes: list[int], out_indices: list[int], out_bytes: list[int]) -> None:
         """Queue H2D of the staged inputs, the execute on ``gear``, and D2H of the wanted outputs."""
@@ -168,7 +164,7 @@ class Lane:
         for dev, host, nbytes in zip(self.in_dev, self.in_host, in_bytes):
             device.copy_to_device_async(dev, host, nbytes, handle)
         if gear.setting is not None:
-            _set_gear(model, inputs, gear.setting)
+            model.set_gear(inputs, gear.setting)
         model.execute_async(inputs, outputs, handle)
         for j, nbytes in zip(out_indices, out_bytes):
             device.copy_to_host_async(self.out_host[j], self.out_dev[j], nbytes, handle)

@@ -37,15 +37,23 @@ def migrate_file(
     spec_path: Path | None = None,
     batch_gears: Sequence[int] | None = None,
     dims_gears: Sequence[Sequence[int]] | None = None,
+    backend_config: Sequence[tuple[str, str, str]] = (),
+    renumber_devices: bool = False,
 ) -> Result:
     """Migrate ``config``; ``spec_path`` is where the spec will be written (relative paths in it are relative
-    to its folder; None: the current folder). MigrateError names the file and line of what cannot be
-    migrated."""
+    to its folder; None: the current folder); ``backend_config``: the server's ``--backend-config`` settings
+    as (backend, key, value). MigrateError names the file and line of what cannot be migrated."""
     config = Path(config)
     ge = read_config(config)
     spec_dir = spec_path.parent if spec_path is not None else Path(".")
     migration = migrate(
-        ge, soc_version=soc_version, spec_dir=spec_dir, batch_gears=batch_gears, dims_gears=dims_gears
+        ge,
+        soc_version=soc_version,
+        spec_dir=spec_dir,
+        batch_gears=batch_gears,
+        dims_gears=dims_gears,
+        backend_config=backend_config,
+        renumber_devices=renumber_devices,
     )
     text = spec_yaml(migration.spec, config, migration.notes)
     _check(text, config)
@@ -66,14 +74,22 @@ def _check(text: str, config: Path) -> None:
 
 
 def format_notes(config: Path, notes: Sequence[Note]) -> list[str]:
-    """``config.pbtxt:LINE: key: reason`` lines, the changed ones first, then those not carried over."""
+    """``config.pbtxt:LINE: key: reason`` lines (``--backend-config=npu_ge,KEY: reason`` for a launch
+    setting, line 0), the changed ones first, then those not carried over."""
     lines = []
     for carried, title in ((True, "carried over with a change"), (False, "not carried over")):
         chosen = [n for n in notes if n.carried == carried]
         if chosen:
             lines.append(f"{title}:")
-            lines.extend(f"  {config}:{n.line}: {n.key}: {n.reason}" for n in chosen)
+            lines.extend(f"  {_where(config, n)}: {n.reason}" for n in chosen)
     return lines
+
+
+def _where(config: Path, note: Note) -> str:
+    if note.line == 0:
+        key = note.key.removeprefix("parameters.")
+        return f"--backend-config={key if ',' in key else 'npu_ge,' + key}"
+    return f"{config}:{note.line}: {note.key}"
 
 
 _PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-/]*")

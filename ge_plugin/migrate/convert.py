@@ -3,17 +3,20 @@
 What maps and how (docs/migrate.md has the table):
 
 - tensors, ``max_batch_size``, ``dynamic_batching`` (delay, preferred sizes, queue policy) -> the same spec
-  fields; the ONNX the GE backend compiled on the server (the first ``*.onnx`` under the model folder, as it
+  fields; inputs and outputs the config leaves out are read from the model file, as the GE backend does; the ONNX the GE backend compiled on the server (the first ``*.onnx`` under the model folder, as it
   searched) becomes ``model.source``, compiled once by ATC for the chip given on the command line;
 - gears: ``graph.ge.inputShape`` + ``graph.ge.dynamicDims`` become batch gears and ``dims_gears``; without
   them the GE backend compiled a dynamic-shape graph, so batch gears are derived (powers of two up to
   ``max_batch_size``, plus the preferred sizes) and other ``-1`` dims need ``--dims-gears``;
-- ``device_ids`` -> ``placement.devices``; ``instance_group`` counts, ``device_exec_blocks`` and
+- ``device_ids`` -> ``placement.devices`` (renumbered 0..N-1 with ``renumber_devices``, as a pod numbers its
+  NPUs); ``instance_group`` counts, ``device_exec_blocks`` and
   ``instance_exec_blocks`` -> instances per device and streams per instance, so each NPU runs as many
   graphs at once as the GE backend's blocks did;
 - ``precision_mode(_v2)`` -> ``precision`` where ge-plugin has the same mode.
 
-Everything else is listed as a Note with its reason; nothing is dropped silently.
+Launch settings (``tritonserver --backend-config=npu_ge,KEY=VALUE``) count as parameters the config does not
+set; GEInitialize's global ``ge.`` options among them are noted. Everything else is listed as a Note with its
+reason; nothing is dropped silently.
 """
 
 from __future__ import annotations
@@ -29,7 +32,10 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from ge_plugin import dtypes
 from ge_plugin.errors import MigrateError
+from ge_plugin.migrate import model_io
 from ge_plugin.migrate.ge_config import (
+    FIXED_KEYS,
+    GLOBAL_PREFIX,
     GeConfig,
     parse_dynamic_dims,
     parse_input_shape,
@@ -85,14 +91,17 @@ def migrate(
     spec_dir: Path,
     batch_gears: Sequence[int] | None = None,
     dims_gears: Sequence[Sequence[int]] | None = None,
+    backend_config: Sequence[tuple[str, str, str]] = (),
+    renumber_devices: bool = False,
 ) -> Migration:
     notes: list[Note] = []
 
     def note(line: int, key: str, reason: str, *, carried: bool = False) -> None:
         notes.append(Note(line, key, carried, reason))
 
+    ge = _with_launch_settings(ge, backend_config, note)
     source = _model_file(ge, note)
-    inputs, outputs = _io(ge)
+    inputs, outputs = _io(ge, source, note)
     _tensor_notes(ge, note)
     gear_batches, gear_dims = _ge_gears(ge, inputs, note)
     if batch_gears is not None:
@@ -118,12 +127,55 @@ def migrate(
         spec["batching"] = batching_spec
     if gear_dims and _dims_gears_apply(ge, dynamic, note):
         spec["dims_gears"] = [list(g) for g in gear_dims]
-    spec["placement"] = _placement(ge, note)
+    spec["placement"] = _placement(ge, note, renumber_devices)
     spec["precision"] = _precision(ge, note)
     _other_parameters(ge, note)
     _other_fields(ge, note)
+    named = {n.key.removeprefix("parameters.") for n in notes if n.line == 0}
+    for key in sorted(ge.launch - named):
+        note(
+            0,
+            key,
+            f"{ge.parameters[key]}: a launch setting of the GE backend, carried as this model's",
+            carried=True,
+        )
     notes.sort(key=lambda n: (n.line, n.key))
     return Migration(spec=spec, notes=tuple(notes))
+
+
+def _with_launch_settings(ge: GeConfig, settings: Sequence[tuple[str, str, str]], note: Noter) -> GeConfig:
+    """``--backend-config`` settings as the GE backend takes them: its fixed keys and ``session.``/``graph.``/
+    ``global.`` options are parameters the config does not set (the config's own value is kept where both
+    do); ``ge.`` keys are GEInitialize's global options; other backends' settings are not this model's."""
+    parameters = dict(ge.parameters)
+    launch = set()
+    for backend, key, value in settings:
+        shown = f"{backend},{key}"
+        if backend != "npu_ge":
+            note(0, shown, f"a setting of backend {backend!r}, not of the GE backend (npu_ge)")
+        elif key.startswith(GLOBAL_PREFIX):
+            note(
+                0,
+                key,
+                f"{value}: a GEInitialize (global) option of the GE backend's online compilation and execution; an "
+                "OM runs through pyACL, which takes no GE options (an ATC option of the same effect goes in "
+                "atc_options under ATC's name)",
+            )
+        elif key in ge.parameters and key not in ge.launch:
+            note(
+                0,
+                key,
+                f"{value}: config.pbtxt sets it too (line {ge.line_of_parameter(key)}); the spec takes the config's "
+                f"value {ge.parameters[key]!r}",
+            )
+        elif key in FIXED_KEYS or key.startswith(("session.", "graph.", "global.")):
+            parameters[key] = value
+            launch.add(key)
+        else:
+            note(0, key, f"{value}: not a setting the GE backend reads")
+    if not launch:
+        return ge
+    return attrs.evolve(ge, parameters=parameters, launch=frozenset(launch | set(ge.launch)))
 
 
 def _given_dims_gears(dims_gears: Sequence[Sequence[int]], dynamic: int) -> list[list[int]]:
@@ -145,17 +197,57 @@ def _dims_gears_apply(ge: GeConfig, dynamic: list[tuple[str, int]], note: Noter)
     return bool(dynamic)
 
 
-def _io(ge: GeConfig) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The config's inputs and outputs; a GE config may omit them (GE read the model), a spec may not."""
-    inputs = _tensors(ge, "input", ge.config.input)
-    outputs = _tensors(ge, "output", ge.config.output)
-    if not inputs or not outputs:
+def _io(ge: GeConfig, source: Path, note: Noter) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The config's inputs and outputs; those it omits read from the model file, as the GE backend does
+    (CANN's resnet example leaves both out)."""
+    inputs = _tensors(ge, "input", ge.config.input, note)
+    outputs = _tensors(ge, "output", ge.config.output, note)
+    if inputs and outputs:
+        return inputs, outputs
+    missing = " and ".join(kind for kind, found in (("inputs", inputs), ("outputs", outputs)) if not found)
+    if not source.is_file():
         raise MigrateError(
-            f"{ge.path}: the config lists no {'inputs' if not inputs else 'outputs'}; the GE backend read them "
-            "from the ONNX model, ge-plugin needs them in the spec: add input/output to the config (names, "
-            "data_type, dims) and migrate again"
+            f"{ge.path}: the config lists no {missing} and there is no model file to read them from (the GE "
+            f"backend read them from the ONNX model): put {source.name} under {ge.path.parent}, or add input/output "
+            "to the config (names, data_type, dims)"
         )
+    read_inputs, read_outputs = model_io.read_io(source)
+    if not inputs:
+        inputs = _from_model(ge, source, "input", read_inputs, note)
+    if not outputs:
+        outputs = _from_model(ge, source, "output", read_outputs, note)
     return inputs, outputs
+
+
+def _from_model(
+    ge: GeConfig, source: Path, kind: str, tensors: Sequence[model_io.ModelTensor], note: Noter
+) -> list[dict[str, Any]]:
+    """Model tensors as the spec's: the batch dim dropped under max_batch_size, as the GE backend's
+    auto-complete drops it; the types a spec cannot carry refused as in a config."""
+    batching = ge.config.max_batch_size > 0
+    out = []
+    for tensor in tensors:
+        if tensor.dtype == "string":
+            raise MigrateError(
+                f"{source}: {kind} {tensor.name!r} is string in the model: strings cannot go to an OM"
+            )
+        dims = tensor.dims[1:] if batching else list(tensor.dims)
+        if not dims:
+            raise MigrateError(
+                f"{source}: {kind} {tensor.name!r} has dims {tensor.dims}: "
+                + ("nothing is left after the batch dim (max_batch_size > 0)" if batching else "a scalar")
+                + f"; list the {kind} in the config"
+            )
+        out.append({"name": tensor.name, "dtype": tensor.dtype, "dims": dims})
+    shown = "; ".join(f"{t['name']} {t['dtype']} {t['dims']}" for t in out)
+    batch = f" (dim 0, the batch, dropped: max_batch_size {ge.config.max_batch_size})" if batching else ""
+    note(
+        1,
+        kind,
+        f"not in the config: read from {source.name} as the GE backend does: {shown}{batch}",
+        carried=True,
+    )
+    return out
 
 
 def _no_dims_gears(ge: GeConfig, dynamic: list[tuple[str, int]]) -> MigrateError:
@@ -249,7 +341,7 @@ def _relative(path: Path, spec_dir: Path) -> str:
 # --- tensors -------------------------------------------------------------------------------------------
 
 
-def _tensors(ge: GeConfig, field: str, tensors: Sequence[Any]) -> list[dict[str, Any]]:
+def _tensors(ge: GeConfig, field: str, tensors: Sequence[Any], note: Noter) -> list[dict[str, Any]]:
     out = []
     for index, tensor in enumerate(tensors):
         line = ge.line_of_tensor(field, index, tensor.name)
@@ -258,13 +350,20 @@ def _tensors(ge: GeConfig, field: str, tensors: Sequence[Any]) -> list[dict[str,
             dtype = dtypes.by_name(name)
         except KeyError:
             dtype = None
-        if dtype is None or dtype.short in ("bf16", "string") or tensor.data_type == mc.TYPE_INVALID:
+        if dtype is None or dtype.short == "string" or tensor.data_type == mc.TYPE_INVALID:
             why = {
-                "TYPE_BF16": "the GE backend's config parser maps TYPE_BF16 to INVALID, and Triton's Python backend "
-                "cannot pass bf16 as numpy: declare TYPE_FP32 (ge-plugin converts to the OM's bf16)",
                 "TYPE_STRING": "strings cannot go to an OM: send token ids, or bytes as TYPE_UINT8",
             }.get(name, "not a data type an OM tensor can have")
             raise MigrateError(f"{ge.path}:{line}: {field} {tensor.name!r}: {name}: {why}")
+        if dtype.short == "bf16":
+            note(
+                line,
+                f"{field}[{index}].data_type",
+                "TYPE_BF16, which the GE backend's config parser maps to INVALID (it could not serve this "
+                "config); ge-plugin serves TYPE_BF16 as declared (clients send bf16; declare fp32 in the spec "
+                "for clients without bf16, and ge-plugin converts)",
+                carried=True,
+            )
         dims = list(tensor.dims)
         if not dims:
             raise MigrateError(f"{ge.path}:{line}: {field} {tensor.name!r} has no dims")
@@ -540,8 +639,8 @@ def _int_parameter(ge: GeConfig, key: str, minimum: int) -> int | None:
     return value
 
 
-def _placement(ge: GeConfig, note: Noter) -> dict[str, Any]:
-    devices = _devices(ge, note)
+def _placement(ge: GeConfig, note: Noter, renumber: bool) -> dict[str, Any]:
+    devices = _devices(ge, note, renumber)
     groups = ge.config.instance_group
     total = sum(group.count or 1 for group in groups) if groups else 1
     exec_blocks = _int_parameter(ge, "instance_exec_blocks", 1) or 1
@@ -577,8 +676,9 @@ def _placement(ge: GeConfig, note: Noter) -> dict[str, Any]:
     return {"devices": devices, "instances_per_device": instances, "streams_per_instance": streams}
 
 
-def _devices(ge: GeConfig, note: Noter) -> list[int]:
-    """``device_ids`` as a list of NPUs; NPU 0 (with a note) when the config leaves it out."""
+def _devices(ge: GeConfig, note: Noter, renumber: bool) -> list[int]:
+    """``device_ids`` as a list of NPUs (renumbered 0..N-1 when asked); NPU 0 (with a note) when the config
+    leaves it out."""
     if "device_ids" not in ge.parameters:
         note(
             1,
@@ -587,13 +687,35 @@ def _devices(ge: GeConfig, note: Noter) -> list[int]:
             carried=True,
         )
         return [0]
+    text = ge.parameters["device_ids"]
+    line = ge.line_of_parameter("device_ids")
     try:
-        return [int(d) for d in ge.parameters["device_ids"].split(",")]
+        devices = [int(d) for d in text.split(",")]
     except ValueError:
         raise MigrateError(
-            f"{ge.path}:{ge.line_of_parameter('device_ids')}: parameters.device_ids: expected comma-separated NPU "
-            f"ids, got {ge.parameters['device_ids']!r}"
+            f"{ge.path}:{line}: parameters.device_ids: expected comma-separated NPU ids, got {text!r}"
         ) from None
+    in_a_pod = list(range(len(devices)))
+    if devices == in_a_pod:
+        return devices
+    if renumber:
+        note(
+            line,
+            "parameters.device_ids",
+            f"{text}: renumbered {', '.join(map(str, in_a_pod))} (--renumber-devices): a pod sees the N NPUs the "
+            f"device plugin gave it as 0..N-1; on a host, ASCEND_RT_VISIBLE_DEVICES={text} makes NPUs "
+            f"{text} the process's {', '.join(map(str, in_a_pod))}",
+            carried=True,
+        )
+        return in_a_pod
+    note(
+        line,
+        "parameters.device_ids",
+        f"{text}: kept as the host's NPU ids; ge-plugin deploy k8s needs 0..N-1 (a pod numbers its NPUs so): "
+        "migrate with --renumber-devices for a cluster",
+        carried=True,
+    )
+    return devices
 
 
 def _note_instance_fields(ge: GeConfig, note: Noter) -> None:

@@ -38,8 +38,11 @@ class GeConfig:
     path: Path
     text: str
     config: mc.ModelConfig
-    #: parameter key -> its string value
+    #: parameter key -> its string value: the config's, and the launch settings (``--backend-config``) the
+    #: config does not set
     parameters: dict[str, str]
+    #: the keys of ``parameters`` that came from ``tritonserver --backend-config=npu_ge,KEY=VALUE``
+    launch: frozenset[str] = frozenset()
 
     @property
     def name(self) -> str:
@@ -47,6 +50,9 @@ class GeConfig:
         return self.config.name or self.path.resolve().parent.name
 
     def line_of_parameter(self, key: str) -> int:
+        """The config line of parameter ``key``; 0 for a launch setting (``--backend-config``)."""
+        if key in self.launch:
+            return 0
         match = re.search(r'key\s*:\s*"' + re.escape(key) + '"', self.text)
         return self._line(match)
 
@@ -126,3 +132,22 @@ def parse_dynamic_dims(value: str) -> list[list[int]]:
     if not gears or len({len(g) for g in gears}) != 1:
         raise ValueError(f"every gear lists the same number of values, got {value!r}")
     return gears
+
+
+#: GE backend settings given at launch that are not model parameters: GEInitialize's global options
+GLOBAL_PREFIX = "ge."
+
+
+def parse_backend_config(text: str) -> tuple[str, str, str]:
+    """``BACKEND,KEY=VALUE`` (tritonserver's ``--backend-config``: one setting per flag, the value everything
+    after the first ``=``, quotes a shell would have left around it removed) -> (backend, key, value)."""
+    backend, comma, setting = text.partition(",")
+    key, equals, value = setting.partition("=")
+    if not comma or not equals or not backend.strip() or not key.strip():
+        raise ValueError(
+            f"expected BACKEND,KEY=VALUE as tritonserver takes it (npu_ge,ge.aicoreNum=12|10), got {text!r}"
+        )
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        value = value[1:-1]
+    return backend.strip(), key.strip(), value

@@ -14,6 +14,8 @@ import onnx
 
 from ge_plugin._files import write_atomic
 from ge_plugin.models.bert import tiny_bert
+from ge_plugin.models.bf16 import bf16_affine
+from ge_plugin.models.cnn import tiny_cnn
 from ge_plugin.models.identity_model import identity
 from ge_plugin.models.llama import tiny_llama
 
@@ -22,6 +24,8 @@ DEMO_MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "tiny_llama": tiny_llama,
     "tiny_bert": tiny_bert,
     "identity": identity,
+    "tiny_cnn": tiny_cnn,
+    "bf16_affine": bf16_affine,
 }
 
 

@@ -23,11 +23,12 @@ from typing import NamedTuple
 import numpy as np
 
 from ge_plugin import acl_constants as C
-from ge_plugin.sim import _state, counters, device_time
+from ge_plugin.sim import _state, counters, device_time, sanitizer
 from ge_plugin.sim._fail import Fail
 from ge_plugin.sim._objects import DataBuffer, Dataset, lookup
+from ge_plugin.sim._sites import UNKNOWN, Origin
 from ge_plugin.sim._state import SIM, Context
-from ge_plugin.sim.memory import DEVICE, Allocation, malloc_size
+from ge_plugin.sim.memory import DEVICE, INVALID, Allocation, malloc_size
 from ge_plugin.sim.model import ModelInfo, OmGear
 from ge_plugin.sim.onnx_runner import OnnxRunner
 from ge_plugin.sim.streams import Stream
@@ -123,27 +124,62 @@ def prepare(model_id: int, in_handle: int, out_handle: int) -> tuple[LoadedModel
             C.ACL_ERROR_GE_PARAM_INVALID,
             f"the output dataset has {len(out_ds.buffers)} buffers; model {model_id} has {len(info.outputs)} outputs",
         )
-    return model, _snapshot(in_ds), _snapshot(out_ds)
+    ins, outs = _snapshot(in_ds), _snapshot(out_ds)
+    if sanitizer.STATE.enabled:
+        _check_buffers(model, ins, "input")
+        _check_buffers(model, outs, "output")
+    return model, ins, outs
+
+
+def _check_buffers(model: LoadedModel, entries: Snapshot, what: str) -> None:
+    """The sanitizer's look at a dataset at submit: every data buffer lies inside live device memory of the
+    model's device, for all the bytes it claims (the runtime may use them all, e.g. at a bigger gear). A
+    buffer unchanged since it last passed, over memory still allocated, passes without a lookup."""
+    device = model.context.device
+    names = model.info.inputs if what == "input" else model.info.outputs
+    for n, (buf, addr, size) in enumerate(entries):
+        if addr == 0 and size == 0 and what == "output":
+            continue  # the runtime allocates this output
+        seen = buf.checked
+        if (
+            seen is not None
+            and seen[0] == addr
+            and seen[1] == size
+            and seen[2] == device
+            and not seen[3].freed
+        ):
+            continue
+        label = f"{what} {n} ({names[n].name})" if n < len(names) else f"{what} {n}"
+        buf.checked = (addr, size, device, device_memory(addr, size, device, f"{label} data buffer"))
 
 
 def device_memory(addr: int, nbytes: int, device: int, what: str) -> Allocation:
     """The device allocation of ``device`` holding ``nbytes`` at ``addr`` (``what`` names it); raises Fail."""
-    kind, alloc, why = _state.memory().locate(addr)
-    if kind != DEVICE or alloc is None:
-        why = why or (
-            f"0x{addr:x} is host memory; in the ACL_HOST run mode model inputs and outputs must be device memory "
-            "from acl.rt.malloc"
+    place = _state.memory().locate(addr)
+    alloc = place.alloc
+    if place.kind != DEVICE or alloc is None:
+        if place.kind == INVALID:
+            raise Fail(C.ACL_ERROR_GE_EXEC_MODEL_ADDR_INVALID, f"{what}: {place.why}", place.fault)
+        kind = "pinned host memory" if alloc is not None else "host memory"
+        source = f" ({alloc.describe()})" if alloc is not None else ""
+        raise Fail(
+            C.ACL_ERROR_GE_EXEC_MODEL_ADDR_INVALID,
+            f"{what}: 0x{addr:x} is {kind}{source}; in the ACL_HOST run mode model inputs and outputs must be "
+            "device memory from acl.rt.malloc",
+            sanitizer.WRONG_MEMORY_KIND,
         )
-        raise Fail(C.ACL_ERROR_GE_EXEC_MODEL_ADDR_INVALID, f"{what}: {why}")
     if alloc.device != device:
         raise Fail(
             C.ACL_ERROR_GE_EXEC_MODEL_ADDR_INVALID,
-            f"{what}: 0x{addr:x} is memory of device {alloc.device}; the model runs on device {device}",
+            f"{what}: 0x{addr:x} is in {alloc.describe()}; the model runs on device {device}",
+            sanitizer.WRONG_MEMORY_KIND,
         )
-    if addr - alloc.base + nbytes > alloc.size:
+    end = alloc.base + (alloc.requested if sanitizer.STATE.enabled else alloc.size)  # alloc.limit(), inlined
+    if addr + nbytes > end:
         raise Fail(
             C.ACL_ERROR_GE_EXEC_MODEL_ADDR_INVALID,
-            f"{what}: 0x{addr:x}+{nbytes} runs past the end of its allocation (0x{alloc.base:x}, {alloc.size} bytes)",
+            f"{what}: 0x{addr:x}+{nbytes} runs {addr + nbytes - end} bytes past the end of {alloc.describe()}",
+            sanitizer.OUT_OF_BOUNDS,
         )
     return alloc
 
@@ -160,7 +196,7 @@ def mbatch_slot(model: LoadedModel, addr: int, size: int) -> np.ndarray:
     try:
         alloc = device_memory(addr, count * 8, model.context.device, C.ACL_DYNAMIC_TENSOR_NAME)
     except Fail as fail:
-        raise Fail(C.ACL_ERROR_GE_DYNAMIC_INPUT_ADDR_INVALID, fail.message) from None
+        raise Fail(C.ACL_ERROR_GE_DYNAMIC_INPUT_ADDR_INVALID, fail.message, fail.kind) from None
     return alloc.view(addr - alloc.base, count * 8).view(np.int64)
 
 
@@ -216,7 +252,8 @@ def run(model: LoadedModel, ins: Snapshot, outs: Snapshot) -> None:
         buf, addr, size = outs[n]
         need = gear.output_sizes[n]
         if addr == 0 and size == 0:
-            addr = _allocate_output(device, need)
+            made_by = f"the runtime, for the empty output {n} ({desc.name}) data buffer of a model {model.id} execute"
+            addr = _allocate_output(device, need, Origin(made_by, UNKNOWN))
             buf.addr, buf.size = addr, need
         elif size < need:
             raise Fail(
@@ -235,10 +272,10 @@ def run(model: LoadedModel, ins: Snapshot, outs: Snapshot) -> None:
     counters.device(device).executed(gear.label)
 
 
-def _allocate_output(device: int, nbytes: int) -> int:
+def _allocate_output(device: int, nbytes: int, origin: Origin) -> int:
     """An output buffer created with (0, 0): the runtime allocates; the user frees it with acl.rt.free."""
     arena = SIM.memory.devices[device]  # type: ignore[union-attr]
-    alloc = arena.malloc(nbytes, malloc_size(max(nbytes, 1)))
+    alloc = arena.malloc(nbytes, malloc_size(max(nbytes, 1)), origin)
     if alloc is None:
         raise Fail(
             C.ACL_ERROR_RT_MEMORY_ALLOCATION,

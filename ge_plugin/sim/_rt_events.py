@@ -1,9 +1,9 @@
 """``acl.rt`` events and callbacks (re-exported by ``ge_plugin.sim.rt``), shaped like pyACL's wrappers.
 
 Call forms and return shapes follow hicann/runtime ``python/pyACL/rt/rt_synchronize.cpp``:
-``create_event()`` -> ``(event, ret)``; ``record_event`` / ``reset_event(event, stream)``,
+``create_event()`` and ``create_event_with_flag(flag)`` ("I") -> ``(event, ret)``; ``record_event`` / ``reset_event(event, stream)``,
 ``stream_wait_event(stream, event)``, ``synchronize_event(event)``, ``destroy_event(event)`` -> ``ret``;
-``query_event_status(event)`` -> ``(status, ret)``; ``event_elapsed_time(start, end)`` -> ``(ms, ret)`` with
+``query_event_status(event)`` and the deprecated ``query_event(event)`` -> ``(status, ret)``; ``event_elapsed_time(start, end)`` -> ``(ms, ret)`` with
 ``ms`` a C float; ``subscribe_report`` / ``unsubscribe_report(thread_id, stream)`` ("Kk") -> ``ret``;
 ``launch_callback(fn, user_data, block_type, stream)`` ("OOik", ``fn`` must be callable) -> ``ret``;
 ``process_report(timeout_ms)`` -> ``ret``. ``synchronize_event``, ``stream_wait_event`` and
@@ -26,10 +26,12 @@ from ge_plugin.sim._objects import lookup as _lookup
 
 __all__ = [
     "create_event",
+    "create_event_with_flag",
     "destroy_event",
     "event_elapsed_time",
     "launch_callback",
     "process_report",
+    "query_event",
     "query_event_status",
     "record_event",
     "reset_event",
@@ -66,9 +68,27 @@ def seconds(timeout: int) -> "float | None":
 @_acl_call("acl.rt.create_event", failure=_value_and_ret(0))
 def create_event() -> tuple[int, int]:
     """``event, ret``: an event of the current context, not recorded yet."""
+    return _new_event(), 0
+
+
+def _new_event() -> int:
     event = _ev.Event(_s.new_handle(), _s.current_context())
     _SIM.events[event.handle] = event
-    return event.handle, 0
+    return event.handle
+
+
+@_acl_call("acl.rt.create_event_with_flag", _a.u32, failure=_value_and_ret(0))
+def create_event_with_flag(flag: int, /) -> tuple[int, int]:
+    """``event, ret``: create_event with aclrtEventFlag bits (ACL_EVENT_SYNC 0x1, ACL_EVENT_CAPTURE_STREAM_PROGRESS
+    0x2, ACL_EVENT_TIME_LINE 0x8). Every simulated event is synchronisable and keeps timestamps, so the flags
+    change nothing here; other bits are ACL_ERROR_INVALID_PARAM."""
+    if flag & ~_K.ACL_EVENT_FLAGS:
+        raise _Fail(
+            _C.ACL_ERROR_INVALID_PARAM,
+            f"flag 0x{flag:x} has bits that are not aclrtEventFlag values (0x1 sync, 0x2 capture stream "
+            "progress, 0x8 time line)",
+        )
+    return _new_event(), 0
 
 
 @_acl_call("acl.rt.destroy_event", _a.k)
@@ -100,6 +120,17 @@ def reset_event(event: int, stream: int, /) -> int:
 def query_event_status(event: int, /) -> tuple[int, int]:
     """``status, ret``: ACL_EVENT_RECORDED_STATUS_COMPLETE (1) once the latest record completed, else 0."""
     return _event(event).status(), 0
+
+
+@_acl_call("acl.rt.query_event", _a.k, failure=_value_and_ret(_K.ACL_EVENT_STATUS_COMPLETE))
+def query_event(event: int, /) -> tuple[int, int]:
+    """``status, ret`` (deprecated; aclrtEventStatus): ACL_EVENT_STATUS_NOT_READY (1) while the latest
+    record has not completed, else ACL_EVENT_STATUS_COMPLETE (0), also for an event never recorded (the rule
+    synchronize_event follows: there is nothing to wait for)."""
+    record = _event(event).completed_at()
+    if record.state != _ev.NEVER_RECORDED and record.timestamp is None:
+        return _K.ACL_EVENT_STATUS_NOT_READY, 0
+    return _K.ACL_EVENT_STATUS_COMPLETE, 0
 
 
 def _synchronize_event(event: int, timeout_s: "float | None") -> int:

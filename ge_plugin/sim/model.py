@@ -24,7 +24,7 @@ PRECISIONS = ("fp32", "fp16", "bf16")
 class IoDesc:
     """One model input or output as the model description reports it."""
 
-    __slots__ = ("dims", "dtype", "format", "graph_np", "name", "np", "onnx_name", "size")
+    __slots__ = ("dims", "dtype", "format", "graph_dtype", "graph_np", "name", "np", "onnx_name", "size")
 
     def __init__(
         self,
@@ -42,6 +42,7 @@ class IoDesc:
         self.dims = dims
         self.size = size  #: bytes at the largest gear
         self.np = _numpy(dtype)
+        self.graph_dtype = graph_dtype  #: the ONNX graph's side, as aclDataType
         self.graph_np = _numpy(graph_dtype)
         self.onnx_name = onnx_name
 

@@ -7,6 +7,11 @@ default fp16 modes, through bfloat16 for the bf16 modes, untouched for ``must_ke
 ``origin``), then cast to the OM's output dtypes (``--output_type``). The real NPU computes the whole graph
 in reduced precision; rounding only the outputs makes the simulator somewhat more accurate than hardware,
 never less.
+
+A graph with bfloat16 inputs or outputs (an ONNX model exported in bf16) runs on the same words the device
+holds: numpy has no bfloat16, so those tensors cross into onnxruntime as OrtValues of ONNX type BFLOAT16
+over the uint16 bits (IO binding), and the graph's own Casts round to bfloat16 to nearest even, as the NPU
+does.
 """
 
 from __future__ import annotations
@@ -37,6 +42,9 @@ def round_bf16(a: np.ndarray) -> np.ndarray:
 
 _ROUNDING = {"fp32": None, "fp16": round_fp16, "bf16": round_bf16}
 
+#: ONNX's TensorProto.BFLOAT16
+_BFLOAT16 = 16
+
 
 class OnnxRunner:
     """The compute of one loaded model: its ONNX graph in an onnxruntime InferenceSession."""
@@ -61,7 +69,11 @@ class OnnxRunner:
         self.input_casts = [d.graph_np if d.graph_np != d.np else None for d in data_inputs]
         self.output_names = [d.onnx_name for d in info.outputs]
         self.output_np = [d.np for d in info.outputs]
+        self.graph_np_out = [d.graph_np for d in info.outputs]
         self.rounding = _ROUNDING[info.precision]
+        self.input_bf16 = [d.graph_dtype == C.ACL_BF16 for d in data_inputs]
+        self.output_bf16 = [d.graph_dtype == C.ACL_BF16 for d in info.outputs]
+        self.ort = ort if any(self.input_bf16) or any(self.output_bf16) else None
 
     def run(self, arrays: Sequence[np.ndarray], gear: OmGear) -> list[np.ndarray]:
         """Outputs in OM order and dtypes; Fail(507011) if the graph fails or disagrees with the gear."""
@@ -70,7 +82,9 @@ class OnnxRunner:
             for name, a, cast in zip(self.input_names, arrays, self.input_casts)
         }
         try:
-            results = self.session.run(self.output_names, feeds)
+            results = (
+                self.session.run(self.output_names, feeds) if self.ort is None else self._bound(feeds, gear)
+            )
         except Exception as exc:  # onnxruntime's own exception types
             raise Fail(
                 C.ACL_ERROR_RT_MODEL_EXECUTE, f"the model failed at gear {gear.label}: {exc}"
@@ -78,6 +92,8 @@ class OnnxRunner:
         outputs = []
         for n, (out, want) in enumerate(zip(results, self.output_np)):
             out = np.asarray(out)
+            if self.output_bf16[n] and want != np.uint16:  # bf16 words to another OM type (--output_type)
+                out = (out.astype(np.uint32) << 16).view(np.float32)
             if out.shape != gear.output_dims[n]:
                 raise Fail(
                     C.ACL_ERROR_RT_MODEL_EXECUTE,
@@ -90,3 +106,30 @@ class OnnxRunner:
                 out = out.astype(want)
             outputs.append(out)
         return outputs
+
+    def _bound(self, feeds: dict[str, np.ndarray], gear: OmGear) -> list[np.ndarray]:
+        """Run with IO binding: bf16 tensors as OrtValues of type BFLOAT16 over their uint16 words, every output
+        into an array of the gear's dims (bf16 ones as their words)."""
+        ort = self.ort
+        assert ort is not None
+        binding = self.session.io_binding()
+        for (name, array), bf16 in zip(feeds.items(), self.input_bf16):
+            array = np.ascontiguousarray(array)
+            if bf16:
+                binding.bind_ortvalue_input(
+                    name, ort.OrtValue.ortvalue_from_numpy_with_onnx_type(array, _BFLOAT16)
+                )
+            else:
+                binding.bind_cpu_input(name, array)
+        results = []
+        for n, name in enumerate(self.output_names):
+            if self.output_bf16[n]:
+                out = np.empty(gear.output_dims[n], np.uint16)
+                value = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(out, _BFLOAT16)
+            else:
+                out = np.empty(gear.output_dims[n], self.graph_np_out[n])
+                value = ort.OrtValue.ortvalue_from_numpy(out)
+            binding.bind_ortvalue_output(name, value)
+            results.append(out)
+        self.session.run_with_iobinding(binding)
+        return results

@@ -354,6 +354,12 @@ def _structure_int(obj: Any, _type: Any) -> int:
     raise ValueError(f"expected an integer, got {_describe_value(obj)}")
 
 
+def _structure_bool(obj: Any, _type: Any) -> bool:
+    if isinstance(obj, bool):
+        return obj
+    raise ValueError(f"expected true or false, got {_describe_value(obj)}")
+
+
 def _structure_float(obj: Any, _type: Any) -> float:
     if isinstance(obj, (int, float)) and not isinstance(obj, bool):
         return float(obj)
@@ -462,6 +468,7 @@ def _make_converter() -> cattrs.Converter:
     converter.register_structure_hook(str, _structure_str)
     converter.register_structure_hook(int, _structure_int)
     converter.register_structure_hook(float, _structure_float)
+    converter.register_structure_hook(bool, _structure_bool)
     converter.register_structure_hook(dtypes.DType, _structure_dtype)
     converter.register_structure_hook(DimRef, _structure_dim_ref)
     converter.register_structure_hook(AtcValue, _structure_atc_value)

@@ -88,7 +88,7 @@ class TensorDecl:
     path's ``TensorSpec`` is what the engine builds from the config to check requests against.)"""
 
     name: str = attrs.field(validator=v.tensor_name)
-    #: ``fp32``, ``TYPE_FP32``, ``float32``... (``ge_plugin.dtypes.by_name``); not bf16 or string
+    #: ``fp32``, ``TYPE_FP32``, ``float32``, ``bf16``... (``ge_plugin.dtypes.by_name``); not string
     dtype: DType = attrs.field(validator=v.tensor_dtype)
     #: config dims: -1 for dynamic; without the batch dim when the model batches
     dims: tuple[int, ...] = attrs.field(validator=v.dims)
@@ -101,6 +101,9 @@ class InputDecl(TensorDecl):
     range: Optional[tuple[Any, Any]] = attrs.field(default=None, validator=v.value_range)
     #: another input whose shape this one's must equal (``attention_mask`` with ``same_as: input_ids``)
     same_as: Optional[str] = None
+    #: a request may be shorter than a gear along this input's -1 dims, and is padded with ``pad_value``
+    #: (right for token ids with a mask, or a causal model; wrong for pixels); false: it must match a gear
+    pad: bool = False
 
 
 @attrs.frozen
@@ -177,6 +180,8 @@ class ModelSpec:
     batching: Optional[Batching] = None
     #: per gear, the value of every -1 input dim (not the batch dim), in input order; ATC ``--dynamic_dims``
     dims_gears: DimsGearsInput = attrs.field(default=(), validator=v.dims_gears)
+    #: (height, width) gears of the -1 H and W of NCHW inputs; ATC ``--dynamic_image_size``
+    image_sizes: tuple[tuple[int, ...], ...] = attrs.field(default=(), validator=v.image_sizes)
     placement: Placement = attrs.field(factory=Placement)
     precision: str = attrs.field(default="origin", validator=v.one_of(PRECISIONS))
     #: extra ATC flags, without dashes (``log: error`` -> ``--log=error``)
@@ -287,7 +292,9 @@ class ModelSpec:
             device_ids=self.placement.devices,
             gears=self.gears,
             dims_gears=self.dims_gear_values,
+            image_sizes=tuple((size[0], size[1]) for size in self.image_sizes),
             output_dim_ties=self.dim_ties,
+            pad_inputs=tuple(i.name for i in self.inputs if i.pad),
             input_ranges=tuple(InputRange(i.name, *i.range) for i in self.inputs if i.range is not None),
             same_shape=tuple(ShapeTie(i.name, i.same_as) for i in self.inputs if i.same_as is not None),
             pad_value=float(self.pad_value),

@@ -6,9 +6,9 @@ only what is wrong and what would be right. Field validators are attrs validator
 (``(2,)`` for ``gears[2]``). ``cross_checks`` holds the rules that span fields (names, gear grids, dim ties);
 they run once the whole spec has structured.
 
-The numeric limits are ATC's: 2 to 100 gears per model (``--dynamic_batch_size`` / ``--dynamic_dims``),
-batch sizes 1 to 2048, and one dynamic mode per model, which is why batch gears and dims gears combine into
-a single ``--dynamic_dims`` grid.
+The numeric limits are ATC's: 2 to 100 gears per model (``--dynamic_batch_size`` / ``--dynamic_image_size`` /
+``--dynamic_dims``), batch sizes 1 to 2048, and one dynamic mode per model, which is why batch gears and dims
+gears combine into a single ``--dynamic_dims`` grid, and why image sizes take one fixed batch size.
 """
 
 from __future__ import annotations
@@ -49,6 +49,13 @@ MAX_VERSION = 2**63 - 1
 #: the extra input ATC adds to every gear model
 MBATCH_INPUT = "ascend_mbatch_shape_data"
 
+#: ATC's own words for its one-dynamic-mode rule (E10009; its --dynamic_batch_size page says the flag "is
+#: mutually exclusive with --dynamic_image_size, --input_shape_range, and --dynamic_dims")
+GEAR_FLAGS_EXCLUSIVE = (
+    "ATC: --dynamic_batch_size, --dynamic_image_size, --input_shape_range, and --dynamic_dims are mutually "
+    "exclusive (E10009)"
+)
+
 #: ATC flags the spec sets itself -> the spec field to use instead
 CONTROLLED_ATC_FLAGS = {
     "model": "model.source",
@@ -58,8 +65,8 @@ CONTROLLED_ATC_FLAGS = {
     "input_shape": "inputs[*].dims (and batching.gears for the batch dim)",
     "dynamic_batch_size": "batching.gears",
     "dynamic_dims": "dims_gears",
-    "dynamic_image_size": "dims_gears (ATC allows one dynamic mode per model, and ge-plugin uses --dynamic_dims)",
-    "input_shape_range": "batching.gears and dims_gears (shape-range models are not supported)",
+    "dynamic_image_size": "image_sizes",
+    "input_shape_range": "batching.gears, image_sizes and dims_gears (shape-range models are not served)",
     "soc_version": "model.soc_version",
     "precision_mode": "precision (origin, fp16 or bf16)",
     "precision_mode_v2": "precision (origin, fp16 or bf16)",
@@ -163,13 +170,6 @@ def tensor_name(_instance: Any, attribute: attrs.Attribute[Any], value: str) -> 
 
 def tensor_dtype(_instance: Any, attribute: attrs.Attribute[Any], value: DType) -> None:
     """Types the ``ge`` backend can carry between Triton and an OM (it refuses the others at load time)."""
-    if value.short == "bf16":
-        _fail(
-            attribute,
-            value,
-            "Triton's Python backend cannot pass TYPE_BF16 tensors as numpy; declare fp32 and the ge backend "
-            "converts to and from the OM's bf16",
-        )
     if value.short == "string":
         _fail(attribute, value, "string tensors cannot go to an OM model; send token ids or bytes as uint8")
 
@@ -220,7 +220,10 @@ def soc_version(_instance: Any, attribute: attrs.Attribute[Any], value: str) -> 
 
 
 def batch_gears(_instance: Any, attribute: attrs.Attribute[Any], value: tuple[int, ...]) -> None:
-    if not MIN_GEARS <= len(value) <= MAX_GEARS:
+    """Each gear on its own; how many there may be depends on image_sizes (a cross check)."""
+    if not value:
+        _fail(attribute, value, "list at least one batch size")
+    if len(value) > MAX_GEARS:
         _fail(attribute, value, f"ATC takes {MIN_GEARS} to {MAX_GEARS} batch gears, got {len(value)}")
     for index, gear in enumerate(value):
         if not 1 <= gear <= MAX_BATCH:
@@ -253,6 +256,21 @@ def dims_gears(_instance: Any, attribute: attrs.Attribute[Any], value: tuple[Any
                 attribute, value, f"gear {_show(values)} is listed twice (also at index {seen[gear]})", index
             )
         seen[gear] = index
+
+
+def image_sizes(_instance: Any, attribute: attrs.Attribute[Any], value: tuple[tuple[int, ...], ...]) -> None:
+    """``[[224, 224], [448, 448]]``: ATC's --dynamic_image_size profiles, "height,width" each."""
+    if value and not MIN_GEARS <= len(value) <= MAX_GEARS:
+        _fail(attribute, value, f"ATC takes {MIN_GEARS} to {MAX_GEARS} image sizes, got {len(value)}")
+    seen: dict[tuple[int, ...], int] = {}
+    for index, size in enumerate(value):
+        if len(size) != 2:
+            _fail(attribute, value, f"an image size is [height, width], got {_show(size)}", index)
+        if any(d < 1 for d in size):
+            _fail(attribute, value, f"height and width are >= 1, got {_show(size)}", index)
+        if size in seen:
+            _fail(attribute, value, f"{_show(size)} is listed twice (also at index {seen[size]})", index)
+        seen[size] = index
 
 
 def value_range(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -344,7 +362,9 @@ def cross_checks(spec: ModelSpec) -> list[Problem]:
     """Every rule that spans fields; written to cope with fields that failed their own checks."""
     return [
         *_unique_tensor_names(spec),
-        *_dims_gears_fit(spec),
+        *_batch_gear_count(spec),
+        *(_image_sizes_fit(spec) if spec.image_sizes else _dims_gears_fit(spec)),
+        *_padded_inputs(spec),
         *_ties(spec),
         *_same_as(spec),
         *_integer_ranges(spec),
@@ -427,6 +447,80 @@ def _unique_tensor_names(spec: ModelSpec) -> list[Problem]:
             else:
                 first[tensor.name] = here
     return problems
+
+
+def _batch_gear_count(spec: ModelSpec) -> list[Problem]:
+    """2 to 100 batch gears (ATC's --dynamic_batch_size), or with image sizes exactly one: the OM's fixed
+    batch, since ATC takes no batch gears beside --dynamic_image_size."""
+    if spec.batching is None:
+        return []
+    gears = spec.batching.gears
+    where = ("batching", "gears")
+    if spec.image_sizes:
+        if len(gears) == 1:
+            return []
+        return [
+            (
+                where,
+                f"{GEAR_FLAGS_EXCLUSIVE}: with image_sizes an OM has one batch size, so list one gear, the OM's "
+                f"fixed batch (--input_shape=NAME:{gears[-1]},3,-1,-1), or give height and width as dims_gears "
+                "(--dynamic_dims, which takes batch gears), got "
+                f"{_show(gears)}",
+            )
+        ]
+    if not MIN_GEARS <= len(gears) <= MAX_GEARS:
+        return [(where, f"ATC takes {MIN_GEARS} to {MAX_GEARS} batch gears, got {len(gears)}")]
+    return []
+
+
+def _image_sizes_fit(spec: ModelSpec) -> list[Problem]:
+    """ATC's --dynamic_image_size rules: not with --dynamic_dims, and only H and W of NCHW inputs at -1."""
+    problems: list[Problem] = []
+    if spec.dims_gears:
+        problems.append(
+            (
+                ("dims_gears",),
+                f"{GEAR_FLAGS_EXCLUSIVE}: give an image's height and width as image_sizes or every -1 dim as "
+                "dims_gears, not both",
+            )
+        )
+    extra = 1 if spec.batching is not None else 0
+    marked = False
+    for index, tensor in enumerate(spec.inputs):
+        full = (-1,) * extra + tensor.dims
+        dynamic = [d for d, dim in enumerate(full) if dim == -1 and d >= extra]
+        marked = marked or bool(dynamic)
+        if dynamic and (len(full) != 4 or dynamic != [2, 3]):
+            shown = f"[batch, {', '.join(map(str, tensor.dims))}]" if extra else _show(tensor.dims)
+            problems.append(
+                (
+                    ("inputs", index, "dims"),
+                    "ATC: when --dynamic_image_size is included, only the height and width axes can be -1 in "
+                    f"--input_shape (E10019): an NCHW input with -1 in H and W, got {tensor.name} {shown}",
+                )
+            )
+    if not marked:
+        problems.append(
+            (
+                ("image_sizes",),
+                "no input has -1 height and width (dims [3, -1, -1] when batching, [1, 3, -1, -1] when not), so "
+                "there is nothing for image_sizes to set",
+            )
+        )
+    return problems
+
+
+def _padded_inputs(spec: ModelSpec) -> list[Problem]:
+    """``pad: true`` only where a gear sets a dim: batch rows are padded anyway, fixed dims never."""
+    return [
+        (
+            ("inputs", index, "pad"),
+            f"{tensor.name} has no -1 dim, so there is nothing to pad (batch rows are always padded up to a "
+            "batch gear)",
+        )
+        for index, tensor in enumerate(spec.inputs)
+        if tensor.pad and -1 not in tensor.dims
+    ]
 
 
 def _dims_gears_fit(spec: ModelSpec) -> list[Problem]:
@@ -554,6 +648,14 @@ def _same_as(spec: ModelSpec) -> list[Problem]:
 
 def _input_format(spec: ModelSpec) -> list[Problem]:
     given = spec.atc_options.get("input_format")
+    if spec.image_sizes and given is not None and given != "NCHW":
+        return [
+            (
+                ("atc_options", "input_format"),
+                f"a model with image_sizes is compiled with --dynamic_image_size, which needs NCHW inputs, "
+                f"got {given!r}",
+            )
+        ]
     if spec.dims_gears and given is not None and given != "ND":
         return [
             (

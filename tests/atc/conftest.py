@@ -10,6 +10,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from ge_plugin.sim import _state
+from ge_plugin.sim import acl as sim_acl
+
 
 def two_layer() -> onnx.ModelProto:
     """ids int64 [batch, seq] and x float [batch, seq, 4] -> h = x @ W (node "mm"), y = h + 1, n = ids * 2."""
@@ -47,6 +50,16 @@ def nonzero() -> onnx.ModelProto:
         [helper.make_tensor_value_info("idx", TensorProto.INT64, None)],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.fixture
+def acl():
+    """The simulated pyACL, initialised with device 0 set, reset after the test."""
+    _state.reset_for_tests()
+    assert sim_acl.init() == 0
+    assert sim_acl.rt.set_device(0) == 0
+    yield sim_acl
+    _state.reset_for_tests()
 
 
 @pytest.fixture

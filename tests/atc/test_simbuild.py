@@ -16,8 +16,6 @@ from ge_plugin import simom
 from ge_plugin.atc import simbuild
 from ge_plugin.atc.flags import parse_args
 from ge_plugin.errors import AtcError
-from ge_plugin.sim import _state
-from ge_plugin.sim import acl as sim_acl
 
 
 def build(argv):
@@ -28,15 +26,6 @@ def rejected(argv) -> str:
     with pytest.raises(AtcError) as caught:
         build(argv)
     return str(caught.value)
-
-
-@pytest.fixture
-def acl():
-    _state.reset_for_tests()
-    assert sim_acl.init() == 0
-    assert sim_acl.rt.set_device(0) == 0
-    yield sim_acl
-    _state.reset_for_tests()
 
 
 def run_om(acl, path, feeds, *, gear=None, out_dtypes):

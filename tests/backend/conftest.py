@@ -7,6 +7,7 @@ TritonModelException) are replaced by small Python fakes that record what the mo
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import json
 import logging
@@ -37,22 +38,83 @@ class TritonModelException(Exception):
 
 
 class Tensor:
-    def __init__(self, name: str, array: np.ndarray):
-        self._name, self._array = name, array
+    """A stub tensor. ``bf16=True``: a TYPE_BF16 tensor over ``array``'s uint16 words, which, like the real
+    stub's (observed on tritonserver 2.51), refuses ``as_numpy`` and exports DLPack dtype (kDLBfloat, 16)."""
+
+    def __init__(self, name: str, array: np.ndarray, bf16: bool = False):
+        self._name, self._array, self.bf16 = name, array, bf16
 
     def name(self) -> str:
         return self._name
 
     def as_numpy(self) -> np.ndarray:
+        if self.bf16:
+            raise TritonModelException(
+                "Tensor dtype is BF16 and cannot be converted to NumPy. Use to_dlpack() and from_dlpack() instead."
+            )
+        return self._array.copy()
+
+    def words(self) -> np.ndarray:
+        """A bf16 output's bits (what a client receives)."""
         return self._array.copy()
 
     def __dlpack__(self, stream=None):
         view = self._array.view()
         view.flags.writeable = False  # like the stub's view of Triton's shared memory
+        if self.bf16:
+            from ge_plugin import _fastpath_py
+
+            return _fastpath_py.bf16_capsule(view)  # a producer of kDLBfloat capsules, as the stub is
         return view.__dlpack__()
 
     def __dlpack_device__(self):
         return self._array.__dlpack_device__()
+
+    @staticmethod
+    def from_dlpack(name: str, capsule) -> Tensor:
+        """As the stub: takes the tensor (renaming the capsule ``used_dlpack``), keeps it until it is sent,
+        then calls its deleter; a bf16 one (code 4, 16 bits) becomes a TYPE_BF16 tensor."""
+        from ge_plugin import _fastpath_py as twin
+
+        managed = twin._DLManagedTensor.from_address(_capsule_pointer(capsule))
+        _rename_used(capsule)
+        t = managed.dl_tensor
+        assert (t.dtype.code, t.dtype.bits, t.dtype.lanes) == (4, 16, 1), "the stub checks for BF16"
+        shape = tuple(t.shape[k] for k in range(t.ndim))
+        size = int(np.prod(shape)) if shape else 1
+        words = np.ctypeslib.as_array((ctypes.c_uint16 * size).from_address(t.data)).reshape(shape)
+        tensor = Tensor(name, words, bf16=True)
+        tensor.dlpack_release = lambda: managed.deleter(ctypes.pointer(managed))
+        LENT.append(tensor)
+        return tensor
+
+
+#: from_dlpack tensors whose memory is still the producer's (a test sends them: their deleters run)
+LENT: list = []
+
+
+def _capsule_pointer(capsule) -> int:
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    return get(capsule, b"dltensor")
+
+
+_USED = b"used_dlpack"
+
+
+def _rename_used(capsule) -> None:
+    rename = ctypes.pythonapi.PyCapsule_SetName
+    rename.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    rename(capsule, _USED)
+
+
+def send_lent() -> None:
+    """What the stub does once it has sent the responses: copies each from_dlpack tensor into its shared memory
+    and calls the producer's deleter."""
+    while LENT:
+        tensor = LENT.pop()
+        tensor._array = tensor._array.copy()
+        tensor.dlpack_release()
 
 
 class ResponseSender:
@@ -65,12 +127,15 @@ class ResponseSender:
         if response is not None:
             for tensor in response.output_tensors():
                 tensor._array = tensor._array.copy()
+                if tensor in LENT:  # a from_dlpack tensor: sent, so the producer's memory is released
+                    LENT.remove(tensor)
+                    tensor.dlpack_release()
         self.sent.append((response, flags))
 
 
 class InferenceRequest:
-    def __init__(self, tensors: dict, requested: set | None = None):
-        self._inputs = [Tensor(k, v) for k, v in tensors.items()]
+    def __init__(self, tensors: dict, requested: set | None = None, bf16: frozenset = frozenset()):
+        self._inputs = [Tensor(k, v, bf16=k in bf16) for k, v in tensors.items()]
         self._requested = requested
         self.sender = ResponseSender()
 
@@ -153,6 +218,7 @@ def pb_utils(monkeypatch):
         setattr(module, cls.__name__, cls)
     MetricFamily.calls = []
     Logger.lines = []
+    LENT.clear()
     # the adapter sends ge_plugin's log records to Triton's log; undone after the test
     logger = logging.getLogger("ge_plugin")
     monkeypatch.setattr(logger, "handlers", [])
@@ -202,3 +268,9 @@ def initialize_args(repo: Path, **parameters: str) -> dict:
 @pytest.fixture
 def args_for():
     return initialize_args
+
+
+@pytest.fixture
+def stub_sends():
+    """``stub_sends()``: the stub sends what it was handed (from_dlpack tensors copied, their deleters run)."""
+    return send_lent

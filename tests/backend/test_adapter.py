@@ -93,16 +93,6 @@ def test_adapter_returns_only_the_requested_outputs(pb_utils, identity_repo, arg
     model.finalize()
 
 
-def test_adapter_refuses_bf16_config_with_advice(pb_utils, identity_repo, args_for):
-    model = load_model(pb_utils)
-    args = args_for(identity_repo)
-    config = json.loads(args["model_config"])
-    config["input"][0]["data_type"] = "TYPE_BF16"
-    args["model_config"] = json.dumps(config)
-    with pytest.raises(pb_utils.TritonModelException, match="declare it TYPE_FP32"):
-        model.initialize(args)
-
-
 def test_adapter_turns_config_errors_into_model_exceptions(pb_utils, identity_repo, args_for):
     model = load_model(pb_utils)
     with pytest.raises(pb_utils.TritonModelException, match="OM file not found"):

@@ -4,19 +4,23 @@ the pieces that must agree with the rest of ge-plugin (serve's flags, the readin
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from kubernetes_validate.utils import schema_contents
+from referencing import Registry, Resource
 
 from ge_plugin.cli import build_parser
-from ge_plugin.deploy import K8sOptions, render_k8s
+from ge_plugin.deploy import MANIFEST, K8sOptions, render_k8s
 from ge_plugin.deploy import k8s as k8s_module
-from ge_plugin.deploy.dockerfile import dockerfile
 from ge_plugin.deploy.npu import npu_request, resource_for
 from ge_plugin.errors import DeployError, SpecError
 from ge_plugin.serve.triton import EXIT_TIMEOUT_S
@@ -24,10 +28,18 @@ from ge_plugin.spec import load_spec, load_specs
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
+SCHEMAS = HERE / "schemas"
 
 #: golden folder -> the command line that renders it (run from the checkout's root)
 CASES = {
-    "llama": ["specs/llama.yaml", "--service-monitor", "--kserve"],
+    "llama": [
+        "specs/llama.yaml",
+        "--service-monitor",
+        "--prometheus-release",
+        "kube-prometheus-stack",
+        "--kserve",
+        "--headless-service",
+    ],
     "pair": [
         "tests/deploy/specs/pair",
         "--name",
@@ -40,12 +52,53 @@ CASES = {
         "5",
         "--models-claim",
         "ascend-models",
+        "--namespace",
+        "inference",
+        "--label",
+        "team=search",
+        "--label",
+        "example.com/cost-center=ml-42",
+        "--cpu",
+        "8",
+        "--cpu-limit",
+        "16",
+        "--memory",
+        "32Gi",
+        "--shm-size",
+        "4Gi",
+        "--node-selector",
+        "accelerator=huawei-Ascend910",
+        "--toleration",
+        "huawei.com/Ascend910:NoSchedule",
+        "--toleration",
+        "dedicated=inference",
+        "--image-pull-secret",
+        "registry-credentials",
+        "--prometheus-url",
+        "https://prometheus.monitoring.svc/prom",
+        "--kserve",
+    ],
+    "hostpath": [
+        "specs/llama.yaml",
+        "--driver",
+        "hostpath",
+        "--npu-smi",
+        "/usr/local/sbin/npu-smi",
+        "--run-as",
+        "1001:1001",
+        "--runtime-class",
+        "ascend",
     ],
 }
 #: the oldest and the newest Kubernetes whose schemas kubernetes-validate ships
 KUBERNETES_VERSIONS = ("1.25", "1.37")
-#: custom resources: kubernetes-validate has no schema for them (their CRDs live in other projects)
-CUSTOM_KINDS = {"ServiceMonitor", "ServingRuntime", "InferenceService"}
+#: custom resources: validated against the schemas in tests/deploy/schemas (kubernetes-validate has none)
+CRD_SCHEMAS = {
+    "ServiceMonitor": "servicemonitor-monitoring-v1.json",
+    "ServingRuntime": "servingruntime-serving-v1alpha1.json",
+    "InferenceService": "inferenceservice-serving-v1beta1.json",
+}
+CORE_KINDS = {"Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget"}
 
 
 def deploy(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
@@ -100,40 +153,59 @@ def test_deploy_k8s_writes_the_golden_files(rendered, case):
 def test_every_core_object_validates_strictly_against_the_kubernetes_schemas(rendered, case, version):
     validated = []
     for obj in k8s_objects(rendered(case)):
-        if obj["kind"] in CUSTOM_KINDS:
+        if obj["kind"] in CRD_SCHEMAS or obj["kind"] == "Kustomization":
             continue
         kubernetes_validate.validate(obj, version, strict=True)  # strict: an unknown field is an error
         validated.append(obj["kind"])
 
-    assert sorted(validated) == ["Deployment", "HorizontalPodAutoscaler", "Service"]
+    assert set(validated) == CORE_KINDS
 
 
-def test_custom_resources_have_no_schema_in_kubernetes_validate_so_their_pod_parts_are_checked_as_a_pod(
-    rendered,
-):
-    out = rendered("llama")
-    by_kind = {obj["kind"]: obj for obj in k8s_objects(out)}
-    for kind in CUSTOM_KINDS:
-        with pytest.raises(kubernetes_validate.SchemaNotFoundError):
-            kubernetes_validate.validate(by_kind[kind], "1.37", strict=True)
+def crd_validator(kind: str) -> jsonschema.Draft202012Validator:
+    """The vendored schema of a custom resource, its references to core types resolved to Kubernetes 1.37's
+    strict schemas (as kubernetes-validate resolves its own)."""
+    schema = json.loads((SCHEMAS / CRD_SCHEMAS[kind]).read_text())
+    definitions = schema_contents("kubernetes-json-schema/v1.37.0-local-strict/_definitions.json", "1.37.0")
+    registry = Resource.from_contents(definitions) @ Registry()
+    return jsonschema.Draft202012Validator(schema, registry=registry)
 
-    runtime = by_kind["ServingRuntime"]["spec"]
-    model = by_kind["InferenceService"]["spec"]["predictor"]["model"]
-    # The runtime's containers and volumes are core types, and the model's resources merge into its container.
-    container = {**runtime["containers"][0], "resources": model["resources"]}
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "kserve-runtime-check"},
-        "spec": {"containers": [container], "volumes": runtime["volumes"]},
-    }
-    for version in KUBERNETES_VERSIONS:
-        kubernetes_validate.validate(pod, version, strict=True)
-    monitor = by_kind["ServiceMonitor"]
-    service = by_kind["Service"]
-    assert monitor["spec"]["selector"]["matchLabels"] == service["metadata"]["labels"]
-    assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["metrics"]
-    assert "metrics" in [p["name"] for p in service["spec"]["ports"]]
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_custom_resource_validates_against_its_crd_schema(rendered, case):
+    validated = []
+    for obj in k8s_objects(rendered(case)):
+        if obj["kind"] in CRD_SCHEMAS:
+            errors = [
+                f"{list(e.absolute_path)}: {e.message}" for e in crd_validator(obj["kind"]).iter_errors(obj)
+            ]
+            assert errors == [], obj["kind"]
+            validated.append(obj["kind"])
+
+    expected = {"llama": set(CRD_SCHEMAS), "pair": {"ServingRuntime", "InferenceService"}, "hostpath": set()}
+    assert set(validated) == expected[case]
+
+
+@pytest.mark.parametrize(
+    ("kind", "path", "field"),
+    [
+        ("ServiceMonitor", ["spec", "endpoints", 0], "intervall"),
+        ("ServingRuntime", ["spec", "containers", 0], "readinessProbes"),
+        ("ServingRuntime", ["spec"], "securityContext"),  # a pod field ServingRuntimePodSpec does not have
+        ("InferenceService", ["spec", "predictor"], "minReplica"),
+        ("InferenceService", ["spec", "predictor", "model"], "storageURI"),
+    ],
+)
+def test_crd_schemas_reject_an_unknown_field(rendered, kind, path, field):
+    (obj,) = [o for o in k8s_objects(rendered("llama")) if o["kind"] == kind]
+    target = obj
+    for step in path:
+        target = target[step]
+    target[field] = target.get(field, 1)
+
+    errors = list(crd_validator(kind).iter_errors(obj))
+
+    assert [e.validator for e in errors] == ["additionalProperties"]
+    assert repr(field) in errors[0].message
 
 
 def test_strict_validation_catches_a_misspelt_field():
@@ -166,14 +238,12 @@ def test_deployment_runs_serve_with_flags_ge_plugin_serve_accepts_and_a_grace_pe
     assert args.model_control_mode == "explicit"
     prestop = int(container["lifecycle"]["preStop"]["exec"]["command"][1])
     assert pod["terminationGracePeriodSeconds"] > prestop + k8s_module.SERVE_EXIT_TIMEOUT_S
-    assert {m["mountPath"] for m in container["volumeMounts"]} >= {
-        "/models",
-        "/dev/shm",
-        "/tmp",
-        "/usr/local/Ascend/driver",
-    }
-    assert str(args.work_dir).startswith("/tmp/")  # on the emptyDir, not the image's filesystem
-    assert container["env"] == [{"name": "GE_PLUGIN_DEVICE", "value": "ascend"}]
+    assert {m["mountPath"] for m in container["volumeMounts"]} == {"/models", "/dev/shm", "/tmp"}
+    assert str(args.work_dir).startswith("/tmp/")  # on the emptyDir, not the image's read-only filesystem
+    assert container["env"] == [
+        {"name": "GE_PLUGIN_DEVICE", "value": "ascend"},
+        {"name": "HOME", "value": "/tmp"},
+    ]
 
 
 def test_readiness_is_the_models_own_ready_endpoint():
@@ -306,6 +376,31 @@ def test_cli_reports_spec_problems_with_file_and_line_and_exits_1(tmp_path):
         (["--storage-uri", "s3://bucket/repo"], "--storage-uri needs --kserve"),
         (["--npu-resource", "Ascend910"], "an extended resource is DOMAIN/NAME"),
         (["--max-replicas", "0"], "must be >= 1, got 0"),
+        (
+            ["--label", "app.kubernetes.io/instance=x"],
+            "--label app.kubernetes.io/instance: ge-plugin sets it",
+        ),
+        (["--label", "team"], "expected KEY=VALUE for a label, got 'team'"),
+        (["--label", "team=a b"], "a label value is at most 63 letters"),
+        (["--node-selector", "bad_=x"], "a label key is [PREFIX/]NAME"),
+        (["--toleration", "dedicated=x:NoRun"], "a toleration's effect is one of NoSchedule"),
+        (["--memory", "2Gi", "--shm-size", "2Gi"], "--memory 2Gi must exceed --shm-size 2Gi"),
+        (["--memory", "lots"], "expected a Kubernetes quantity such as 500m, 4, 16Gi, got 'lots'"),
+        (["--cpu", "8", "--cpu-limit", "4"], "--cpu-limit 4 is below the request --cpu 8"),
+        (["--run-as", "0:0"], "non-root user: UID and GID >= 1"),
+        (["--namespace", "Inference"], "a namespace is a DNS label"),
+        (
+            ["--npu-smi", "/usr/local/sbin/npu-smi"],
+            "--npu-smi mounts npu-smi from the host: it needs --driver hostpath",
+        ),
+        (["--driver", "hostpath", "--npu-smi", "npu-smi"], "--npu-smi is the absolute path of npu-smi"),
+        (["--driver", "privileged"], "argument --driver: invalid choice: 'privileged'"),
+        (
+            ["--prometheus-release", "kps"],
+            "--prometheus-release labels the ServiceMonitor: it needs --service-monitor",
+        ),
+        (["--prometheus-url", "prometheus:9090"], "expected Prometheus' URL as http(s)://HOST[:PORT][/PATH]"),
+        (["--image-pull-secret", "Registry"], "a Kubernetes name here is a DNS label"),
     ],
 )
 def test_cli_usage_errors_exit_2_and_name_the_option(tmp_path, args, message):
@@ -328,32 +423,6 @@ def test_render_refuses_a_storage_uri_without_kserve():
         render_k8s([load_spec(ROOT / "specs" / "llama.yaml")], _options(), storage_uri="s3://b/r")
 
 
-def test_dockerfile_entrypoint_sources_cann_then_runs_the_containers_arguments(tmp_path):
-    (entrypoint,) = [line for line in dockerfile().splitlines() if line.startswith("ENTRYPOINT ")]
-    command = json.loads(entrypoint.removeprefix("ENTRYPOINT "))
-    set_env = tmp_path / "set_env.sh"
-    set_env.write_text("export ASCEND_TOOLKIT_HOME=/usr/local/Ascend/ascend-toolkit/latest\n")
-
-    result = subprocess.run(
-        [*command, "sh", "-c", 'echo "$ASCEND_TOOLKIT_HOME|$1|$2"', "sh", "two words", "--flag=x"],
-        env={"CANN_SET_ENV": str(set_env), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-
-    assert (result.returncode, result.stdout) == (
-        0,
-        "/usr/local/Ascend/ascend-toolkit/latest|two words|--flag=x\n",
-    )
-
-
-def test_dockerfile_requires_a_base_image_and_installs_the_sdist_with_serve():
-    text = dockerfile()
-    assert "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n" in text  # no default: the user picks the CANN image
-    assert 'python3 -m pip install "/tmp/ge-plugin/ge_plugin-0.1.0.tar.gz[serve]"' in text
-
-
 def _options(**changes) -> K8sOptions:
     base = {"name": "llama-model", "image": "ge-plugin:0.1.0", "models_claim": "llama-model-models"}
     return K8sOptions(**{**base, **changes})
@@ -372,6 +441,335 @@ def test_deploy_doc_states_what_is_rendered():
     ) in text
     for _name, path, _kind in k8s_module.DRIVER_MOUNTS:
         assert f"`{path}`" in text
+    for flag in (
+        "--namespace",
+        "--label",
+        "--cpu",
+        "--memory",
+        "--run-as",
+        "--driver",
+        "--npu-smi",
+        "--node-selector",
+        "--toleration",
+        "--image-pull-secret",
+        "--headless-service",
+        "--prometheus-release",
+        "--prometheus-url",
+    ):
+        assert f"`{flag}" in text, flag
     for _pattern, resource in DEVICE_PLUGIN_RESOURCES:
         assert f"`{resource}`" in text
     assert f"`{k8s_module.QUEUE_METRIC}`" in text
+
+
+# --- Pod Security Standards: the checks of "baseline" and "restricted" that a pod spec can fail -----------
+
+#: capabilities "baseline" allows a container to add
+BASELINE_CAPABILITIES = {
+    "AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD", "NET_BIND_SERVICE", "SETFCAP",
+    "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT",
+}  # fmt: skip
+#: volume types "restricted" allows
+RESTRICTED_VOLUMES = {
+    "configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret",
+}  # fmt: skip
+
+
+def baseline_violations(pod: dict) -> list[str]:
+    """Pod Security "baseline" (kubernetes.io/docs/concepts/security/pod-security-standards): one line per
+    rule the pod spec breaks."""
+    found = [f"spec.{field}" for field in ("hostNetwork", "hostPID", "hostIPC") if pod.get(field)]
+    found += [f"volume {v['name']}: hostPath" for v in pod.get("volumes", []) if "hostPath" in v]
+    for container in pod["containers"]:
+        context = container.get("securityContext", {})
+        if context.get("privileged"):
+            found.append(f"{container['name']}: privileged")
+        added = set(context.get("capabilities", {}).get("add", [])) - BASELINE_CAPABILITIES
+        found += [f"{container['name']}: adds capability {cap}" for cap in sorted(added)]
+        found += [
+            f"{container['name']}: hostPort" for port in container.get("ports", []) if port.get("hostPort")
+        ]
+        if context.get("seccompProfile", {}).get("type") == "Unconfined":
+            found.append(f"{container['name']}: seccomp Unconfined")
+    if pod.get("securityContext", {}).get("seccompProfile", {}).get("type") == "Unconfined":
+        found.append("pod: seccomp Unconfined")
+    return found
+
+
+def restricted_violations(pod: dict) -> list[str]:
+    """Pod Security "restricted": baseline, and the hardening rules on top."""
+    found = baseline_violations(pod)
+    pod_context = pod.get("securityContext", {})
+    for volume in pod.get("volumes", []):
+        kinds = set(volume) - {"name"}
+        if not kinds <= RESTRICTED_VOLUMES:
+            found.append(f"volume {volume['name']}: {', '.join(sorted(kinds))}")
+    for container in pod["containers"]:
+        context, name = container.get("securityContext", {}), container["name"]
+        if context.get("allowPrivilegeEscalation") is not False:
+            found.append(f"{name}: allowPrivilegeEscalation not false")
+        if not context.get("runAsNonRoot", pod_context.get("runAsNonRoot")):
+            found.append(f"{name}: runAsNonRoot not true")
+        if context.get("runAsUser", pod_context.get("runAsUser")) == 0:
+            found.append(f"{name}: runAsUser 0")
+        seccomp = context.get("seccompProfile", pod_context.get("seccompProfile", {})).get("type")
+        if seccomp not in ("RuntimeDefault", "Localhost"):
+            found.append(f"{name}: seccomp {seccomp}")
+        capabilities = context.get("capabilities", {})
+        if "ALL" not in capabilities.get("drop", []) or set(capabilities.get("add", [])) - {
+            "NET_BIND_SERVICE"
+        }:
+            found.append(f"{name}: capabilities not dropped")
+    return found
+
+
+def kserve_pod(directory: Path) -> dict:
+    """The pod KServe makes of the runtime and the InferenceService's predictor: the runtime's containers
+    and volumes, the predictor's pod fields."""
+    by_kind = {obj["kind"]: obj for obj in k8s_objects(directory)}
+    runtime, predictor = by_kind["ServingRuntime"]["spec"], by_kind["InferenceService"]["spec"]["predictor"]
+    pod_fields = {k: v for k, v in predictor.items() if k not in ("model", "minReplicas", "maxReplicas")}
+    return {**pod_fields, "containers": runtime["containers"], "volumes": runtime.get("volumes", [])}
+
+
+def deployment_pod(directory: Path) -> dict:
+    (deployment,) = [obj for obj in k8s_objects(directory) if obj["kind"] == "Deployment"]
+    return deployment["spec"]["template"]["spec"]
+
+
+def test_pod_security_checks_here_catch_what_each_level_forbids():
+    pod = {"containers": [{"name": "c", "securityContext": {"privileged": True}}], "hostNetwork": True}
+    assert baseline_violations(pod) == ["spec.hostNetwork", "c: privileged"]
+    assert "c: allowPrivilegeEscalation not false" in restricted_violations({"containers": [{"name": "c"}]})
+
+
+@pytest.mark.parametrize("case", ["llama", "pair"])
+def test_runtime_mode_pods_pass_pod_security_restricted_and_so_baseline(rendered, case):
+    out = rendered(case)
+
+    assert restricted_violations(deployment_pod(out)) == []
+    assert restricted_violations(kserve_pod(out)) == []
+
+
+def test_hostpath_mode_mounts_the_driver_and_fails_baseline_as_docs_say(rendered):
+    pod = deployment_pod(rendered("hostpath"))
+
+    assert baseline_violations(pod) == [
+        "volume ascend-driver: hostPath",
+        "volume ascend-install-info: hostPath",
+        "volume ascend-dcmi: hostPath",
+        "volume npu-smi: hostPath",
+    ]
+    volumes = {v["name"]: v["hostPath"] for v in pod["volumes"] if "hostPath" in v}
+    assert volumes["npu-smi"] == {
+        "path": "/usr/local/sbin/npu-smi",
+        "type": "File",
+    }  # the path the operator named
+    assert volumes["ascend-driver"] == {"path": "/usr/local/Ascend/driver", "type": "Directory"}
+    assert pod["runtimeClassName"] == "ascend"
+    assert (pod["securityContext"]["runAsUser"], pod["securityContext"]["runAsGroup"]) == (1001, 1001)
+    text = (ROOT / "docs" / "deploy.md").read_text()
+    assert "`--driver hostpath`" in text and "pod-security.kubernetes.io/enforce: privileged" in text
+
+
+def test_no_host_mounts_without_hostpath_mode_and_npu_smi_only_where_the_operator_says(rendered):
+    for case in ("llama", "pair"):
+        for pod in (deployment_pod(rendered(case)), kserve_pod(rendered(case))):
+            assert [v for v in pod.get("volumes", []) if "hostPath" in v] == []
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_serving_containers_are_guaranteed_qos_non_root_read_only_with_writable_tmp_and_shm(rendered, case):
+    out = rendered(case)
+    for pod in [deployment_pod(out)] + ([kserve_pod(out)] if case != "hostpath" else []):
+        (container,) = pod["containers"]
+        requests, limits = container["resources"]["requests"], container["resources"]["limits"]
+        assert {"cpu", "memory"} <= set(requests)
+        assert requests["memory"] == limits["memory"]
+        assert [r for r in requests if r.startswith("huawei.com/")] == [
+            r for r in limits if r.startswith("huawei.com/")
+        ]
+        context = container["securityContext"]
+        assert context["readOnlyRootFilesystem"] and context["allowPrivilegeEscalation"] is False
+        assert pod["securityContext"]["runAsNonRoot"] and pod["automountServiceAccountToken"] is False
+        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        assert volumes[mounts["/tmp"]] == {"name": "work", "emptyDir": {}}
+        assert volumes[mounts["/dev/shm"]]["emptyDir"]["medium"] == "Memory"
+        shm = k8s_module.quantity(volumes[mounts["/dev/shm"]]["emptyDir"]["sizeLimit"])
+        assert k8s_module.quantity(limits["memory"]) > shm  # the shm emptyDir counts against the limit
+
+
+def test_pair_carries_every_pod_knob_from_the_command_line(rendered):
+    out = rendered("pair")
+    objects_ = k8s_objects(out)
+    pod = deployment_pod(out)
+    (container,) = pod["containers"]
+
+    assert {
+        obj.get("metadata", {}).get("namespace") for obj in objects_ if obj["kind"] != "Kustomization"
+    } == {"inference"}
+    for obj in objects_:
+        if obj["kind"] != "Kustomization":
+            assert obj["metadata"]["labels"]["team"] == "search", obj["kind"]
+            assert obj["metadata"]["labels"]["example.com/cost-center"] == "ml-42"
+    (deployment,) = [obj for obj in objects_ if obj["kind"] == "Deployment"]
+    assert "team" in deployment["spec"]["template"]["metadata"]["labels"]
+    assert "team" not in deployment["spec"]["selector"]["matchLabels"]  # a selector never changes
+    assert container["resources"] == {
+        "requests": {"cpu": "8", "memory": "32Gi", "huawei.com/Ascend910": "2"},
+        "limits": {"cpu": "16", "memory": "32Gi", "huawei.com/Ascend910": "2"},
+    }
+    assert pod["nodeSelector"] == {"accelerator": "huawei-Ascend910"}
+    assert pod["tolerations"] == [
+        {"key": "huawei.com/Ascend910", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "dedicated", "operator": "Equal", "value": "inference"},
+    ]
+    assert pod["imagePullSecrets"] == [{"name": "registry-credentials"}]
+    predictor = kserve_pod(out)
+    assert (predictor["nodeSelector"], predictor["tolerations"]) == (pod["nodeSelector"], pod["tolerations"])
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_rollouts_never_surge_and_drains_take_one_pod_at_a_time(rendered, case):
+    by_kind = {obj["kind"]: obj for obj in k8s_objects(rendered(case))}
+
+    assert by_kind["Deployment"]["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1},
+    }
+    pdb = by_kind["PodDisruptionBudget"]["spec"]
+    assert pdb == {"maxUnavailable": 1, "selector": by_kind["Deployment"]["spec"]["selector"]}
+    if "InferenceService" in by_kind:
+        strategy = by_kind["InferenceService"]["spec"]["predictor"]["deploymentStrategy"]
+        assert strategy["rollingUpdate"]["maxSurge"] == 0
+
+
+def test_headless_service_selects_the_pods_with_no_cluster_ip_for_grpc_client_balancing(rendered):
+    services = {
+        obj["metadata"]["name"]: obj for obj in k8s_objects(rendered("llama")) if obj["kind"] == "Service"
+    }
+
+    headless = services["llama-model-headless"]["spec"]
+    assert headless["clusterIP"] == "None"
+    assert headless["selector"] == services["llama-model"]["spec"]["selector"]
+    assert [p["name"] for p in headless["ports"]] == ["grpc", "http"]
+    assert "service-headless.yaml" not in (rendered("pair") / "kustomization.yaml").read_text()
+
+
+def test_service_monitor_carries_the_release_label_kube_prometheus_stack_selects(rendered):
+    (monitor,) = [obj for obj in k8s_objects(rendered("llama")) if obj["kind"] == "ServiceMonitor"]
+
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    assert monitor["spec"]["selector"]["matchLabels"] == k8s_module.selector_labels(_options())
+
+
+@pytest.mark.parametrize(
+    ("case", "prometheus"),
+    [
+        ("llama", {"url": "http://prometheus-operated.monitoring.svc", "port": 9090, "path": ""}),
+        ("pair", {"url": "https://prometheus.monitoring.svc", "port": 443, "path": "/prom"}),
+    ],
+)
+def test_adapter_values_say_where_prometheus_is_in_the_charts_fields(rendered, case, prometheus):
+    values = yaml.safe_load((rendered(case) / "prometheus-adapter" / "values.yaml").read_text())
+
+    assert values["prometheus"] == prometheus
+
+
+def test_kserve_runtime_has_probes_cpu_memory_and_both_ports(rendered):
+    by_kind = {obj["kind"]: obj for obj in k8s_objects(rendered("llama"))}
+    (container,) = by_kind["ServingRuntime"]["spec"]["containers"]
+
+    assert [(p["name"], p["containerPort"]) for p in container["ports"]] == [
+        ("http", 8080),
+        ("grpc", 9000),
+        ("metrics", 8002),
+    ]
+    assert container["readinessProbe"]["httpGet"] == {"path": "/v2/models/llama_model/ready", "port": "http"}
+    assert container["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
+    assert container["startupProbe"]["failureThreshold"] == k8s_module.STARTUP_FAILURES
+    args = build_parser(["serve"]).parse_args(container["args"][1:])
+    assert (args.http_port, args.grpc_port) == (8080, 9000)
+    assert {"cpu", "memory", "huawei.com/Ascend910"} <= set(container["resources"]["limits"])
+    annotations = by_kind["InferenceService"]["metadata"]["annotations"]
+    assert annotations == {"serving.kserve.io/deploymentMode": "RawDeployment"}  # serverless routes one port
+
+
+def test_kustomize_base_lists_exactly_the_core_objects(rendered):
+    out = rendered("llama")
+    listed = yaml.safe_load((out / "kustomization.yaml").read_text())["resources"]
+
+    assert sorted(listed) == sorted(
+        p.name for p in out.glob("*.yaml") if p.name != "kustomization.yaml"
+    )  # the top folder: every object file, and only those
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_kubectl_kustomize_renders_the_base_into_the_same_objects(rendered, case, tmp_path):
+    """``make setup`` installs Debian's kubernetes-client where no kubectl is on PATH (its kustomize 2.0.3
+    renders this base as kustomize 5 does)."""
+    assert shutil.which("kubectl"), "no kubectl on PATH: make setup (scripts/system-deps.sh) installs one"
+    out = rendered(case)
+
+    result = subprocess.run(
+        ["kubectl", "kustomize", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)},  # kubectl may cache under HOME
+    )
+
+    assert result.returncode == 0, result.stderr
+    built = sorted((o["kind"], o["metadata"]["name"]) for o in yaml.safe_load_all(result.stdout))
+    listed = yaml.safe_load((out / "kustomization.yaml").read_text())["resources"]
+    files = sorted(
+        (o["kind"], o["metadata"]["name"]) for o in (yaml.safe_load((out / f).read_text()) for f in listed)
+    )
+    assert built == files
+
+
+# --- re-rendering ------------------------------------------------------------------------------------------
+
+
+def test_rerender_removes_the_stale_files_of_the_previous_render_and_nothing_else(tmp_path):
+    out = tmp_path / "out"
+    first = deploy("specs/llama.yaml", "-o", str(out), "--service-monitor", "--kserve")
+    assert first.returncode == 0, first.stderr
+    mine = out / "my-networkpolicy.yaml"
+    mine.write_text("kind: NetworkPolicy\n")
+    (out / "kserve" / "notes.txt").write_text("ours\n")
+
+    second = deploy("specs/llama.yaml", "-o", str(out))
+
+    assert second.returncode == 0, second.stderr
+    assert not (out / "servicemonitor.yaml").exists()  # `kubectl apply -f DIR` would still apply it
+    assert not (out / "kserve" / "servingruntime.yaml").exists()
+    assert not (out / "kserve" / "inferenceservice.yaml").exists()
+    assert mine.read_text() == "kind: NetworkPolicy\n"  # never a file the render did not write
+    assert (out / "kserve" / "notes.txt").read_text() == "ours\n"  # and so its folder stays
+    assert f"removed {out / 'servicemonitor.yaml'} (rendered before, not by this render)" in second.stdout
+    assert "servicemonitor.yaml" not in (out / "kustomization.yaml").read_text()
+
+
+def test_rerender_keeps_a_stale_file_the_operator_edited_and_says_so(tmp_path):
+    out = tmp_path / "out"
+    assert deploy("specs/llama.yaml", "-o", str(out), "--service-monitor").returncode == 0
+    monitor = out / "servicemonitor.yaml"
+    monitor.write_text(monitor.read_text() + "# tuned by hand\n")
+
+    second = deploy("specs/llama.yaml", "-o", str(out))
+    third = deploy("specs/llama.yaml", "-o", str(out))
+
+    assert monitor.read_text().endswith("# tuned by hand\n")
+    assert f"kept {monitor}: rendered before and not by this render, but changed since" in second.stdout
+    assert f"kept {monitor}:" in third.stdout  # still tracked, still reported
+    assert json.loads((out / MANIFEST).read_text())["files"].keys() >= {
+        "deployment.yaml",
+        "servicemonitor.yaml",
+    }
+
+
+def test_render_refuses_a_prometheus_release_without_a_service_monitor():
+    with pytest.raises(DeployError, match="needs --service-monitor"):
+        render_k8s([load_spec(ROOT / "specs" / "llama.yaml")], _options(prometheus_release="kps"))

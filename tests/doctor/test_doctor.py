@@ -21,7 +21,7 @@ def test_doctor_after_make_setup_finds_every_piece(capsys, monkeypatch):
     monkeypatch.delenv("GE_PLUGIN_DEVICE", raising=False)
     assert main(["doctor"]) == 0
     found = lines(capsys)
-    assert set(found) == {"device", "fast", "numpy", "tritonserver", "perf_analyzer"}
+    assert set(found) == {"device", "fast", "numpy", "glibc", "tritonserver", "perf_analyzer"}
     assert all(line.startswith("ok") for line in found.values()), found
 
 
@@ -59,6 +59,30 @@ def test_doctor_fails_on_numpy_2(monkeypatch):
     finding = doctor.check_numpy()
     assert finding.status == doctor.FAIL
     assert "pip install 'numpy<2'" in finding.detail
+
+
+@pytest.mark.parametrize(
+    ("confstr", "status", "said"),
+    [
+        ("glibc 2.36", doctor.OK, "2.36 (>= 2.35"),  # Debian 12
+        ("glibc 2.35", doctor.OK, "2.35 (>= 2.35"),  # Ubuntu 22.04
+        (
+            "glibc 2.34",
+            doctor.FAIL,
+            "2.34: tritonserver (nvidia-pytriton 0.7.0, manylinux_2_35 wheels) needs glibc 2.35",
+        ),
+        ("glibc 2.28", doctor.FAIL, "openEuler 22.03 has 2.34"),
+        (None, doctor.FAIL, "not a glibc system (no CS_GNU_LIBC_VERSION)"),  # musl: confstr has no answer
+        ("musl 1.2.4", doctor.FAIL, "not a glibc system (musl 1.2.4)"),
+    ],
+)
+def test_doctor_checks_the_glibc_tritonserver_needs(monkeypatch, confstr, status, said):
+    monkeypatch.setattr(doctor.os, "confstr", lambda name: confstr)
+
+    finding = doctor.check_glibc()
+
+    assert (finding.status, finding.what) == (status, "glibc")
+    assert said in finding.detail
 
 
 def test_doctor_warns_when_perf_analyzer_misses_a_library(monkeypatch):

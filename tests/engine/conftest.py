@@ -30,6 +30,7 @@ def config(name: str, om: os.PathLike, inputs, outputs, *, max_batch_size: int =
 
 def llama_config(om, **params) -> dict:
     params.setdefault("output_dim_ties", "logits:0=input_ids:0")
+    params.setdefault("pad_inputs", "input_ids")  # causal: padding after a sequence does not change it
     return config(
         "llama_model",
         om,
@@ -41,6 +42,7 @@ def llama_config(om, **params) -> dict:
 
 def bert_config(om, **params) -> dict:
     params.setdefault("output_dim_ties", "last_hidden_state:0=input_ids:0")
+    params.setdefault("pad_inputs", "input_ids,attention_mask")  # padded positions are masked out
     return config(
         "bert_model",
         om,

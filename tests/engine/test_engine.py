@@ -224,6 +224,7 @@ def test_engine_unbatched_config_pads_the_sequence_of_one_request(cfg, oms, ort_
         [("logits", "TYPE_FP32", [-1, -1, 32000])],
         max_batch_size=0,
         output_dim_ties="logits:0=input_ids:0;logits:1=input_ids:1",
+        pad_inputs="input_ids",  # both of its dims: rows of a causal model, and positions after the sequence
     )
     ids = cfg.tokens(np.random.default_rng(9), 3, 21)
     with Engine.from_model_config(unbatched, version_dir="/") as engine:
@@ -262,7 +263,9 @@ def test_engine_unbatched_config_pads_the_sequence_of_one_request(cfg, oms, ort_
 )
 def test_engine_refuses_a_config_that_does_not_match_the_om(cfg, oms, change, message):
     with pytest.raises(ConfigError) as info:
-        Engine.from_model_config({**cfg.llama(oms["llama"], output_dim_ties=""), **change}, version_dir="/")
+        Engine.from_model_config(
+            {**cfg.llama(oms["llama"], output_dim_ties="", pad_inputs=""), **change}, version_dir="/"
+        )
     assert message in str(info.value)
     assert snapshot()["devices"][0]["live_bytes"] == 0
 

@@ -155,7 +155,7 @@ def _defined_here(module: Any) -> set[str]:
     }
 
 
-FUNCTIONS = ["validate", "gather", "scatter", "copy_bytes", "fill"]
+FUNCTIONS = ["validate", "gather", "scatter", "copy_bytes", "fill", "bf16_view", "bf16_capsule"]
 
 
 def test_fastpath_twin_and_stub_export_same_names() -> None:

@@ -32,13 +32,20 @@ def test_demo_models_cli_writes_and_describes_each_model(tmp_path):
         in lines[1]
     )
     assert "INPUT0 float32[batch,16] -> OUTPUT0 float32[batch,16]" in lines[2]
+    assert (
+        "images float32[batch,3,height,width] -> logits float32[batch,10], features float32[batch,4,height,width]"
+        in lines[3]
+    )
+    assert "x bfloat16[batch,8] -> y bfloat16[batch,8]" in lines[4]
 
 
 def test_demo_models_cli_second_run_reports_unchanged(tmp_path):
     assert _run(str(tmp_path)).returncode == 0
     second = _run(str(tmp_path))
     assert second.returncode == 0
-    assert [line.rsplit(" ", 1)[-1] for line in second.stdout.splitlines()] == ["(unchanged)"] * 3
+    assert [line.rsplit(" ", 1)[-1] for line in second.stdout.splitlines()] == ["(unchanged)"] * len(
+        models.DEMO_MODELS
+    )
 
 
 def test_demo_models_cli_reports_a_directory_it_cannot_create(tmp_path):

@@ -25,12 +25,14 @@ def test_demo_models_embed_no_changing_versions(stem):
     assert model.ir_version == 8
 
 
-def test_write_demo_models_creates_the_directory_and_three_loadable_files(tmp_path):
+def test_write_demo_models_creates_the_directory_and_a_loadable_file_each(tmp_path):
     paths = models.write_demo_models(tmp_path / "new" / "models")
     assert {stem: path.name for stem, path in paths.items()} == {
         "tiny_llama": "tiny_llama.onnx",
         "tiny_bert": "tiny_bert.onnx",
         "identity": "identity.onnx",
+        "tiny_cnn": "tiny_cnn.onnx",
+        "bf16_affine": "bf16_affine.onnx",
     }
     for stem, path in paths.items():
         assert onnx.load(path).SerializeToString() == models.DEMO_MODELS[stem]().SerializeToString()

@@ -1,16 +1,17 @@
-"""The wheel and the sdist as users get them: ``python -m build`` (the wheel is built from the sdist, so the
-Cython extension compiles from the sdist's sources), then ``pip install "ge-plugin[sim,serve]"`` into a fresh
-venv and ``ge-plugin demo`` in an empty folder, which must pass and write nothing outside that folder.
+"""The wheel and the sdist as users get them: ``make dist`` (a clean source tree, the wheel built from the
+sdist so the Cython extension compiles from the sdist's sources, ``twine check``), then a plain
+``pip install "ge_plugin-*.whl[sim,serve]"`` into a fresh venv -- no constraints, as a user types it -- which
+must resolve the wheel's dependencies to the release series the tests pin (constraints.txt), and
+``ge-plugin demo`` in an empty folder, which must pass and write nothing outside that folder.
 
-pip runs with this machine's own configuration (its indexes and find-links); only the project's pins are
-added (``PIP_CONSTRAINT``), so the build environment and the venv get the versions ``make setup`` installs.
-It takes about two minutes on two cores, most of it compiling and installing; hence the ``slow`` mark.
+pip runs with this machine's own configuration (its indexes and find-links). It takes a few minutes on two
+cores, most of it compiling and installing; hence the ``slow`` and ``packaging`` marks.
 """
 
 from __future__ import annotations
 
+import json
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -18,6 +19,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from ge_plugin.deploy.dockerfile import dockerfile
 
@@ -27,23 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CONSTRAINTS = ROOT / "constraints.txt"
 #: what the demo may create in the folder it runs in (docs: ge-plugin demo --help)
 DEMO_FOLDERS = {"specs", "build", "model_repository"}
-
-
-def _source_tree(target: Path) -> Path:
-    """The checkout's files as a clean clone would have them (tracked and new files, nothing git ignores),
-    so no build output of the worktree (the in-place extension, .venv, build/) leaks into the sdist."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout.split(b"\0")
-    for name in filter(None, listed):
-        source = ROOT / os.fsdecode(name)
-        if source.is_file():  # a file deleted in the worktree is still listed until it is committed
-            (target / os.fsdecode(name)).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target / os.fsdecode(name))
-    return target
+#: the extras the README tells users to install
+EXTRAS = ("sim", "serve")
 
 
 def _run(cmd: list[str], *, timeout: float, **kwargs) -> subprocess.CompletedProcess[str]:
@@ -54,23 +43,82 @@ def _run(cmd: list[str], *, timeout: float, **kwargs) -> subprocess.CompletedPro
     return result
 
 
-def test_wheel_built_from_the_sdist_installs_with_extras_and_runs_the_demo_in_an_empty_folder(tmp_path):
-    # The packaging is what is tested, on both fast paths alike: the extension is always built.
-    build_env = {k: v for k, v in os.environ.items() if k != "GE_PLUGIN_NO_EXTENSIONS"}
-    build_env["PIP_CONSTRAINT"] = str(CONSTRAINTS)
-    src = _source_tree(tmp_path / "src")
+def pins(path: Path = CONSTRAINTS) -> dict[str, Version]:
+    """constraints.txt as {canonical name: pinned version}."""
+    found = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "==" in line:
+            name, version = line.split("==", 1)
+            found[canonicalize_name(name.split("[", 1)[0])] = Version(version)
+    return found
 
-    built = _run(
-        [sys.executable, "-m", "build", "--outdir", str(tmp_path / "dist"), str(src)],
-        timeout=900,
-        env=build_env,
+
+def direct_requirements(requires: list[str], extras: tuple[str, ...]) -> list[Requirement]:
+    """The wheel's Requires-Dist lines that a ``[extras]`` install asks for directly."""
+    chosen = []
+    for line in requires:
+        requirement = Requirement(line.removeprefix("Requires-Dist:").strip())
+        marker = requirement.marker
+        if marker is None or any(marker.evaluate({"extra": extra}) for extra in extras):
+            chosen.append(requirement)
+    return chosen
+
+
+def off_series(
+    installed: dict[str, Version], wanted: list[Requirement], pinned: dict[str, Version]
+) -> list[str]:
+    """One line per direct dependency that resolved outside the release series (major.minor) the tests pin."""
+    problems = []
+    for requirement in wanted:
+        name = canonicalize_name(requirement.name)
+        got, pin = installed.get(name), pinned.get(name)
+        if pin is None:
+            problems.append(f"{name}: not pinned in constraints.txt")
+        elif got is None:
+            problems.append(f"{name}: not installed")
+        elif got.release[:2] != pin.release[:2]:
+            problems.append(f"{name}: resolved {got}, the tests use {pin} ({requirement})")
+    return problems
+
+
+def test_off_series_names_a_dependency_that_resolved_to_another_release():
+    # the check below can fail: tritonclient 2.73 and protobuf 6, where the tests use 2.51 and 4.25
+    wanted = direct_requirements(
+        ["Requires-Dist: tritonclient[grpc,http]>=2.51", 'Requires-Dist: protobuf>=3.20; extra == "sim"'],
+        ("sim",),
     )
+    installed = {"tritonclient": Version("2.73.0"), "protobuf": Version("6.33.0")}
+    pinned = {"tritonclient": Version("2.51.0"), "protobuf": Version("4.25.9")}
+
+    assert off_series(installed, wanted, pinned) == [
+        "tritonclient: resolved 2.73.0, the tests use 2.51.0 (tritonclient[grpc,http]>=2.51)",
+        'protobuf: resolved 6.33.0, the tests use 4.25.9 (protobuf>=3.20; extra == "sim")',
+    ]
+    assert (
+        off_series(
+            {**installed, "tritonclient": Version("2.51.0"), "protobuf": Version("4.25.8")}, wanted, pinned
+        )
+        == []
+    )
+
+
+def test_make_dist_wheel_installs_as_users_install_it_resolving_the_tested_versions_and_runs_the_demo(
+    tmp_path,
+):
+    # The packaging is what is tested, on both fast paths alike: the extension is always built.
+    env = {k: v for k, v in os.environ.items() if k not in ("GE_PLUGIN_NO_EXTENSIONS", "PIP_CONSTRAINT")}
+    dist = tmp_path / "dist"
+
+    built = _run(["make", "-C", str(ROOT), "dist", f"DIST={dist}"], timeout=900, env=env)
 
     assert "Successfully built ge_plugin-0.1.0.tar.gz and ge_plugin-0.1.0-" in built.stdout
     assert "ge-plugin: building the compiled fast path, optimised" in built.stdout + built.stderr
-    (sdist,) = (tmp_path / "dist").glob("*.tar.gz")
-    (wheel,) = (tmp_path / "dist").glob("*.whl")
-    assert f"COPY {sdist.name} " in dockerfile()  # the serving image installs exactly this sdist
+    assert "twine check --strict" in built.stdout and built.stdout.count("PASSED") == 2  # wheel and sdist
+    assert (dist / "constraints.txt").read_text() == CONSTRAINTS.read_text()
+    (sdist,) = dist.glob("*.tar.gz")
+    (wheel,) = dist.glob("*.whl")
+    assert f"COPY {sdist.name} constraints.txt " in dockerfile()  # the serving image installs exactly these
     with tarfile.open(sdist) as tar:
         in_sdist = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
     assert {"setup.py", "pyproject.toml", "ge_plugin/_fastpath.pyx", "ge_plugin/_fastpath.pxd"} <= in_sdist
@@ -91,29 +139,22 @@ def test_wheel_built_from_the_sdist_installs_with_extras_and_runs_the_demo_in_an
         "ge_plugin/models/bert.py",
         "ge_plugin/backend/model.py",
     } <= in_wheel
-    assert 'Requires-Dist: matplotlib>=3.5; extra == "bench"' in requires
+    # every dependency has an upper bound, so a future release cannot slip in
+    for requirement in direct_requirements(requires, ("sim", "serve", "bench")):
+        assert any(spec.operator in ("<", "==", "~=") for spec in requirement.specifier), str(requirement)
 
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", str(venv)], timeout=120)
-    _run(
-        [
-            str(venv / "bin" / "python"),
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            f"{wheel}[sim,serve]",
-            "-c",
-            str(CONSTRAINTS),
-        ],
-        timeout=900,
-        env=build_env,
-    )
+    python = str(venv / "bin" / "python")
+    _run([python, "-m", "pip", "install", "--quiet", f"{wheel}[{','.join(EXTRAS)}]"], timeout=900, env=env)
+    listed = _run([python, "-m", "pip", "list", "--format=json"], timeout=120, env=env)
+    installed = {canonicalize_name(p["name"]): Version(p["version"]) for p in json.loads(listed.stdout)}
+
+    assert off_series(installed, direct_requirements(requires, EXTRAS), pins()) == []
+    assert installed["tritonclient"].release[:2] == (2, 51) and installed["protobuf"].release[:2] == (4, 25)
+    assert installed["numpy"] < Version("2")
     picked = _run(
-        [str(venv / "bin" / "python"), "-c", "import ge_plugin.fastpath as f; print(f.IMPLEMENTATION)"],
-        timeout=60,
-        env=build_env,
-        cwd=tmp_path,
+        [python, "-c", "import ge_plugin.fastpath as f; print(f.IMPLEMENTATION)"], timeout=60, cwd=tmp_path
     )
     assert picked.stdout.strip() == "c"  # the extension compiled from the sdist loads
 
@@ -121,15 +162,10 @@ def test_wheel_built_from_the_sdist_installs_with_extras_and_runs_the_demo_in_an
     home = tmp_path / "home"
     empty.mkdir()
     home.mkdir()
-    # The caller's environment as is (GE_PLUGIN_NO_EXTENSIONS included: `make test-py` runs the installed demo
-    # on the pure-Python twin), with a HOME of its own to catch any write outside the folder.
+    # The caller's environment as is (GE_PLUGIN_NO_EXTENSIONS included), with a HOME of its own to catch any
+    # write outside the folder.
     demo = _run(
-        [
-            str(
-                venv / "bin" / "ge-plugin",
-            ),
-            "demo",
-        ],
+        [str(venv / "bin" / "ge-plugin"), "demo"],
         timeout=600,
         cwd=empty,
         env={**os.environ, "HOME": str(home)},

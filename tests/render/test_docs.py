@@ -38,6 +38,7 @@ def test_spec_doc_describes_every_spec_field():
     classes = [
         model.ModelSpec,
         model.ModelFiles,
+        model.InputDecl,
         model.OutputDecl,
         model.Batching,
         model.QueuePolicy,

@@ -20,6 +20,7 @@ CASES = {
     "classifier": HERE / "specs" / "classifier.yaml",
     "queued": HERE / "specs" / "queued.yaml",
     "versioned": HERE / "specs" / "versioned.yaml",
+    "images": HERE / "specs" / "images.yaml",
 }
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ge_plugin.sim import _state
+from ge_plugin.sim import _state, sanitizer
 from ge_plugin.sim import acl as sim_acl
 
 
@@ -44,6 +44,24 @@ def fresh_sim() -> Iterator[None]:
 @pytest.fixture
 def acl():
     return sim_acl
+
+
+@pytest.fixture
+def checking(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The sanitizer reporting for this test (as ``GE_PLUGIN_SIM_CHECK=1`` makes acl.init do), no findings yet."""
+    monkeypatch.setenv(sanitizer.ENV, "1")
+    sanitizer.enable()
+    sanitizer.clear()
+    yield
+
+
+@pytest.fixture
+def not_checking(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The simulator as it runs by default, whatever the test session chose: only its refusals, no reports."""
+    monkeypatch.setenv(sanitizer.ENV, "0")
+    sanitizer.enable(False)
+    sanitizer.clear()
+    yield
 
 
 @pytest.fixture

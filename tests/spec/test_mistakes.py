@@ -33,9 +33,18 @@ MISTAKES = [
         [(8, "$.inputs[0].dtype", "unknown data type 'fp33'; use one of bool,")],
     ),
     (
-        "bf16-tensor",
-        dict(replace={"    dtype: fp32": "    dtype: bf16"}),
-        [(12, "$.outputs[0].dtype", "cannot pass TYPE_BF16 tensors as numpy; declare fp32")],
+        "pad-not-a-bool",
+        dict(replace={"    dims: [-1]": '    dims: [-1]\n    pad: "yes"'}),
+        [(10, "$.inputs[0].pad", "expected true or false, got 'yes'")],
+    ),
+    (
+        "pad-without-a-gear-dim",
+        dict(
+            replace={
+                "    dims: [-1]": "    dims: [-1]\n  - name: mask\n    dtype: int64\n    dims: [8]\n    pad: true"
+            }
+        ),
+        [(13, "$.inputs[1].pad", "mask has no -1 dim, so there is nothing to pad")],
     ),
     (
         "string-tensor",
@@ -398,5 +407,5 @@ def test_load_spec_unknown_dtype_lists_only_types_a_spec_accepts(write_spec, var
     (problem,) = info.value.problems
     choices = problem.split("use one of ", 1)[1]
     named = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", choices))
-    assert {"fp32", "int64", "TYPE_FP32", "TYPE_INT64"} <= named
-    assert named.isdisjoint({"bf16", "string", "TYPE_BF16", "TYPE_STRING"}), problem
+    assert {"fp32", "int64", "bf16", "TYPE_FP32", "TYPE_INT64", "TYPE_BF16"} <= named
+    assert named.isdisjoint({"string", "TYPE_STRING"}), problem
