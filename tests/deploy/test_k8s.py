@@ -236,6 +236,7 @@ def test_deployment_runs_serve_with_flags_ge_plugin_serve_accepts_and_a_grace_pe
     assert "--" not in argv  # nothing passed around serve to tritonserver
     assert args.exit_timeout_secs == k8s_module.SERVE_EXIT_TIMEOUT_S == EXIT_TIMEOUT_S
     assert args.model_control_mode == "explicit"
+    assert args.load_model == ["*"]  # explicit mode alone loads nothing (tritonserver's meaning): every model
     prestop = int(container["lifecycle"]["preStop"]["exec"]["command"][1])
     assert pod["terminationGracePeriodSeconds"] > prestop + k8s_module.SERVE_EXIT_TIMEOUT_S
     assert {m["mountPath"] for m in container["volumeMounts"]} == {"/models", "/dev/shm", "/tmp"}
