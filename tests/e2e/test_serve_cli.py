@@ -564,3 +564,36 @@ def test_serve_survives_idle_connections_past_its_open_files_limit(reload_repo, 
         fds = len(list(Path(f"/proc/{serve.process.pid}/fd").iterdir()))
         assert fds < 64, f"ge-plugin serve holds {fds} fds once the idle connections closed"
         assert serve.interrupt() == 0, serve.log_tail()
+
+
+def test_the_deployments_serve_command_loads_every_model_of_the_repository(reload_repo, tmp_path):
+    """The pod runs ``ge-plugin serve`` with the arguments ``deploy k8s`` renders: with explicit mode, which
+    loads only what ``--load-model`` names, they must still load every model (a pod serving none would pass
+    the server-wide health check yet answer every request with 404)."""
+    import tritonclient.http as httpclient
+
+    from ge_plugin.deploy import k8s
+
+    ports = (free_port(), free_port(), free_port())
+    rendered = k8s.serve_args(repository=str(reload_repo))
+    assert rendered[:2] == ["ge-plugin", "serve"]
+    here = {"0.0.0.0": "127.0.0.1", k8s.WORK_DIR: str(tmp_path / "work")}
+    here.update(zip(map(str, (k8s.HTTP_PORT, k8s.GRPC_PORT, k8s.METRICS_PORT)), map(str, ports)))
+    command = [*ge_plugin_command(), *(here.get(arg, arg) for arg in rendered[1:])]
+    models = sorted(p.name for p in reload_repo.iterdir() if (p / "config.pbtxt").is_file())
+    with open(tmp_path / "serve.log", "wb") as log:
+        serve = ServeProcess(
+            subprocess.Popen(command, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT),
+            tmp_path / "serve.log",
+            *ports,
+        )
+        try:
+            serve.wait_ready()
+            client = httpclient.InferenceServerClient(f"127.0.0.1:{serve.http_port}")
+            try:
+                assert [m for m in models if not client.is_model_ready(m)] == [], serve.log_tail()
+            finally:
+                client.close()
+            assert serve.interrupt() == 0, serve.log_tail()
+        finally:
+            serve.kill()
