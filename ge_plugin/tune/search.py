@@ -36,9 +36,11 @@ Evaluate = Callable[[Config, int, str], Candidate]
 
 @attrs.define
 class Budget:
-    """A deadline in seconds of ``clock`` time from the start."""
+    """A deadline in seconds of ``clock`` time from the start; ``reserve`` candidates' worth of time is kept
+    for after the search (the confirming run)."""
 
     seconds: float
+    reserve: int = 0
     clock: Callable[[], float] = time.monotonic
     started: float = attrs.field(init=False)
 
@@ -49,7 +51,7 @@ class Budget:
         return self.clock() - self.started
 
     def allows(self, estimate: float) -> bool:
-        return self.elapsed() + estimate <= self.seconds
+        return self.elapsed() + estimate * (1 + self.reserve) <= self.seconds
 
 
 @attrs.frozen

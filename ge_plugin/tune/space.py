@@ -86,7 +86,7 @@ class Config:
         return gears[-1:] if given else None
 
     def describe(self, knobs: Sequence[str] = KNOBS) -> str:
-        return ", ".join(f"{k}={show(self.get(k))}" for k in knobs)
+        return ", ".join(f"{k}={show(self.get(k))}" for k in knobs if self.get(k) != ())
 
 
 def show(value: Any) -> str:

@@ -10,6 +10,8 @@ asked for, so an edit that landed anywhere else is an error, never a silently di
 
 from __future__ import annotations
 
+import json
+import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,7 +19,7 @@ from typing import Any
 
 import attrs
 import yaml
-from yaml.nodes import MappingNode, Node, ScalarNode
+from yaml.nodes import CollectionNode, MappingNode, Node, ScalarNode
 
 from ge_plugin.errors import SpecError, TuneError
 from ge_plugin.spec import load_spec
@@ -32,6 +34,7 @@ class Edit:
     path: Path_  #: ("batching", "gears")
     value: Any  #: ints, tuples of ints, tuples of tuples
     was: Any  #: the value before, for the comment
+    note: str = ""  #: the comment, when not "tuned, was <was>"
 
 
 def edits_for(spec: ModelSpec, config: Config) -> list[Edit]:
@@ -57,6 +60,22 @@ def edits_for(spec: ModelSpec, config: Config) -> list[Edit]:
     return edits
 
 
+def relocation(spec: ModelSpec, target: Path) -> list[Edit]:
+    """The edits that keep a spec's relative ``source`` paths pointing at the same files once the spec is
+    written to ``target`` instead of where it was; TuneError for per-version sources (left to the user)."""
+    if spec.path is None or Path(spec.path).resolve().parent == Path(target).resolve().parent:
+        return []
+    if any(files.source for files in spec.versions.values()):
+        raise TuneError(
+            f"{spec.path}: versions with their own source: write the tuned spec next to it (--output-spec)"
+        )
+    source = spec.model.source
+    if os.path.isabs(source):
+        return []
+    moved = os.path.relpath(Path(spec.path).resolve().parent / source, Path(target).resolve().parent)
+    return [Edit(("model", "source"), moved, source, f"the input spec's {source}, from this file's folder")]
+
+
 def _dims_value(gears: tuple[tuple[int, ...], ...]) -> tuple:
     """The shorthand ``[16, 32]`` when every -1 dim takes the same value in each gear, else the full form."""
     if all(len(set(g)) == 1 for g in gears):
@@ -68,6 +87,8 @@ def flow(value: Any) -> str:
     """A YAML flow rendering of ints and (nested) tuples of ints."""
     if isinstance(value, (tuple, list)):
         return "[" + ", ".join(flow(v) for v in value) + "]"
+    if isinstance(value, str):
+        return json.dumps(value)  # a JSON string is a YAML double-quoted scalar
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"cannot write {value!r} into a spec")
     return str(value)
@@ -77,7 +98,7 @@ def apply(text: str, edits: Sequence[Edit], *, comment: str = "tuned, was") -> s
     """``text`` with every edit made; the edited lines end with ``# <comment> <old value>``."""
     for edit in edits:
         was = show(edit.was) if edit.was is not None else "unset"
-        text = _apply_one(text, edit, f"{comment} {was}")
+        text = _apply_one(text, edit, edit.note or f"{comment} {was}")
     return text
 
 
@@ -123,7 +144,7 @@ def _entry(mapping: MappingNode, key: str) -> tuple[Node, Node] | None:
 def _content_end(node: Node) -> int:
     """Where a node's own text ends: a block collection's end mark lies past trailing comments and blank
     lines (the next token), which belong to what follows."""
-    if isinstance(node, ScalarNode) or node.flow_style or not node.value:
+    if not isinstance(node, CollectionNode) or node.flow_style or not node.value:
         return node.end_mark.index
     last = node.value[-1]
     return _content_end(last[1] if isinstance(last, tuple) else last)
@@ -131,7 +152,7 @@ def _content_end(node: Node) -> int:
 
 def _replace(text: str, key: Node, node: Node, rendered: str, note: str, *, in_flow: bool) -> str:
     start, end = node.start_mark.index, _content_end(node)
-    if not isinstance(node, ScalarNode) and not node.flow_style:
+    if isinstance(node, CollectionNode) and not node.flow_style:
         # a block collection starts on the next line: the flow value goes right after "key:" instead
         colon = text.index(":", key.end_mark.index)
         start, rendered = colon + 1, " " + rendered
