@@ -234,14 +234,24 @@ class Sweep:
             self.settings.measurement_ms, self.settings.stability_percentage, self.settings.max_trials
         )
         before = self.stats.read(name)
-        measured = perf.measure(
-            model,
-            url=self.server.grpc_url,
-            concurrency=concurrency,
-            settings=settings,
-            input_data=self.input_data,
-            work=self.work / "perf",
-        )
+        for attempt in (1, 2):
+            try:
+                measured = perf.measure(
+                    model,
+                    url=self.server.grpc_url,
+                    concurrency=concurrency,
+                    settings=settings,
+                    input_data=self.input_data,
+                    work=self.work / "perf",
+                )
+                break
+            except BenchError as exc:
+                # perf_analyzer 2.51 now and then exits mid-run on a busy host, with no CSV and no reason
+                # given: once more before the candidate counts as failed
+                if attempt == 2:
+                    raise
+                self.say(f"  perf_analyzer failed on {name} at concurrency {concurrency}, again: {exc}")
+                before = self.stats.read(name)
         server = window(before, self.stats.read(name))
         row = measured.row
         return TunePoint(
