@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 import attrs
 
-from ge_plugin.errors import SpecError, TuneError
+from ge_plugin.errors import BenchError, ServeError, SpecError, TuneError
 from ge_plugin.spec import load_spec
 from ge_plugin.spec.model import ModelSpec
 from ge_plugin.tune import inputs, report, specedit
@@ -167,9 +167,13 @@ def run_tune(
         outcome = attrs.evolve(outcome, written=written)
         if options.confirm:
             say(f"confirming: {written} served as written, at concurrency {choice.point.concurrency}")
-            confirmed = confirm(sweep, written, choice.point.concurrency)
+            try:
+                confirmed: Optional[TunePoint] = confirm(sweep, written, choice.point.concurrency)
+            except (TuneError, BenchError, ServeError) as exc:
+                confirmed = None
+                notes.append(f"the confirming run could not measure the written spec: {exc}")
             outcome = attrs.evolve(outcome, confirmed=confirmed)
-            if not options.constraints.met(confirmed):
+            if confirmed is not None and not options.constraints.met(confirmed):
                 notes.append(
                     f"the confirming run missed the constraints: p99 {confirmed.p99_ms:.2f} ms, "
                     f"{confirmed.throughput:.1f} infer/s ({options.constraints.describe()})"
