@@ -213,6 +213,7 @@ def plot(outcome: Outcome, path: Path) -> Path:
         [p.p99_ms for p in front],
         [p.throughput for p in front],
         "-o",
+        drawstyle="steps-post",  # what is attainable: nothing below a front point's p99 beats its throughput
         color="tab:blue",
         markersize=5,
         label="Pareto front",
