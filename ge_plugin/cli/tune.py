@@ -198,6 +198,7 @@ def run(args: argparse.Namespace) -> int:
             knobs=args.knobs or KNOBS,
             ladders=ladders,
             confirm=not args.no_confirm,
+            tolerance=args.tolerance / 100,
         )
     )
     return 0

@@ -22,7 +22,7 @@ from ge_plugin.tune import inputs, report, specedit
 from ge_plugin.tune.measure import SIM, Settings, Sweep
 from ge_plugin.tune.profile import DeviceProfile, load_profile, seed_profile
 from ge_plugin.tune.records import Choice, Constraints, TunePoint
-from ge_plugin.tune.search import Budget, SearchResult, choose, closest, pareto_front, search
+from ge_plugin.tune.search import TOLERANCE, Budget, SearchResult, choose, closest, pareto_front, search
 from ge_plugin.tune.space import KNOBS, SPEC_KEYS, Config, build_space, show
 
 
@@ -46,6 +46,8 @@ class TuneOptions:
     ladders: Mapping[str, tuple[Any, ...]] = attrs.field(factory=dict)
     confirm: bool = True
     max_passes: int = 4
+    #: how much better a step must be to count (and a choice to beat the input spec), as a fraction
+    tolerance: float = TOLERANCE
 
     def check(self) -> None:
         problems = []
@@ -57,6 +59,8 @@ class TuneOptions:
             problems.append(f"--min-throughput must be >= 0, got {self.constraints.min_throughput:g}")
         if not self.budget_minutes > 0:
             problems.append(f"--budget-minutes must be > 0, got {self.budget_minutes:g}")
+        if not 0 <= self.tolerance < 1:
+            problems.append(f"--tolerance must be between 0 and 100 percent, got {self.tolerance * 100:g}")
         if self.measurement_ms < 100:
             problems.append(f"--measurement-ms must be >= 100, got {self.measurement_ms}")
         if self.profile is not None and self.seed_profile:
@@ -143,10 +147,11 @@ def run_tune(
             options.constraints,
             budget,
             max_passes=options.max_passes,
+            tolerance=options.tolerance,
             say=lambda line: say("  " + line),
         )
         server_version = sweep.server_version()
-        choice = choose(result.candidates, options.constraints)
+        choice = choose(result.candidates, options.constraints, tolerance=options.tolerance)
         machine = _machine(server_version, load)
         outcome = Outcome(
             spec,

@@ -24,11 +24,11 @@ from typing import Optional
 import attrs
 
 from ge_plugin.tune.records import Candidate, Choice, Constraints
-from ge_plugin.tune.space import Config, Space, show
+from ge_plugin.tune.space import KNOBS, Config, Space, show
 
 #: a step must gain more than this fraction (throughput, or p99 while nothing meets the constraint) to
 #: count as better: perf_analyzer's windows move by a few percent between runs of the same configuration
-TOLERANCE = 0.03
+TOLERANCE = 0.05
 
 #: measures one configuration: (config, id, why it is tried) -> the candidate, measured or not
 Evaluate = Callable[[Config, int, str], Candidate]
@@ -197,12 +197,26 @@ def pareto_front(candidates: Sequence[Candidate]) -> list[tuple[Candidate, int]]
     return unique
 
 
-def choose(candidates: Sequence[Candidate], constraints: Constraints) -> Optional[Choice]:
-    """The point meeting the constraints with the most throughput (the lower p99 on a tie), or None."""
+def choose(
+    candidates: Sequence[Candidate], constraints: Constraints, *, tolerance: float = TOLERANCE
+) -> Optional[Choice]:
+    """The point meeting the constraints with the most throughput; among points within ``tolerance`` of that
+    (the same, as far as perf_analyzer can tell), the one whose configuration changes fewest knobs of the
+    input spec (``candidates[0]``), then the most throughput, then the lower p99. A change is advised only
+    where it was measured to help."""
     ok = [(c, p) for c in candidates if c.measured for p in c.points if constraints.met(p)]
     if not ok:
         return None
-    c, p = max(ok, key=lambda item: (item[1].throughput, -item[1].p99_ms, -item[0].id))
+    most = max(p.throughput for _, p in ok)
+    near = [(c, p) for c, p in ok if p.throughput * (1 + tolerance) >= most]
+    start = candidates[0].config
+
+    def changed(config: Config) -> int:
+        return sum(1 for knob in KNOBS if config.get(knob) != start.get(knob))
+
+    c, p = min(
+        near, key=lambda item: (changed(item[0].config), -item[1].throughput, item[1].p99_ms, item[0].id)
+    )
     return Choice(c, p)
 
 

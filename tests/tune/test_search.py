@@ -127,6 +127,16 @@ def test_pareto_front_keeps_only_points_nothing_beats_on_both_axes():
     assert [(cand.id, cand.points[i].concurrency) for cand, i in front] == [(1, 1), (1, 8), (2, 8)]
 
 
+def test_a_change_within_the_noise_is_not_advised():
+    start = _cand(1, (1, 100, 5))
+    same = Candidate(2, START.with_("streams", 2), "x", MEASURED, points=(TunePoint(1, 102, 2.5, 5),))
+    better = Candidate(3, START.with_("instances", 2), "x", MEASURED, points=(TunePoint(1, 110, 2.5, 5),))
+    choice = choose([start, same], Constraints(latency_p99_ms=10))
+    assert choice is not None and choice.candidate.id == 1  # 2 % more is perf_analyzer's noise
+    choice = choose([start, same, better], Constraints(latency_p99_ms=10))
+    assert choice is not None and choice.candidate.id == 3
+
+
 def test_choice_is_the_most_throughput_within_the_constraints():
     a = _cand(1, (1, 100, 5), (8, 400, 20))
     b = _cand(2, (1, 90, 6), (8, 500, 30))
