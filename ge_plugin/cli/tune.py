@@ -160,6 +160,14 @@ def register(subparsers) -> None:
         help="image size sets to try, ';' between sets",
     )
     parser.add_argument(
+        "--tolerance",
+        type=float,
+        default=5.0,
+        metavar="PERCENT",
+        help="how much more throughput (or less p99) a change must bring to count as better; below it the "
+        "input spec's value is kept (default: 5, about perf_analyzer's run-to-run spread here)",
+    )
+    parser.add_argument(
         "--no-confirm", action="store_true", help="skip the confirming run of the written spec"
     )
     parser.set_defaults(func=run)
