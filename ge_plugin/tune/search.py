@@ -201,9 +201,9 @@ def choose(
     candidates: Sequence[Candidate], constraints: Constraints, *, tolerance: float = TOLERANCE
 ) -> Optional[Choice]:
     """The point meeting the constraints with the most throughput; among points within ``tolerance`` of that
-    (the same, as far as perf_analyzer can tell), the one whose configuration changes fewest knobs of the
-    input spec (``candidates[0]``), then the most throughput, then the lower p99. A change is advised only
-    where it was measured to help."""
+    (the same throughput, as far as perf_analyzer can tell), the one whose configuration changes fewest knobs
+    of the input spec (``candidates[0]``), then the lowest p99, then the most throughput. A change is advised
+    only where it was measured to help, and at equal throughput the shorter tail wins."""
     ok = [(c, p) for c in candidates if c.measured for p in c.points if constraints.met(p)]
     if not ok:
         return None

@@ -135,6 +135,12 @@ def test_a_change_within_the_noise_is_not_advised():
     assert choice is not None and choice.candidate.id == 1  # 2 % more is perf_analyzer's noise
     choice = choose([start, same, better], Constraints(latency_p99_ms=10))
     assert choice is not None and choice.candidate.id == 3
+    # at the same throughput (within the noise) and as many changes, the shorter tail wins
+    shorter = Candidate(
+        4, START.with_("max_queue_delay_us", 500), "x", MEASURED, points=(TunePoint(1, 107, 2, 3),)
+    )
+    choice = choose([start, same, better, shorter], Constraints(latency_p99_ms=10))
+    assert choice is not None and choice.candidate.id == 4
 
 
 def test_choice_is_the_most_throughput_within_the_constraints():
