@@ -215,7 +215,7 @@ def choose(
         return sum(1 for knob in KNOBS if config.get(knob) != start.get(knob))
 
     c, p = min(
-        near, key=lambda item: (changed(item[0].config), -item[1].throughput, item[1].p99_ms, item[0].id)
+        near, key=lambda item: (changed(item[0].config), item[1].p99_ms, -item[1].throughput, item[0].id)
     )
     return Choice(c, p)
 
