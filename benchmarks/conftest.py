@@ -175,3 +175,59 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     speedups, bandwidths = config.stash[SPEEDUP_TARGETS], config.stash[BANDWIDTH_TARGETS]
     for line in summary_lines(results, speedups, bandwidths, pairs):
         terminalreporter.write_line(line)
+
+
+# -- the simulated device's host cost (test_sim_device_bench.py) ----------------------------------------------
+
+#: (device time label, size label) -> (median CPU seconds per execute, wall seconds per execute)
+SIM_DEVICE = pytest.StashKey[dict]()
+#: the most host CPU seconds one execute may cost
+SIM_DEVICE_TARGET = pytest.StashKey[float]()
+
+
+@pytest.fixture
+def record_sim_device(request: pytest.FixtureRequest) -> Callable[..., None]:
+    """``record_sim_device(device_label, size_label, cpu_s, wall_s, target_s)``: one cell of the table that
+    puts the sizes side by side, and the target every cell is held to."""
+
+    def keep(device: str, size: str, cpu_s: float, wall_s: float, target_s: float) -> None:
+        request.config.stash.setdefault(SIM_DEVICE, {})[device, size] = (cpu_s, wall_s)
+        request.config.stash[SIM_DEVICE_TARGET] = target_s
+
+    return keep
+
+
+def sim_device_lines(cells: dict[tuple[str, str], tuple[float, float]], target_s: float) -> Iterator[str]:
+    """Rows: device time; columns: sizes, median host CPU per execute; then the largest / smallest ratio."""
+    sizes = list(dict.fromkeys(size for _, size in cells))
+    devices = list(dict.fromkeys(device for device, _ in cells))
+    yield f"machine: {machine()}"
+    yield (
+        "CPU simulator, timing only: H2D + gear + execute_async + D2H + synchronize_stream, "
+        "process CPU time per execute (median)"
+    )
+    header = "".join(f" {size:>10}" for size in sizes)
+    yield f"{'device time':<18}{header} {'max/min':>8}  target <= {_time(target_s)}"
+    for device in devices:
+        row = [cells.get((device, size)) for size in sizes]
+        cpu = [cell[0] for cell in row if cell is not None]
+        cells_text = "".join(f" {_time(cell[0]) if cell else '-':>10}" for cell in row)
+        spread = f"{max(cpu) / min(cpu):.2f}x" if cpu else "-"
+        verdict = ("ok" if max(cpu) <= target_s else "MISSED") if cpu else ""
+        yield f"{device:<18}{cells_text} {spread:>8}  {verdict}"
+    yield "wall time per execute (the device time is spent off the CPU)"
+    for device in devices:
+        walls = "".join(
+            f" {_time(cells[device, size][1]) if (device, size) in cells else '-':>10}" for size in sizes
+        )
+        yield f"  {device:<16}{walls}"
+
+
+@pytest.hookimpl(specname="pytest_terminal_summary")
+def pytest_terminal_summary_sim_device(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    cells = config.stash.get(SIM_DEVICE, {})
+    if not cells:
+        return
+    terminalreporter.section("ge-plugin simulated device: host CPU per execute, sizes side by side")
+    for line in sim_device_lines(cells, config.stash[SIM_DEVICE_TARGET]):
+        terminalreporter.write_line(line)
