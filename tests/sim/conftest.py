@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ge_plugin.sim import _state, sanitizer
+from ge_plugin.sim import _state, device_time, sanitizer
 from ge_plugin.sim import acl as sim_acl
 
 
@@ -44,6 +44,25 @@ def fresh_sim() -> Iterator[None]:
 @pytest.fixture
 def acl():
     return sim_acl
+
+
+COMPUTING, TIMING_ONLY = "computing", "timing only"
+
+
+@pytest.fixture(params=[COMPUTING, TIMING_ONLY])
+def mode(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The simulator computing (a worker thread per stream) or timing only (no data, records settled by the
+    clock): stream, event and callback semantics must be the same in both. Numbers exist only when
+    computing."""
+    device_time.set_timing_only(request.param == TIMING_ONLY)
+    yield request.param
+    device_time.set_timing_only(False)
+
+
+@pytest.fixture
+def computing(mode: str) -> bool:
+    """``mode``, as "are the numbers there": the test runs in both modes and checks data only when computing."""
+    return mode == COMPUTING
 
 
 @pytest.fixture

@@ -177,10 +177,13 @@ def test_latency_comes_from_the_environment_through_acl_init(acl, monkeypatch, m
 # -- timing only --------------------------------------------------------------------------------------------------
 
 
-def test_timing_only_skips_the_computation_and_zero_fills_outputs(acl, ready, load, oms, graphs, monkeypatch):
+def test_timing_only_computes_moves_and_fills_nothing(acl, ready, load, oms, graphs, monkeypatch):
+    """Timing only: the execute computes and writes nothing, copies and memsets move no byte, so every
+    buffer keeps what it held; the counters still count the work."""
     model = load(oms["static"])
     x = np.full((2, 3, 4), 1.5, np.float32)
-    np.testing.assert_allclose(model.run([x])[0], x @ graphs.W + graphs.B, rtol=1e-6)
+    computed = model.run([x])[0]
+    np.testing.assert_allclose(computed, x @ graphs.W + graphs.B, rtol=1e-6)
 
     def no_compute(*args):
         raise AssertionError("timing-only mode computed the outputs")
@@ -189,15 +192,39 @@ def test_timing_only_skips_the_computation_and_zero_fills_outputs(acl, ready, lo
     device_time.set_timing_only(True)
     out_ptr, out_size, _ = model.outputs[1][0]
     assert acl.rt.memset(out_ptr, out_size, 0x7F, out_size) == 0
-    (y,) = model.run([x])
-    assert not y.any(), "timing-only outputs are zeros"
-    assert snapshot()["devices"][0]["executes"] == 2
+    model.feed([np.zeros((2, 3, 4), np.float32)])
+    assert acl.mdl.execute(model.id, model.inputs[0], model.outputs[0]) == 0
+    host = np.full((2, 3, 3), -1.0, np.float32)
+    assert acl.rt.memcpy(host.ctypes.data, host.nbytes, out_ptr, host.nbytes, C.ACL_MEMCPY_DEVICE_TO_HOST) == 0
+    assert (host == -1.0).all(), "the D2H copy moved bytes"
+    device = snapshot()["devices"][0]
+    assert device["executes"] == 2 and device["memcpy_calls"]["h2d"] == 2 and device["memcpy_calls"]["d2h"] == 2
+    device_time.set_timing_only(False)
+    np.testing.assert_array_equal(model.fetch([np.float32])[0], computed)  # neither memset nor execute wrote
 
 
 def model_runner(model):
     from ge_plugin.sim._state import SIM
 
     return SIM.models[model.id].runner
+
+
+def test_timing_only_outputs_keep_what_the_staging_held(acl, ready, load, oms):
+    """The engine's path, timing only: the pinned output staging keeps what it held (fresh pinned memory
+    is zeros), whatever the model would have computed."""
+    model = load(oms["static"])
+    (in_ptr, _, _), (out_ptr, _, _) = model.inputs[1][0], model.outputs[1][0]
+    host_in, _ = acl.rt.malloc_host(96)
+    host_out, _ = acl.rt.malloc_host(72)
+    sevens = np.full(18, 7.0, np.float32).tobytes()
+    assert acl.rt.memcpy(host_out, 72, acl.util.bytes_to_ptr(sevens), 72, C.ACL_MEMCPY_HOST_TO_HOST) == 0
+    device_time.set_timing_only(True)
+    assert acl.rt.memcpy_async(in_ptr, 96, host_in, 96, C.ACL_MEMCPY_HOST_TO_DEVICE, ready) == 0
+    assert acl.mdl.execute_async(model.id, model.inputs[0], model.outputs[0], ready) == 0
+    assert acl.rt.memcpy_async(host_out, 72, out_ptr, 72, C.ACL_MEMCPY_DEVICE_TO_HOST, ready) == 0
+    assert acl.rt.synchronize_stream(ready) == 0
+    assert (np.frombuffer(acl.util.ptr_to_bytes(host_out, 72), np.float32) == 7.0).all()
+    assert snapshot()["devices"][0]["executes"] == 1
 
 
 def test_timing_only_still_checks_the_buffers(acl, ready, load, oms):
@@ -216,7 +243,12 @@ def test_timing_only_from_the_init_json(acl, tmp_path, model_class, oms):
     assert acl.init(str(config)) == 0 and acl.rt.set_device(0) == 0
     assert device_time.timing_only() and device_time.profile() == LatencyProfile({"static": 5.0})
     model = model_class(acl, oms["static"])
-    assert not model.run([np.ones((2, 3, 4), np.float32)])[0].any()
+    assert acl.mdl.execute(model.id, model.inputs[0], model.outputs[0]) == 0
+    ((start, end),) = _windows()
+    assert end - start >= 0.005
+    device_time.set_timing_only(False)
+    out = model.fetch([np.uint8])  # the output's first bytes: what fresh device memory holds, never written
+    assert (out[0] == 0xA5).all()
 
 
 # -- one compute queue per device ---------------------------------------------------------------------------------
