@@ -129,7 +129,7 @@ def test_bad_knobs_make_init_fail_naming_them(acl, monkeypatch, tmp_path):
 # -- device time per gear ---------------------------------------------------------------------------------------
 
 
-def test_each_gear_holds_the_device_for_its_time(acl, ready, load, oms):
+def test_each_gear_holds_the_device_for_its_time(acl, ready, load, oms, mode):
     device_time.set_profile(LatencyProfile({"1": 60.0, "4": 240.0}))
     for batch in (1, 4):
         model = _batch_model(load, oms, batch)
@@ -142,7 +142,7 @@ def test_each_gear_holds_the_device_for_its_time(acl, ready, load, oms):
     assert device["busy_ms"] >= 300.0
 
 
-def test_a_formula_gives_gears_the_table_does_not_list(acl, ready, load, oms):
+def test_a_formula_gives_gears_the_table_does_not_list(acl, ready, load, oms, mode):
     device_time.set_profile(LatencyProfile({"1": 10.0}, base_ms=20.0, per_row_ms=50.0))
     model = _batch_model(load, oms, 2)
     assert acl.mdl.set_dynamic_batch_size(model.id, model.inputs[0], model.mbatch, 2) == 0
@@ -151,7 +151,7 @@ def test_a_formula_gives_gears_the_table_does_not_list(acl, ready, load, oms):
     assert end - start >= 0.120  # 20 + 50 * 2 rows
 
 
-def test_a_gear_the_profile_misses_takes_no_time_and_says_so_once(acl, ready, load, oms, caplog):
+def test_a_gear_the_profile_misses_takes_no_time_and_says_so_once(acl, ready, load, oms, caplog, mode):
     device_time.set_profile(LatencyProfile({"4": 500.0}))
     model = load(oms["static"])
     model.feed([np.ones((2, 3, 4), np.float32)])
@@ -164,7 +164,7 @@ def test_a_gear_the_profile_misses_takes_no_time_and_says_so_once(acl, ready, lo
     ]
 
 
-def test_latency_comes_from_the_environment_through_acl_init(acl, monkeypatch, model_class, oms):
+def test_latency_comes_from_the_environment_through_acl_init(acl, monkeypatch, model_class, oms, mode):
     monkeypatch.setenv("GE_PLUGIN_SIM_EXECUTE_LATENCY_MS", "static=80")
     assert acl.init() == 0 and acl.rt.set_device(0) == 0
     model = model_class(acl, oms["static"])
@@ -195,10 +195,14 @@ def test_timing_only_computes_moves_and_fills_nothing(acl, ready, load, oms, gra
     model.feed([np.zeros((2, 3, 4), np.float32)])
     assert acl.mdl.execute(model.id, model.inputs[0], model.outputs[0]) == 0
     host = np.full((2, 3, 3), -1.0, np.float32)
-    assert acl.rt.memcpy(host.ctypes.data, host.nbytes, out_ptr, host.nbytes, C.ACL_MEMCPY_DEVICE_TO_HOST) == 0
+    assert (
+        acl.rt.memcpy(host.ctypes.data, host.nbytes, out_ptr, host.nbytes, C.ACL_MEMCPY_DEVICE_TO_HOST) == 0
+    )
     assert (host == -1.0).all(), "the D2H copy moved bytes"
     device = snapshot()["devices"][0]
-    assert device["executes"] == 2 and device["memcpy_calls"]["h2d"] == 2 and device["memcpy_calls"]["d2h"] == 2
+    assert (
+        device["executes"] == 2 and device["memcpy_calls"]["h2d"] == 2 and device["memcpy_calls"]["d2h"] == 2
+    )
     device_time.set_timing_only(False)
     np.testing.assert_array_equal(model.fetch([np.float32])[0], computed)  # neither memset nor execute wrote
 
@@ -254,7 +258,7 @@ def test_timing_only_from_the_init_json(acl, tmp_path, model_class, oms):
 # -- one compute queue per device ---------------------------------------------------------------------------------
 
 
-def test_two_streams_on_one_device_compute_one_at_a_time(acl, ready, load, oms):
+def test_two_streams_on_one_device_compute_one_at_a_time(acl, ready, load, oms, mode):
     faults.set_execute_latency_ms(80)
     first, second = load(oms["static"]), load(oms["static"])
     other, _ = acl.rt.create_stream()
@@ -268,7 +272,7 @@ def test_two_streams_on_one_device_compute_one_at_a_time(acl, ready, load, oms):
     assert len(windows) == 6 and _disjoint(windows)
 
 
-def test_two_threads_executing_synchronously_on_one_device_take_turns(acl, ready, load, oms):
+def test_two_threads_executing_synchronously_on_one_device_take_turns(acl, ready, load, oms, mode):
     faults.set_execute_latency_ms(60)
     context, _ = acl.rt.get_context()
     models = [load(oms["static"]) for _ in range(2)]
@@ -341,7 +345,7 @@ def test_copies_overlap_a_compute_on_the_same_device(acl, ready, load, oms):
     assert acl.rt.synchronize_stream(ready) == 0
 
 
-def test_busy_time_and_windows_are_counted_and_reset(acl, ready, load, oms):
+def test_busy_time_and_windows_are_counted_and_reset(acl, ready, load, oms, mode):
     faults.set_execute_latency_ms(20)
     model = load(oms["static"])
     model.feed([np.ones((2, 3, 4), np.float32)])
@@ -355,7 +359,7 @@ def test_busy_time_and_windows_are_counted_and_reset(acl, ready, load, oms):
     assert snapshot()["devices"][0]["busy_ms"] == 0 and snapshot()["devices"][0]["compute_intervals"] == []
 
 
-def test_an_injected_execute_fault_still_takes_its_device_time(acl, ready, load, oms):
+def test_an_injected_execute_fault_still_takes_its_device_time(acl, ready, load, oms, mode):
     model = load(oms["static"])
     model.feed([np.ones((2, 3, 4), np.float32)])
     faults.set_execute_latency_ms(50)
