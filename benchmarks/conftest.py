@@ -183,6 +183,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 SIM_DEVICE = pytest.StashKey[dict]()
 #: the most host CPU seconds one execute may cost
 SIM_DEVICE_TARGET = pytest.StashKey[float]()
+#: (size -> median CPU seconds per execute, size -> per-round ratios to the smallest size) of the paired run
+SIM_DEVICE_SIZES = pytest.StashKey[tuple]()
+#: device time label -> median CPU seconds of a bare sleep that long (no simulator)
+SIM_DEVICE_FLOOR = pytest.StashKey[dict]()
 
 
 @pytest.fixture
@@ -197,7 +201,32 @@ def record_sim_device(request: pytest.FixtureRequest) -> Callable[..., None]:
     return keep
 
 
-def sim_device_lines(cells: dict[tuple[str, str], tuple[float, float]], target_s: float) -> Iterator[str]:
+@pytest.fixture
+def record_sim_sizes(request: pytest.FixtureRequest) -> Callable[..., None]:
+    """``record_sim_sizes(medians, ratios)``: the paired run of every size in one simulator."""
+
+    def keep(medians: dict[str, float], ratios: dict[str, list[float]]) -> None:
+        request.config.stash[SIM_DEVICE_SIZES] = (medians, ratios)
+
+    return keep
+
+
+@pytest.fixture
+def record_sim_floor(request: pytest.FixtureRequest) -> Callable[..., None]:
+    """``record_sim_floor(device_label, cpu_s)``: what a bare wait of that device time costs the CPU."""
+
+    def keep(device: str, cpu_s: float) -> None:
+        request.config.stash.setdefault(SIM_DEVICE_FLOOR, {})[device] = cpu_s
+
+    return keep
+
+
+def sim_device_lines(
+    cells: dict[tuple[str, str], tuple[float, float]],
+    target_s: float,
+    paired: tuple[dict[str, float], dict[str, list[float]]] | None = None,
+    floors: dict[str, float] | None = None,
+) -> Iterator[str]:
     """Rows: device time; columns: sizes, median host CPU per execute; then the largest / smallest ratio."""
     sizes = list(dict.fromkeys(size for _, size in cells))
     devices = list(dict.fromkeys(device for device, _ in cells))
@@ -208,6 +237,7 @@ def sim_device_lines(cells: dict[tuple[str, str], tuple[float, float]], target_s
     )
     header = "".join(f" {size:>10}" for size in sizes)
     yield f"{'device time':<18}{header} {'max/min':>8}  target <= {_time(target_s)}"
+    floors = floors or {}
     for device in devices:
         row = [cells.get((device, size)) for size in sizes]
         cpu = [cell[0] for cell in row if cell is not None]
@@ -215,19 +245,38 @@ def sim_device_lines(cells: dict[tuple[str, str], tuple[float, float]], target_s
         spread = f"{max(cpu) / min(cpu):.2f}x" if cpu else "-"
         verdict = ("ok" if max(cpu) <= target_s else "MISSED") if cpu else ""
         yield f"{device:<18}{cells_text} {spread:>8}  {verdict}"
+        if device in floors:
+            floor = floors[device]
+            yield (
+                f"  {'a bare wait':<16}"
+                + f" {_time(floor):>10}" * len(sizes)
+                + "  (time.sleep, no simulator)"
+            )
+            yield f"  {'row - bare wait':<16}" + "".join(
+                f" {_time(cell[0] - floor) if cell else '-':>10}" for cell in row
+            )
     yield "wall time per execute (the device time is spent off the CPU)"
     for device in devices:
         walls = "".join(
             f" {_time(cells[device, size][1]) if (device, size) in cells else '-':>10}" for size in sizes
         )
         yield f"  {device:<16}{walls}"
+    if paired is not None:
+        medians, ratios = paired
+        yield "paired: the sizes alternating in one simulator, no device time; median, ratio to the smallest [IQR]"
+        for size, median in medians.items():
+            low, _, high = statistics.quantiles(ratios[size], n=4)
+            middle = statistics.median(ratios[size])
+            yield f"  {size:<16} {_time(median):>10}  {middle:.3f}x  [{low:.3f}, {high:.3f}]"
 
 
 @pytest.hookimpl(specname="pytest_terminal_summary")
 def pytest_terminal_summary_sim_device(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     cells = config.stash.get(SIM_DEVICE, {})
-    if not cells:
+    paired = config.stash.get(SIM_DEVICE_SIZES, None)
+    if not cells and paired is None:
         return
     terminalreporter.section("ge-plugin simulated device: host CPU per execute, sizes side by side")
-    for line in sim_device_lines(cells, config.stash[SIM_DEVICE_TARGET]):
+    target = config.stash.get(SIM_DEVICE_TARGET, 25e-6)
+    for line in sim_device_lines(cells, target, paired, config.stash.get(SIM_DEVICE_FLOOR, {})):
         terminalreporter.write_line(line)

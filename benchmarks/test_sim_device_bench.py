@@ -11,12 +11,17 @@ This measures the simulator alone, in timing-only mode, doing what ge-plugin's e
 on an identity model with one input and one output of 4 KiB, 2 MiB and 16 MiB, with no device time and with
 1 ms of it. Each round is timed in process CPU time (``time.process_time``: every thread of the process,
 user and system, so a worker thread's share is counted too), never wall time: the device time is spent
-off the CPU. Target: at most 25 us of CPU per execute at every size, the same at every size. Run with
-``make bench-micro``; the summary prints the sizes side by side.
+off the CPU. Target: at most 25 us of CPU per execute at every size, the same at every size.
+
+Two more measurements separate the simulator from the machine: the three sizes again in one simulator, in
+alternating blocks (so a loaded machine's drift cancels out of the ratios between sizes), and a bare 1 ms
+``time.sleep`` in the same process: what waiting for any device costs the host here, simulator or not.
+Run with ``make bench-micro``; the summary prints the sizes side by side.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,6 +44,8 @@ DEVICE_MS = {"no device time": 0.0, "1 ms device time": 1.0}
 #: host CPU per execute the simulator may cost, seconds
 TARGET_S = 25e-6
 ROUNDS, ITERATIONS, WARMUP_ROUNDS = 40, 25, 2
+#: the paired measurement: rounds of one block per size, in rotating order, of STEPS steps each
+PAIRED_ROUNDS, STEPS = 30, 100
 
 
 def _identity_om(directory: Path, nbytes: int) -> Path:
@@ -85,12 +92,19 @@ def timing_only_sim(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator
     device_time.set_timing_only(False)
 
 
+def _open(acl: Any) -> None:
+    assert acl.init() == 0 and acl.rt.set_device(0) == 0
+
+
+def _close(acl: Any) -> None:
+    assert acl.rt.reset_device(0) == 0 and acl.finalize() == 0
+
+
 class _Lane:
     """One model, its device buffers and pinned staging, and a stream: what an engine's lane holds."""
 
     def __init__(self, acl: Any, path: Path, nbytes: int):
         self.acl = acl
-        assert acl.init() == 0 and acl.rt.set_device(0) == 0
         self.stream, _ = acl.rt.create_stream()
         self.id, ret = acl.mdl.load_from_file(str(path))
         assert ret == 0, acl.get_recent_err_msg()
@@ -133,6 +147,7 @@ class _Lane:
         return step
 
     def release(self) -> None:
+        """Everything freed: a benchmark is a correct program too (no leak reported)."""
         acl = self.acl
         for buf in self.buffers:
             assert acl.destroy_data_buffer(buf) == 0
@@ -142,7 +157,6 @@ class _Lane:
         assert acl.rt.free_host(self.host_in) == 0 and acl.rt.free_host(self.host_out) == 0
         assert acl.mdl.unload(self.id) == 0 and acl.mdl.destroy_desc(self.desc) == 0
         assert acl.rt.destroy_stream(self.stream) == 0
-        assert acl.rt.reset_device(0) == 0 and acl.finalize() == 0
 
 
 @pytest.mark.parametrize("device_ms", list(DEVICE_MS), ids=["0ms", "1ms"])
@@ -157,6 +171,7 @@ def test_bench_sim_execute_host_cpu(
     record_sim_device: Callable[..., None],
 ) -> None:
     device_time.set_profile(device_time.LatencyProfile(base_ms=DEVICE_MS[device_ms]))
+    _open(sim_acl)
     lane = _Lane(sim_acl, oms[size], SIZES[size])
     step = lane.step()
     step()
@@ -170,7 +185,51 @@ def test_bench_sim_execute_host_cpu(
     executes = snapshot()["devices"][0]["executes"]
     assert executes >= 1 + (ROUNDS + WARMUP_ROUNDS) * ITERATIONS, "every timed step executed"
     lane.release()
+    _close(sim_acl)
     benchmark.extra_info.update(size=size, device_ms=DEVICE_MS[device_ms], wall_s=wall)
     if benchmark.stats is not None:  # None under --benchmark-disable
         record_sim_device(device_ms, size, benchmark.stats.stats.median, wall, TARGET_S)
     assert wall >= DEVICE_MS[device_ms] / 1000.0, "the host waited the device time at synchronize"
+
+
+def test_bench_sim_execute_sizes_paired(
+    oms: dict[str, Path], timing_only_sim: None, record_sim_sizes: Callable[..., None]
+) -> None:
+    """The three sizes in one simulator, blocks alternating in rotating order, no device time: each size's
+    median CPU per execute and, per round, its ratio to the 4 KiB block of that round."""
+    device_time.set_profile(device_time.LatencyProfile(base_ms=0.0))
+    _open(sim_acl)
+    lanes = {size: _Lane(sim_acl, oms[size], nbytes) for size, nbytes in SIZES.items()}
+    steps = {size: lane.step() for size, lane in lanes.items()}
+    for step in steps.values():
+        for _ in range(STEPS):
+            step()
+    assert sim_acl.get_recent_err_msg() is None, "the timed loop must be a correct program"
+    sizes = list(SIZES)
+    per_size: dict[str, list[float]] = {size: [] for size in sizes}
+    for n in range(PAIRED_ROUNDS):
+        for size in sizes[n % len(sizes) :] + sizes[: n % len(sizes)]:
+            step = steps[size]
+            start = time.process_time()
+            for _ in range(STEPS):
+                step()
+            per_size[size].append((time.process_time() - start) / STEPS)
+    for lane in lanes.values():
+        lane.release()
+    _close(sim_acl)
+    smallest = per_size[sizes[0]]
+    record_sim_sizes(
+        {size: statistics.median(times) for size, times in per_size.items()},
+        {size: [t / base for t, base in zip(times, smallest)] for size, times in per_size.items()},
+    )
+
+
+def test_bench_bare_sleep(record_sim_floor: Callable[..., None]) -> None:
+    """What waiting 1 ms costs this process's CPU with no simulator at all: the floor of the 1 ms row."""
+    per_round = []
+    for _ in range(ROUNDS):
+        start = time.process_time()
+        for _ in range(ITERATIONS):
+            time.sleep(DEVICE_MS["1 ms device time"] / 1000.0)
+        per_round.append((time.process_time() - start) / ITERATIONS)
+    record_sim_floor("1 ms device time", statistics.median(per_round))

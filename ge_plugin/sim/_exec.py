@@ -27,7 +27,7 @@ import numpy as np
 from ge_plugin import acl_constants as C
 from ge_plugin.sim import _state, counters, device_time, sanitizer
 from ge_plugin.sim._fail import Fail
-from ge_plugin.sim._objects import DataBuffer, Dataset, lookup
+from ge_plugin.sim._objects import DataBuffer, lookup
 from ge_plugin.sim._sites import UNKNOWN, Origin
 from ge_plugin.sim._state import SIM, Context
 from ge_plugin.sim.memory import DEVICE, INVALID, Allocation, malloc_size
@@ -84,10 +84,6 @@ class LoadedModel:
             SIM.memory.devices[self.context.device].unreserve(self.charged)
 
 
-def _snapshot(ds: Dataset) -> Snapshot:
-    return [(b, b.addr, b.size) for b in ds.buffers]
-
-
 def loaded_model(model_id: int, ctx: _state.Context) -> LoadedModel:
     """The model ``model_id``, which must have been loaded in ``ctx``; raises Fail."""
     model = SIM.models.get(model_id)
@@ -105,25 +101,27 @@ def loaded_model(model_id: int, ctx: _state.Context) -> LoadedModel:
 def prepare(model_id: int, in_handle: int, out_handle: int) -> tuple[LoadedModel, Snapshot, Snapshot]:
     """The submit-time checks every execute does (after acl.init was checked); raises Fail."""
     model = loaded_model(model_id, _state.current_context())
-    in_ds = lookup("datasets", in_handle, "input dataset")
-    out_ds = lookup("datasets", out_handle, "output dataset")
-    for ds, what in ((in_ds, "input"), (out_ds, "output")):
-        for n, buf in enumerate(ds.buffers):
-            if buf.handle not in SIM.buffers:
+    in_ds = SIM.datasets.get(in_handle) or lookup("datasets", in_handle, "input dataset")
+    out_ds = SIM.datasets.get(out_handle) or lookup("datasets", out_handle, "output dataset")
+    ins = [(b, b.addr, b.size) for b in in_ds.buffers]
+    outs = [(b, b.addr, b.size) for b in out_ds.buffers]
+    live = SIM.buffers
+    for entries, what in ((ins, "input"), (outs, "output")):
+        for n, (buf, _, _) in enumerate(entries):
+            if buf.handle not in live:
                 raise Fail(C.ACL_ERROR_INVALID_PARAM, f"{what} dataset entry {n} is a destroyed data buffer")
     info = model.info
-    if len(in_ds.buffers) != len(info.inputs):
+    if len(ins) != len(info.inputs):
         extra = " (including ascend_mbatch_shape_data)" if info.mbatch_index is not None else ""
         raise Fail(
             C.ACL_ERROR_GE_PARAM_INVALID,
-            f"the input dataset has {len(in_ds.buffers)} buffers; model {model_id} has {len(info.inputs)} inputs{extra}",
+            f"the input dataset has {len(ins)} buffers; model {model_id} has {len(info.inputs)} inputs{extra}",
         )
-    if len(out_ds.buffers) != len(info.outputs):
+    if len(outs) != len(info.outputs):
         raise Fail(
             C.ACL_ERROR_GE_PARAM_INVALID,
-            f"the output dataset has {len(out_ds.buffers)} buffers; model {model_id} has {len(info.outputs)} outputs",
+            f"the output dataset has {len(outs)} buffers; model {model_id} has {len(info.outputs)} outputs",
         )
-    ins, outs = _snapshot(in_ds), _snapshot(out_ds)
     if sanitizer.STATE.enabled:
         _check_buffers(model, ins, "input")
         _check_buffers(model, outs, "output")
