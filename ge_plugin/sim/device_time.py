@@ -10,12 +10,18 @@ executes run one after the other. The simulator models that:
   that gear) for gears the table does not list, or one constant. The execute holds the device for that long,
   waiting without the GIL; the simulator's own computation (onnxruntime) runs inside that window, and only
   if it takes longer does the execute take longer.
-- **Timing only.** The simulator can skip computing: outputs are zero-filled with one memset each, so an
-  execute costs no CPU beyond the host-side copies. Off by default; numerics need it off.
+- **Timing only.** The simulator can skip computing and every data movement: outputs are not written,
+  copies and memsets move nothing, streams are queues of records settled by this clock (``streams``), so an
+  execute costs the host a few microseconds of calls whatever its tensors. Off by default; numerics need
+  it off.
 - **One compute queue per device.** Executes on one device id run one at a time across streams, model
-  instances and processes: an in-process lock per device plus an ``fcntl`` lock on
-  ``<lock dir>/device-<id>.lock`` (default ``/dev/shm/ge-plugin-sim-<uid>/``), held only while the execute
-  computes. Copies and everything else overlap it; other device ids do not wait.
+  instances and processes, first come, first served. The device's clock is a small file,
+  ``<lock dir>/device-<id>.lock`` (default ``/dev/shm/ge-plugin-sim-<uid>/``), mapped into memory: when
+  the device is busy until, in ``time.monotonic()`` seconds (one clock for every process of the host). A
+  timing-only execute books its window there under ``flock`` when it is queued (:func:`reserve`), so no
+  lock is held while the device is busy; a computing one holds the file's ``flock`` (and an in-process
+  lock) while it computes, after the windows already booked, and books its own when it ends
+  (:func:`occupy`). Copies and everything else overlap; other device ids do not wait.
 
 Each execute's window is counted per device (``busy_ms``, the recent ``compute_intervals`` in monotonic
 seconds: one clock for every process of the host), so utilisation can be derived from the counters.
