@@ -27,7 +27,7 @@ import numpy as np
 from ge_plugin import acl_constants as C
 from ge_plugin.sim import _state, counters, device_time, sanitizer
 from ge_plugin.sim._fail import Fail
-from ge_plugin.sim._objects import DataBuffer, lookup
+from ge_plugin.sim._objects import DataBuffer, Dataset, lookup
 from ge_plugin.sim._sites import UNKNOWN, Origin
 from ge_plugin.sim._state import SIM, Context
 from ge_plugin.sim.memory import DEVICE, INVALID, Allocation, malloc_size
@@ -74,6 +74,8 @@ class LoadedModel:
         self.user_memory = user_memory or []
         #: the datasets a timing-only execute last checked, and the gears they passed at
         self.checked: Checked | None = None
+        #: the mbatch buffer a gear setter last wrote: (addr, size, frees and checking then, real address, bytes)
+        self.mbatch_slot: tuple[int, int, int, int, int] | None = None
 
     def release(self) -> None:
         """Unload: the runtime's memory goes back to the device (once)."""
@@ -103,13 +105,15 @@ def prepare(model_id: int, in_handle: int, out_handle: int) -> tuple[LoadedModel
     model = loaded_model(model_id, _state.current_context())
     in_ds = SIM.datasets.get(in_handle) or lookup("datasets", in_handle, "input dataset")
     out_ds = SIM.datasets.get(out_handle) or lookup("datasets", out_handle, "output dataset")
+    live = SIM.buffers
+    for buf in in_ds.buffers:
+        if buf.handle not in live:
+            raise _destroyed(in_ds, "input")
+    for buf in out_ds.buffers:
+        if buf.handle not in live:
+            raise _destroyed(out_ds, "output")
     ins = [(b, b.addr, b.size) for b in in_ds.buffers]
     outs = [(b, b.addr, b.size) for b in out_ds.buffers]
-    live = SIM.buffers
-    for entries, what in ((ins, "input"), (outs, "output")):
-        for n, (buf, _, _) in enumerate(entries):
-            if buf.handle not in live:
-                raise Fail(C.ACL_ERROR_INVALID_PARAM, f"{what} dataset entry {n} is a destroyed data buffer")
     info = model.info
     if len(ins) != len(info.inputs):
         extra = " (including ascend_mbatch_shape_data)" if info.mbatch_index is not None else ""
@@ -126,6 +130,11 @@ def prepare(model_id: int, in_handle: int, out_handle: int) -> tuple[LoadedModel
         _check_buffers(model, ins, "input")
         _check_buffers(model, outs, "output")
     return model, ins, outs
+
+
+def _destroyed(ds: Dataset, what: str) -> Fail:
+    n = next(n for n, buf in enumerate(ds.buffers) if buf.handle not in SIM.buffers)
+    return Fail(C.ACL_ERROR_INVALID_PARAM, f"{what} dataset entry {n} is a destroyed data buffer")
 
 
 def _check_buffers(model: LoadedModel, entries: Snapshot, what: str) -> None:
@@ -198,9 +207,14 @@ def mbatch_slot(model: LoadedModel, addr: int, size: int) -> tuple[int, int]:
 
 
 def write_gear(model: LoadedModel, addr: int, size: int, gear: OmGear) -> None:
-    """Write ``gear``'s values into the mbatch buffer at ``addr`` (what the gear setters do); raises Fail."""
-    real, nbytes = mbatch_slot(model, addr, size)
-    ctypes.memmove(real, gear.packed, nbytes)
+    """Write ``gear``'s values into the mbatch buffer at ``addr`` (what the gear setters do); raises Fail.
+    The buffer's place is looked up again only when it changed or memory was freed since."""
+    # the sanitizer's bounds are stricter: a place found without them is looked up again with them
+    frees = SIM.memory.frees * 2 + sanitizer.STATE.enabled  # type: ignore[union-attr]
+    slot = model.mbatch_slot
+    if slot is None or slot[0] != addr or slot[1] != size or slot[2] != frees:
+        slot = model.mbatch_slot = (addr, size, frees, *mbatch_slot(model, addr, size))
+    ctypes.memmove(slot[3], gear.packed, slot[4])
 
 
 def read_gear(model: LoadedModel, entry: BufferEntry) -> OmGear:
