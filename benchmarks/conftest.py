@@ -185,7 +185,7 @@ SIM_DEVICE = pytest.StashKey[dict]()
 SIM_DEVICE_TARGET = pytest.StashKey[float]()
 #: (size -> median CPU seconds per execute, size -> per-round ratios to the smallest size) of the paired run
 SIM_DEVICE_SIZES = pytest.StashKey[tuple]()
-#: device time label -> median CPU seconds of a bare sleep that long (no simulator)
+#: device time label -> floor label -> size -> median CPU seconds (waiting that long without the simulator)
 SIM_DEVICE_FLOOR = pytest.StashKey[dict]()
 
 
@@ -213,10 +213,11 @@ def record_sim_sizes(request: pytest.FixtureRequest) -> Callable[..., None]:
 
 @pytest.fixture
 def record_sim_floor(request: pytest.FixtureRequest) -> Callable[..., None]:
-    """``record_sim_floor(device_label, cpu_s)``: what a bare wait of that device time costs the CPU."""
+    """``record_sim_floor(device_label, floor_label, {size: cpu_s})``: what waiting that device time costs the
+    CPU without the simulator's wait; the table subtracts the last floor of a row from it."""
 
-    def keep(device: str, cpu_s: float) -> None:
-        request.config.stash.setdefault(SIM_DEVICE_FLOOR, {})[device] = cpu_s
+    def keep(device: str, label: str, per_size: dict[str, float]) -> None:
+        request.config.stash.setdefault(SIM_DEVICE_FLOOR, {}).setdefault(device, {})[label] = per_size
 
     return keep
 
@@ -225,7 +226,7 @@ def sim_device_lines(
     cells: dict[tuple[str, str], tuple[float, float]],
     target_s: float,
     paired: tuple[dict[str, float], dict[str, list[float]]] | None = None,
-    floors: dict[str, float] | None = None,
+    floors: dict[str, dict[str, dict[str, float]]] | None = None,
 ) -> Iterator[str]:
     """Rows: device time; columns: sizes, median host CPU per execute; then the largest / smallest ratio."""
     sizes = list(dict.fromkeys(size for _, size in cells))
@@ -245,15 +246,15 @@ def sim_device_lines(
         spread = f"{max(cpu) / min(cpu):.2f}x" if cpu else "-"
         verdict = ("ok" if max(cpu) <= target_s else "MISSED") if cpu else ""
         yield f"{device:<18}{cells_text} {spread:>8}  {verdict}"
-        if device in floors:
-            floor = floors[device]
-            yield (
-                f"  {'a bare wait':<16}"
-                + f" {_time(floor):>10}" * len(sizes)
-                + "  (time.sleep, no simulator)"
+        last: dict[str, float] = {}
+        for label, last in floors.get(device, {}).items():
+            yield f"  {label:<16}" + "".join(
+                f" {_time(last[size]) if size in last else '-':>10}" for size in sizes
             )
-            yield f"  {'row - bare wait':<16}" + "".join(
-                f" {_time(cell[0] - floor) if cell else '-':>10}" for cell in row
+        if last:
+            yield f"  {'row minus that':<16}" + "".join(
+                f" {_time(cell[0] - last[size]) if cell and size in last else '-':>10}"
+                for cell, size in zip(row, sizes)
             )
     yield "wall time per execute (the device time is spent off the CPU)"
     for device in devices:

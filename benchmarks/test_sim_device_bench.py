@@ -13,9 +13,11 @@ on an identity model with one input and one output of 4 KiB, 2 MiB and 16 MiB, w
 user and system, so a worker thread's share is counted too), never wall time: the device time is spent
 off the CPU. Target: at most 25 us of CPU per execute at every size, the same at every size.
 
-Two more measurements separate the simulator from the machine: the three sizes again in one simulator, in
-alternating blocks (so a loaded machine's drift cancels out of the ratios between sizes), and a bare 1 ms
-``time.sleep`` in the same process: what waiting for any device costs the host here, simulator or not.
+More measurements separate the simulator from the machine: the three sizes again in one simulator, in
+alternating blocks (so a loaded machine's drift cancels out of the ratios between sizes); a bare 1 ms
+``time.sleep`` in the same process (what waiting for any device costs the host here, simulator or not);
+and a 1 ms sleep followed by the step with no device time (the same calls after the same wait, which on a
+shared VM finds the caches cold): the 1 ms row minus that is what the simulator's own waiting costs.
 Run with ``make bench-micro``; the summary prints the sizes side by side.
 """
 
@@ -224,12 +226,35 @@ def test_bench_sim_execute_sizes_paired(
     )
 
 
-def test_bench_bare_sleep(record_sim_floor: Callable[..., None]) -> None:
-    """What waiting 1 ms costs this process's CPU with no simulator at all: the floor of the 1 ms row."""
-    per_round = []
-    for _ in range(ROUNDS):
-        start = time.process_time()
-        for _ in range(ITERATIONS):
-            time.sleep(DEVICE_MS["1 ms device time"] / 1000.0)
-        per_round.append((time.process_time() - start) / ITERATIONS)
-    record_sim_floor("1 ms device time", statistics.median(per_round))
+def test_bench_what_waiting_costs(
+    oms: dict[str, Path], timing_only_sim: None, record_sim_floor: Callable[..., None]
+) -> None:
+    """The floors of the 1 ms row, which no simulator can go below on this machine: a bare 1 ms sleep, and a
+    1 ms sleep followed by the step with no device time (the same calls, but the host waited outside the
+    simulator, so they run on whatever state of the caches the wait left)."""
+    wait_s = DEVICE_MS["1 ms device time"] / 1000.0
+
+    def per_step(step: Callable[[], None] | None) -> float:
+        per_round = []
+        for _ in range(ROUNDS):
+            start = time.process_time()
+            for _ in range(ITERATIONS):
+                time.sleep(wait_s)
+                if step is not None:
+                    step()
+            per_round.append((time.process_time() - start) / ITERATIONS)
+        return statistics.median(per_round)
+
+    bare = per_step(None)
+    device_time.set_profile(device_time.LatencyProfile(base_ms=0.0))
+    _open(sim_acl)
+    after_wait = {}
+    for size, nbytes in SIZES.items():
+        lane = _Lane(sim_acl, oms[size], nbytes)
+        step = lane.step()
+        step()
+        after_wait[size] = per_step(step)
+        lane.release()
+    _close(sim_acl)
+    record_sim_floor("1 ms device time", "bare 1 ms sleep", dict.fromkeys(SIZES, bare))
+    record_sim_floor("1 ms device time", "sleep + 0 ms step", after_wait)
