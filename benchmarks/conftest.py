@@ -253,7 +253,7 @@ def sim_device_lines(
             )
         if last:
             yield f"  {'row minus that':<16}" + "".join(
-                f" {_time(cell[0] - last[size]) if cell and size in last else '-':>10}"
+                f" {_signed_time(cell[0] - last[size]) if cell and size in last else '-':>10}"
                 for cell, size in zip(row, sizes)
             )
     yield "wall time per execute (the device time is spent off the CPU)"
@@ -269,6 +269,10 @@ def sim_device_lines(
             low, _, high = statistics.quantiles(ratios[size], n=4)
             middle = statistics.median(ratios[size])
             yield f"  {size:<16} {_time(median):>10}  {middle:.3f}x  [{low:.3f}, {high:.3f}]"
+
+
+def _signed_time(seconds: float) -> str:
+    return f"-{_time(-seconds)}" if seconds < 0 else f"+{_time(seconds)}"
 
 
 @pytest.hookimpl(specname="pytest_terminal_summary")
