@@ -113,7 +113,7 @@ class _WaitRecord(_Record):
         end: float | None
         if dep is not None:
             if dep.end is None:
-                dep.stream._resolve(now)
+                dep.stream.resolve(now)
             end = dep.end
         elif self.number == 0 or self.event.completed >= self.number:
             end = self.event.timestamp if self.number else None

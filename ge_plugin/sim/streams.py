@@ -214,7 +214,7 @@ class Stream:
             record.place(now)
             records.append(record)
 
-    def _resolve(self, now: float) -> None:
+    def resolve(self, now: float) -> None:
         """Place the records whose window was left open, as far as what they wait for is known."""
         ready = self._settled_end
         for record in self._records:
@@ -230,7 +230,7 @@ class Stream:
         """Settle, in order, every record that ended by ``now``; begin the one whose start has passed."""
         records = self._records
         if records and records[-1].end is None:
-            self._resolve(now)
+            self.resolve(now)
         while records:
             record = records[0]
             end = record.end
@@ -280,7 +280,7 @@ class Stream:
             end = record.end
             if end is None:
                 if events.aborted():  # finalize: what waits for the host fails now, and ends
-                    self._resolve(now)
+                    self.resolve(now)
                     if record.end is None:
                         _CHANGED.wait(0.01)  # a record that does not end on abort: poll, never hang
                     continue

@@ -3,8 +3,11 @@ raw pyACL calls (the sim OMs and their graphs are tests/conftest.py's ``oms`` an
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +60,33 @@ def mode(request: pytest.FixtureRequest) -> Iterator[str]:
     device_time.set_timing_only(request.param == TIMING_ONLY)
     yield request.param
     device_time.set_timing_only(False)
+
+
+@pytest.fixture
+def spinning() -> Callable[[], AbstractContextManager[list[int]]]:
+    """``with spinning() as counts:``: a thread counts as fast as it can while the block runs, and its count
+    is in ``counts[0]`` after: a block that waits without the GIL lets it count far."""
+
+    @contextlib.contextmanager
+    def spin() -> Iterator[list[int]]:
+        counts: list[int] = []
+        stop = threading.Event()
+
+        def count() -> None:
+            n = 0
+            while not stop.is_set():
+                n += 1
+            counts.append(n)
+
+        thread = threading.Thread(target=count)
+        thread.start()
+        try:
+            yield counts
+        finally:
+            stop.set()
+            thread.join()
+
+    return spin
 
 
 @pytest.fixture

@@ -74,25 +74,13 @@ def test_a_record_completes_after_the_work_queued_before_it(acl, ready, event, l
         np.testing.assert_allclose(model.fetch([np.float32])[0], x @ graphs.W + graphs.B, rtol=1e-6)
 
 
-def test_synchronize_event_releases_the_gil(acl, ready, event, load, oms):
+def test_synchronize_event_releases_the_gil(acl, ready, event, load, oms, spinning):
     model, _ = _static(load, oms)
     faults.set_execute_latency_ms(300)
-    counts = []
-    stop = threading.Event()
-
-    def spin():
-        n = 0
-        while not stop.is_set():
-            n += 1
-        counts.append(n)
-
     assert acl.mdl.execute_async(model.id, model.inputs[0], model.outputs[0], ready) == 0
     assert acl.rt.record_event(event, ready) == 0
-    spinner = threading.Thread(target=spin)
-    spinner.start()
-    assert acl.rt.synchronize_event(event) == 0
-    stop.set()
-    spinner.join()
+    with spinning() as counts:
+        assert acl.rt.synchronize_event(event) == 0
     assert counts[0] > 10_000, "the spinning thread made no progress while synchronize_event waited"
 
 

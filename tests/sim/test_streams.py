@@ -111,30 +111,18 @@ def test_execute_async_returns_before_its_device_time(acl, ready, load, oms, mod
     assert acl.rt.query_event_status(done) == (K.ACL_EVENT_RECORDED_STATUS_COMPLETE, 0)
 
 
-def test_synchronize_sleeps_without_the_gil(acl, ready, load, oms, mode):
+def test_synchronize_sleeps_without_the_gil(acl, ready, load, oms, mode, spinning):
     model = load(oms["static"])
     model.feed([np.ones((2, 3, 4), np.float32)])
     faults.set_execute_latency_ms(300)
-    counts = []
-    stop = threading.Event()
-
-    def spin():
-        n = 0
-        while not stop.is_set():
-            n += 1
-        counts.append(n)
-
     assert acl.mdl.execute_async(model.id, model.inputs[0], model.outputs[0], ready) == 0
-    spinner = threading.Thread(target=spin)
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1.0)  # the spinner runs only when synchronize lets the GIL go
     try:
-        spinner.start()
-        assert acl.rt.synchronize_stream(ready) == 0
+        with spinning() as counts:
+            assert acl.rt.synchronize_stream(ready) == 0
     finally:
-        stop.set()
         sys.setswitchinterval(interval)
-        spinner.join()
     assert counts[0] > 10_000, "the spinning thread made no progress while synchronize_stream waited"
 
 
