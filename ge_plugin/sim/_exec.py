@@ -310,7 +310,7 @@ class Checked:
     """Datasets that passed a timing-only execute's checks: every input and output is device memory of the
     model's device, as large as the gears listed need. True while the datasets hold the same buffers at the
     same addresses and sizes and no allocation was freed (``Memory.frees``), so an execute that repeats
-    itself reads its gear and skips the rest, as the runtime would not look again either."""
+    itself reads its gear and skips the rest."""
 
     __slots__ = ("frees", "gears", "ins", "mbatch", "outs", "profile")
 
