@@ -378,6 +378,7 @@ _WORKER = textwrap.dedent(
     import acl
 
     model_path, device, ready_dir, name, peers = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
+    queued = sys.argv[6] == "async"
     assert acl.init() == 0 and acl.rt.set_device(device) == 0
     model_id, ret = acl.mdl.load_from_file(model_path)
     assert ret == 0
@@ -392,16 +393,29 @@ _WORKER = textwrap.dedent(
             acl.mdl.add_dataset_buffer(ds, acl.create_data_buffer(ptr, size_of(desc, i)))
         datasets.append(ds)
     open(os.path.join(ready_dir, name), "w").close()
-    while len(os.listdir(ready_dir)) < peers:  # start together
+    while len([f for f in os.listdir(ready_dir) if "." not in f]) < peers:  # start together
         time.sleep(0.005)
-    for _ in range(5):
-        assert acl.mdl.execute(model_id, datasets[0], datasets[1]) == 0
+    with open(os.path.join(ready_dir, name + ".go"), "w") as go:
+        go.write(repr(time.monotonic()))
+    if queued:  # all five queued at once, then one synchronize
+        stream, ret = acl.rt.create_stream()
+        for _ in range(5):
+            assert acl.mdl.execute_async(model_id, datasets[0], datasets[1], stream) == 0
+        assert acl.rt.synchronize_stream(stream) == 0
+    else:
+        for _ in range(5):
+            assert acl.mdl.execute(model_id, datasets[0], datasets[1]) == 0
     assert acl.finalize() == 0
     """
 )
 
 
-def _run_workers(tmp_path: Path, oms, devices: list[int], lock_dir: Path) -> list[dict]:
+def _run_workers(
+    tmp_path: Path, oms, devices: list[int], lock_dir: Path, calls=("sync", "sync"), timing_only=(True, True)
+) -> list[dict]:
+    """One process per device in ``devices``, each executing 5 times (``calls``: "sync" executes, or
+    "async": five execute_async then a synchronize), timing only or computing; their device reports, with
+    ``went``: when the process began executing."""
     script = tmp_path / "worker.py"
     script.write_text(_WORKER)
     ready_dir = tmp_path / "ready"
@@ -415,28 +429,42 @@ def _run_workers(tmp_path: Path, oms, devices: list[int], lock_dir: Path) -> lis
             **os.environ,
             "GE_PLUGIN_SIM_DEVICE_LOCK_DIR": str(lock_dir),
             "GE_PLUGIN_SIM_REPORT_DIR": str(report_dir),
-            "GE_PLUGIN_SIM_TIMING_ONLY": "1",
+            "GE_PLUGIN_SIM_TIMING_ONLY": "1" if timing_only[n] else "0",
             "GE_PLUGIN_SIM_EXECUTE_LATENCY_MS": "40",
         }
         cmd = [sys.executable, "-m", "ge_plugin.sim", "run", str(script), str(oms["static"]), str(device)]
-        procs.append(subprocess.Popen([*cmd, str(ready_dir), f"w{n}", str(len(devices))], env=env))
+        args = [str(ready_dir), f"w{n}", str(len(devices)), calls[n]]
+        procs.append(subprocess.Popen([*cmd, *args], env=env))
     for proc in procs:
         assert proc.wait(timeout=120) == 0
     out = []
-    for report_dir, device in zip(reports, devices):
+    for n, (report_dir, device) in enumerate(zip(reports, devices)):
         (path,) = report_dir.glob("sim-*.json")
-        out.append(json.loads(path.read_text())["devices"][device])
+        report = json.loads(path.read_text())["devices"][device]
+        report["went"] = float((ready_dir / f"w{n}.go").read_text())  # when it began to execute
+        out.append(report)
     return out
 
 
-def test_two_processes_on_one_device_compute_one_at_a_time(tmp_path, oms):
-    first, second = _run_workers(tmp_path, oms, [0, 0], tmp_path / "locks")
+@pytest.mark.parametrize(
+    ("calls", "timing_only"),
+    [
+        (("sync", "sync"), (True, True)),
+        (("async", "async"), (True, True)),
+        (("async", "sync"), (True, False)),
+    ],
+    ids=["execute, timing only", "execute_async, timing only", "timing only beside computing"],
+)
+def test_two_processes_on_one_device_compute_one_at_a_time(tmp_path, oms, calls, timing_only):
+    """Timing-only executes book their windows when queued; a computing one takes the device after the
+    booked windows: one device's windows never overlap, whichever way each process executes."""
+    first, second = _run_workers(tmp_path, oms, [0, 0], tmp_path / "locks", calls, timing_only)
     a = [tuple(w) for w in first["compute_intervals"]]
     b = [tuple(w) for w in second["compute_intervals"]]
     assert len(a) == len(b) == 5
     assert _disjoint(a + b), "two processes computed on device 0 at the same time"
-    assert min(s for s, _ in a) < max(e for _, e in b) and min(s for s, _ in b) < max(e for _, e in a), (
-        "the processes did not run at the same time, so the test proves nothing"
+    assert max(first["went"], second["went"]) < min(max(e for _, e in a), max(e for _, e in b)), (
+        "one process began executing after the other had finished, so the test proves nothing"
     )
     assert (tmp_path / "locks" / "device-0.lock").exists()
 
