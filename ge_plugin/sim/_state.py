@@ -15,7 +15,7 @@ from typing import Any
 
 from ge_plugin import acl_constants as C
 from ge_plugin.acl_constants import error_name
-from ge_plugin.sim import _host_objects, counters, events, faults, sanitizer
+from ge_plugin.sim import _host_objects, counters, device_time, events, faults, sanitizer
 from ge_plugin.sim._config import SimConfig
 from ge_plugin.sim._fail import Fail
 from ge_plugin.sim._sites import UNKNOWN, Origin, Site, origin
@@ -163,9 +163,22 @@ def report_exit_leaks(call: str) -> None:
     report_leaks(call, SIM.memory.live(), UNKNOWN)
 
 
+#: what the report says about the data, per mode (``timing_only``)
+DATA = {
+    False: "computed: outputs come from onnxruntime, copies and memsets move their bytes",
+    True: (
+        "timing only: nothing was computed, copied, set or zero-filled; every output and copy destination "
+        "kept whatever it held (the counts and bytes are the work the program queued)"
+    ),
+}
+
+
 def write_report(directory: str) -> None:
-    """The counters report, with the sanitizer's findings when checking is on."""
+    """The counters report, with the mode (what happened to the data) and, when checking is on, the
+    sanitizer's findings."""
     data = counters.snapshot()
+    timing = device_time.timing_only()
+    data["mode"] = {"timing_only": timing, "data": DATA[timing]}
     if sanitizer.enabled():
         data["sanitizer"] = sanitizer.as_report()
     counters.write_report(directory, data)
@@ -177,9 +190,10 @@ def report_leaks(call: str, allocations: list[Allocation], site: Site | None = N
         sanitizer.report_leaks(call, (a.describe() for a in allocations), site)
 
 
-def stop(by: Origin | None = None) -> None:
-    """Release everything acl.finalize releases (reports are the caller's business); ``by`` is the call that
-    asked (None: the tests' reset), which the freed memory remembers."""
+def stop(by: Origin | None = None, report_dir: str | None = None) -> None:
+    """Release everything acl.finalize releases; ``by`` is the call that asked (None: the tests' reset),
+    which the freed memory remembers. The streams' queued work is waited for first; then, with
+    ``report_dir``, the counters report is written, before anything is released."""
     events.abort()  # a stream blocked on an event or a callback must not hang finalize
     with SIM.lock:
         for stream in list(SIM.streams.values()):
@@ -188,6 +202,8 @@ def stop(by: Origin | None = None) -> None:
             if ctx.default_stream is not None:
                 ctx.default_stream.stop()
             ctx.destroyed = True
+        if report_dir:
+            write_report(report_dir)
         for model in list(SIM.models.values()):
             model.release()
         SIM.models.clear()

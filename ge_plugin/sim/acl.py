@@ -137,8 +137,9 @@ def init(*args: str) -> int:
 
 @_acl_call("acl.finalize", init=False)
 def finalize() -> int:
-    """``ret = acl.finalize()``; reports the allocations never freed (when checking) and writes the counters
-    report first when GE_PLUGIN_SIM_REPORT_DIR is set."""
+    """``ret = acl.finalize()``; reports the allocations never freed (when checking) and, when
+    GE_PLUGIN_SIM_REPORT_DIR is set, writes the counters report once the queued work is done and before
+    anything is released."""
     if not _s.SIM.initialized:
         if _s.SIM.finalized:
             raise _Fail(_C.ACL_ERROR_REPEAT_FINALIZE, "acl.finalize was already called")
@@ -146,9 +147,7 @@ def finalize() -> int:
     by = _origin("acl.finalize")
     if _s.SIM.memory is not None:
         _s.report_leaks(by.call, _s.SIM.memory.live())
-    if _s.SIM.config.report_dir:
-        _s.write_report(_s.SIM.config.report_dir)
-    _s.stop(by)
+    _s.stop(by, report_dir=_s.SIM.config.report_dir)
     return 0
 
 

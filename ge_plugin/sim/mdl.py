@@ -524,7 +524,7 @@ def _write_gear(
         )
     gear = gear_of(info)
     buf = ds.buffers[index]
-    _exec.mbatch_slot(model, buf.addr, buf.size)[:] = gear.values
+    _exec.write_gear(model, buf.addr, buf.size, gear)
     model.cur_gear = gear
     return 0
 

@@ -25,6 +25,7 @@ import bisect
 import collections
 import ctypes
 import threading
+import time
 from typing import NamedTuple
 
 import numpy as np
@@ -84,6 +85,7 @@ class Allocation:
         "buf",
         "device",
         "freed",
+        "freed_at",
         "freed_by",
         "origin",
         "requested",
@@ -110,6 +112,7 @@ class Allocation:
         self.device = device  #: -1 for pinned host memory
         self.origin = origin
         self.freed = False
+        self.freed_at = 0.0  #: time.monotonic() when it was freed
         self.freed_by: Origin | None = None
         self._shift = addr - buf.ctypes.data  #: where ``addr`` sits in ``buf``
 
@@ -151,13 +154,33 @@ def _record(alloc: Allocation, freed_by: Origin) -> FreedRecord:
     return FreedRecord(alloc.base, alloc.size, alloc.requested, alloc.device, alloc.origin, freed_by)
 
 
-class _Arena:
-    """Sorted allocations with containment lookup."""
+class Remembered:
+    """What ``Memory`` remembers between calls, true for as long as no allocation is freed: where a pointer
+    points (addresses are never reused, and a new allocation cannot overlap a live one, so only a free
+    changes the answer), the checked asynchronous copies by their arguments. ``frees`` counts the frees, so
+    others can tell whether what they checked still holds."""
+
+    __slots__ = ("copies", "frees", "places")
 
     def __init__(self) -> None:
+        self.places: dict[int, Place] = {}
+        self.copies: dict[tuple[int, ...], CopyPlan] = {}
+        self.frees = 0
+
+    def forget(self) -> None:
+        self.places.clear()
+        self.copies.clear()
+        self.frees += 1
+
+
+class _Arena:
+    """Sorted allocations with containment lookup; a free makes the memory forget what it remembered."""
+
+    def __init__(self, remembered: Remembered) -> None:
         self.lock = threading.Lock()
         self.bases: list[int] = []
         self.allocs: dict[int, Allocation] = {}
+        self.remembered = remembered
 
     def find(self, ptr: int) -> Allocation | None:
         bases = self.bases
@@ -183,8 +206,10 @@ class _Arena:
         with self.lock:
             alloc = self.allocs.pop(base, None)
             if alloc is not None:
+                self.remembered.forget()
                 del self.bases[bisect.bisect_left(self.bases, base)]
                 alloc.freed_by = freed_by
+                alloc.freed_at = time.monotonic()
                 alloc.freed = True
             return alloc
 
@@ -193,8 +218,11 @@ class _Arena:
             allocs = list(self.allocs.values())
             self.allocs.clear()
             self.bases.clear()
+            self.remembered.forget()
+        now = time.monotonic()
         for alloc in allocs:
             alloc.freed_by = freed_by
+            alloc.freed_at = now
             alloc.freed = True
         return allocs
 
@@ -202,8 +230,8 @@ class _Arena:
 class DeviceArena(_Arena):
     """The memory of one simulated device: fake addresses, numpy backing, accounted against a capacity."""
 
-    def __init__(self, device: int, capacity: int):
-        super().__init__()
+    def __init__(self, device: int, capacity: int, remembered: Remembered):
+        super().__init__(remembered)
         self.device = device
         self.capacity = capacity
         self.used = 0
@@ -350,15 +378,26 @@ class CopyPlan:
         self.src_alloc = src_alloc
 
     def run(self) -> None:
+        self.check(None)
+        if self.count:
+            ctypes.memmove(self.dst, self.src, self.count)
+        counters.device(self.device).copied(self.direction, self.count)
+
+    def check(self, at: float | None) -> None:
+        """Fail if either end was freed before the copy ran (at ``at``, ``time.monotonic()``; None: now)."""
         for what, alloc in (("destination", self.dst_alloc), ("source", self.src_alloc)):
-            if alloc is not None and alloc.freed:
+            if alloc is not None and alloc.freed and (at is None or alloc.freed_at < at):
                 raise Fail(
                     C.ACL_ERROR_RT_MEMORY_FREE,
                     f"the copy's {what}, {alloc.describe()}, was freed before it ran",
                     sanitizer.USE_AFTER_FREE,
                 )
-        if self.count:
-            ctypes.memmove(self.dst, self.src, self.count)
+
+    def timed(self, at: float | None = None) -> None:
+        """The copy in timing-only mode, run at ``at``: checked and counted, no byte moved."""
+        dst, src = self.dst_alloc, self.src_alloc
+        if (dst is not None and dst.freed) or (src is not None and src.freed):
+            self.check(at)
         counters.device(self.device).copied(self.direction, self.count)
 
 
@@ -443,14 +482,38 @@ def explain_pinned_free(ptr: int) -> str | None:
     return None if record is None else f"0x{ptr:x} is inside {record.describe()}"
 
 
+#: how many pointers and copies ``Memory`` remembers (an engine uses a few dozen, over and over)
+_REMEMBERED = 4096
+
+
 class Memory:
-    """All memory of one initialised simulator: one arena per device plus pinned host memory."""
+    """All memory of one initialised simulator: one arena per device plus pinned host memory.
+
+    Every copy and execute looks its pointers up; a pointer found in a live device or pinned allocation,
+    and an asynchronous copy that passed its checks, are remembered until an allocation is freed
+    (:class:`Remembered`), so a program that repeats its calls pays for the checks once."""
 
     def __init__(self, devices: int, capacity: int):
-        self.devices = [DeviceArena(d, capacity) for d in range(devices)]
-        self.pinned = PinnedArena()
+        self.remembered = Remembered()
+        self._places = self.remembered.places
+        self.devices = [DeviceArena(d, capacity, self.remembered) for d in range(devices)]
+        self.pinned = PinnedArena(self.remembered)
+
+    @property
+    def frees(self) -> int:
+        """How many allocations were freed so far: what was checked before still holds while this stays."""
+        return self.remembered.frees
 
     def locate(self, ptr: int) -> Place:
+        """Where ``ptr`` points (see :class:`Place`)."""
+        place = self._places.get(ptr)
+        if place is None:
+            place = self._locate(ptr)
+            if place.alloc is not None and place.kind != INVALID and len(self._places) < _REMEMBERED:
+                self._places[ptr] = place
+        return place
+
+    def _locate(self, ptr: int) -> Place:
         if ptr >= 1 << DEVICE_SHIFT:
             d = (ptr >> DEVICE_SHIFT) - 1
             if d < len(self.devices):
@@ -498,7 +561,31 @@ class Memory:
         asynchronous: bool,
         call: str = "acl.rt.memcpy",
     ) -> CopyPlan:
-        """Check a memcpy as the runtime would; raises Fail."""
+        """Check a memcpy as the runtime would; raises Fail. An asynchronous copy is checked once for the
+        same arguments while no allocation is freed (the host memory it may touch is pinned)."""
+        if asynchronous:
+            key = (dst, dest_max, src, count, kind, ctx_device, _CHECKING.enabled)
+            plan = self.remembered.copies.get(key)
+            if plan is None:
+                plan = self._plan_copy(dst, dest_max, src, count, kind, ctx_device, True, call)
+                copies = self.remembered.copies
+                if len(copies) >= _REMEMBERED:
+                    copies.clear()
+                copies[key] = plan
+            return plan
+        return self._plan_copy(dst, dest_max, src, count, kind, ctx_device, False, call)
+
+    def _plan_copy(
+        self,
+        dst: int,
+        dest_max: int,
+        src: int,
+        count: int,
+        kind: int,
+        ctx_device: int,
+        asynchronous: bool,
+        call: str,
+    ) -> CopyPlan:
         if kind not in _KIND_NAMES:
             raise Fail(_BAD, f"kind {kind} is not an aclrtMemcpyKind (0 host-to-host ... 4 default)")
         if count > dest_max:

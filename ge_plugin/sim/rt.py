@@ -5,17 +5,19 @@ context current, ``create_context`` makes the new one current; calls that need o
 ACL_ERROR_RT_CONTEXT_NULL, 107002); a stream belongs to the context that created it (using it from another
 returns ACL_ERROR_RT_STREAM_CONTEXT, 107003); device memory is accounted against each device's capacity
 (ACL_ERROR_RT_MEMORY_ALLOCATION, 207001, when full); copies are checked against where each pointer lives.
-``synchronize_*`` release the GIL while they wait; ``memcpy`` holds it, as in pyACL.
+``synchronize_*`` release the GIL while they wait; ``memcpy`` holds it, as in pyACL. In timing-only mode
+copies and memsets are checked and counted but move no byte (see ``device_time``).
 """
 
 import ctypes as _ctypes
-from collections.abc import Callable as _Callable
 from typing import NamedTuple as _NamedTuple
+from typing import Protocol as _Protocol
 
 from ge_plugin import acl_constants as _C
 from ge_plugin.sim import _args as _a
 from ge_plugin.sim import _codes as _K
 from ge_plugin.sim import _state as _s
+from ge_plugin.sim import device_time as _device_time
 from ge_plugin.sim import faults as _faults
 from ge_plugin.sim import sanitizer as _sanitizer
 from ge_plugin.sim._api import acl_call as _acl_call
@@ -47,6 +49,8 @@ from ge_plugin.sim.memory import PINNED as _PINNED
 from ge_plugin.sim.memory import Allocation as _Allocation
 from ge_plugin.sim.memory import align_up as _align_up
 from ge_plugin.sim.memory import malloc_size as _malloc_size
+from ge_plugin.sim.streams import FailedRecord as _FailedRecord
+from ge_plugin.sim.streams import Record as _Record
 from ge_plugin.sim.streams import Stream as _Stream
 
 __all__ = [
@@ -95,6 +99,7 @@ __all__ = [
 ]
 
 _SIM = _s.SIM
+_TIMING = _device_time.STATE
 
 
 # -- devices and contexts -------------------------------------------------------------------------------
@@ -365,7 +370,11 @@ def free_host(host_ptr: int, /) -> int:
 def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int, /) -> int:
     """``ret``: a synchronous copy; ``kind`` must match where ``dst`` and ``src`` live (or be ACL_MEMCPY_DEFAULT)."""
     ctx = _s.current_context()
-    _s.memory().plan_copy(dst, dest_max, src, count, kind, ctx.device, asynchronous=False).run()
+    plan = _s.memory().plan_copy(dst, dest_max, src, count, kind, ctx.device, asynchronous=False)
+    if _TIMING.timing_only:
+        plan.timed()
+    else:
+        plan.run()
     return 0
 
 
@@ -373,14 +382,34 @@ def _injected_task(code: int, api: str) -> None:
     raise _s.injected(code, api)
 
 
-def _queue(target: _Stream, api: str, task: "_Callable[..., None]", *args: object) -> None:
-    """Queue ``task(*args)`` on ``target``; when a fault rule of ``api`` fires, a task failing with its code
-    instead (the call succeeds, synchronize_stream reports it)."""
+class _Plan(_Protocol):
+    def run(self) -> None: ...
+
+    def timed(self, at: "float | None" = None) -> None: ...
+
+
+class _PlanRecord(_Record):
+    """A copy or memset on a timing-only stream: checked and counted when its time comes, no byte moved."""
+
+    __slots__ = ("plan",)
+
+    def __init__(self, plan: _Plan):
+        self.plan = plan
+
+    def settle(self) -> None:
+        self.plan.timed(self.start)
+
+
+def _queue(target: _Stream, api: str, plan: _Plan) -> None:
+    """Queue ``plan`` on ``target``; when a fault rule of ``api`` fires, work failing with its code instead
+    (the call succeeds, synchronize_stream reports it)."""
     injected = _faults.hit(api) if _faults.RULES else 0
-    if injected:
+    if _TIMING.timing_only:
+        target.enqueue(_FailedRecord(_s.injected(injected, api)) if injected else _PlanRecord(plan))
+    elif injected:
         target.submit(_injected_task, injected, api)
     else:
-        target.submit(task, *args)
+        target.submit(plan.run)
 
 
 @_acl_call("acl.rt.memcpy_async", _a.k, _a.k, _a.k, _a.k, _a.i, _a.k, fault=None)
@@ -393,7 +422,7 @@ def memcpy_async(dst: int, dest_max: int, src: int, count: int, kind: int, strea
     plan = _s.memory().plan_copy(
         dst, dest_max, src, count, kind, ctx.device, asynchronous=True, call="acl.rt.memcpy_async"
     )
-    _queue(target, "rt.memcpy_async", plan.run)
+    _queue(target, "rt.memcpy_async", plan)
     return 0
 
 
@@ -406,14 +435,19 @@ class _MemsetPlan(_NamedTuple):
     alloc: "_Allocation | None"  #: the allocation written into, None for other host memory
 
     def run(self) -> None:
-        if self.alloc is not None and self.alloc.freed:
-            raise _Fail(
-                _C.ACL_ERROR_RT_MEMORY_FREE,
-                f"{self.alloc.describe()} was freed before the memset ran",
-                _sanitizer.USE_AFTER_FREE,
-            )
+        self.timed(None)
         if self.nbytes:
             _ctypes.memset(self.addr, self.value, self.nbytes)
+
+    def timed(self, at: "float | None" = None) -> None:
+        """Fail if the memory was freed before the memset ran (at ``at``; None: now); no byte written."""
+        alloc = self.alloc
+        if alloc is not None and alloc.freed and (at is None or alloc.freed_at < at):
+            raise _Fail(
+                _C.ACL_ERROR_RT_MEMORY_FREE,
+                f"{alloc.describe()} was freed before the memset ran",
+                _sanitizer.USE_AFTER_FREE,
+            )
 
 
 def _memset_plan(call: str, ptr: int, max_count: int, value: int, count: int) -> _MemsetPlan:
@@ -425,7 +459,11 @@ def _memset_plan(call: str, ptr: int, max_count: int, value: int, count: int) ->
 def memset(dev_ptr: int, max_count: int, value: int, count: int, /) -> int:
     """``ret``: sets ``count`` bytes to ``value`` (its low byte), on device or host memory."""
     _s.current_context()
-    _memset_plan("acl.rt.memset", dev_ptr, max_count, value, count).run()
+    plan = _memset_plan("acl.rt.memset", dev_ptr, max_count, value, count)
+    if _TIMING.timing_only:
+        plan.timed()
+    else:
+        plan.run()
     return 0
 
 
@@ -433,9 +471,7 @@ def memset(dev_ptr: int, max_count: int, value: int, count: int, /) -> int:
 def memset_async(dev_ptr: int, max_count: int, value: int, count: int, stream: int, /) -> int:
     """``ret``: memset queued on ``stream`` (an injected fault is the task's, as for memcpy_async)."""
     target = _s.stream(stream, _s.current_context())
-    _queue(
-        target, "rt.memset_async", _memset_plan("acl.rt.memset_async", dev_ptr, max_count, value, count).run
-    )
+    _queue(target, "rt.memset_async", _memset_plan("acl.rt.memset_async", dev_ptr, max_count, value, count))
     return 0
 
 
