@@ -15,8 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
+import urllib.request
 from pathlib import Path
 
 from ge_plugin.bench.machine import describe as describe_machine
@@ -51,6 +53,20 @@ def p50_ms(
     return parse_csv(csv_path.read_text())[0].p50_us / 1000
 
 
+def front_cpu_s(server: TritonServer) -> float:
+    """CPU seconds the front's event-loop thread has used (user + system, from /proc)."""
+    assert server.guard is not None
+    fields = Path(f"/proc/self/task/{server.guard._thread.native_id}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def requests_done(server: TritonServer, model: str) -> int:
+    """tritonserver's count of successful inferences of ``model`` (its own metrics port, not the front's)."""
+    text = urllib.request.urlopen(server.metrics_url, timeout=10).read().decode()
+    found = re.search(rf'nv_inference_request_success{{model="{model}",version="1"}} (\d+)', text)
+    return int(found.group(1)) if found else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, default=Path("build/front-bench"))
@@ -77,22 +93,29 @@ def main() -> int:
         for case, (model, family, extra) in CASES.items():
             for concurrency in CONCURRENCIES:
                 runs: dict[str, list[float]] = {"front": [], "direct": []}
+                cpu = []
                 for _ in range(args.rounds):
                     for name, server in servers.items():  # alternating, so drift hits both
+                        if name == "front":
+                            before = front_cpu_s(server), requests_done(server, model)
                         runs[name].append(
                             p50_ms(server.http_url, model, extra, repo.work / "inputs" / f"{family}{'-seq16' if family == 'llama' else ''}.json",
                                    concurrency, args.work, args.measurement_ms)
                         )  # fmt: skip
+                        if name == "front":
+                            count = requests_done(server, model) - before[1]
+                            cpu.append((front_cpu_s(server) - before[0]) / max(count, 1) * 1e6)
                 front, direct = statistics.median(runs["front"]), statistics.median(runs["direct"])
+                cpu_us = statistics.median(cpu)
                 row = {
                     "case": case, "concurrency": concurrency, "front_p50_ms": round(front, 3),
                     "direct_p50_ms": round(direct, 3), "diff_ms": round(front - direct, 3),
-                    "ratio": round(front / direct, 3), "runs": runs,
+                    "ratio": round(front / direct, 3), "front_cpu_us_per_request": round(cpu_us, 1), "runs": runs,
                 }  # fmt: skip
                 results.append(row)
                 print(
                     f"{case:22s} c={concurrency:<3d} front p50 {front:7.3f} ms  direct {direct:7.3f} ms  "
-                    f"+{front - direct:6.3f} ms  x{front / direct:.3f}   (runs {runs})",
+                    f"+{front - direct:6.3f} ms  x{front / direct:.3f}  front CPU {cpu_us:6.1f} us/request  (runs {runs})",
                     flush=True,
                 )
         machine = describe_machine(tritonserver="2.51.0", perf_analyzer=version(), load_average=load)
