@@ -1105,6 +1105,7 @@ cdef class Chunk:
     cdef readonly list out_bytes
     cdef readonly object wanted
     cdef readonly bint staged
+    cdef Py_ssize_t d2h  # sum of out_bytes, for the planner's tally
     cdef Py_ssize_t count  # requests
     cdef Py_ssize_t width  # flat dims per request
     cdef Py_ssize_t* needs  # count x width: each request's own dims, every input's in order
@@ -1179,6 +1180,9 @@ cdef class Planner:
     cdef char* out_rows  # n_gears x n_out: output dim 0 is the gear's rows
     cdef int* tie_start  # n_out + 1: output k's ties are tie_start[k] .. tie_start[k + 1]
     cdef int* ties  # 3 per tie: output dim, input, input dim
+    # the tally of what was staged (twin: Planner.tally)
+    cdef Py_ssize_t* staged_by_gear  # n_gears
+    cdef Py_ssize_t staged_rows, staged_elements, staged_d2h
 
     def __cinit__(self):
         self.flat = NULL
@@ -1199,6 +1203,7 @@ cdef class Planner:
         self.out_rows = NULL
         self.tie_start = NULL
         self.ties = NULL
+        self.staged_by_gear = NULL
 
     def __dealloc__(self):
         PyMem_Free(self.flat)
@@ -1219,6 +1224,7 @@ cdef class Planner:
         PyMem_Free(self.out_rows)
         PyMem_Free(self.tie_start)
         PyMem_Free(self.ties)
+        PyMem_Free(self.staged_by_gear)
 
     def __init__(
         self,
@@ -1256,6 +1262,9 @@ cdef class Planner:
 
         self.flat = <Py_ssize_t*>_table(self.n_gears * self.width, sizeof(Py_ssize_t))
         self.gear_rows = <Py_ssize_t*>_table(self.n_gears, sizeof(Py_ssize_t))
+        self.staged_by_gear = <Py_ssize_t*>_table(self.n_gears, sizeof(Py_ssize_t))
+        memset(self.staged_by_gear, 0, max(self.n_gears, 1) * sizeof(Py_ssize_t))
+        self.staged_rows = self.staged_elements = self.staged_d2h = 0
         for g, gear in enumerate(t.gears):
             for d, value in enumerate(gear.flat):
                 self.flat[g * self.width + d] = value
@@ -1522,6 +1531,9 @@ cdef class Planner:
                 else self.out_full[base + <Py_ssize_t>k]
                 for k in c.outputs
             ]
+        c.d2h = 0
+        for nbytes in c.out_bytes:
+            c.d2h += <Py_ssize_t>nbytes
         return c
 
     def chunk(
@@ -1611,6 +1623,20 @@ cdef class Planner:
                 chunk.arrays,
                 k,
             )
+        self.staged_by_gear[chunk.gear] += 1
+        self.staged_rows += chunk.rows
+        self.staged_elements += chunk.elements
+        self.staged_d2h += chunk.d2h
+
+    def tally(self) -> tuple[list[int], int, int, int]:
+        """What ``stage`` has gathered so far: chunks per gear position, and their rows, input elements and
+        D2H bytes in all (twin: Planner.tally)."""
+        return (
+            [self.staged_by_gear[g] for g in range(self.n_gears)],
+            self.staged_rows,
+            self.staged_elements,
+            self.staged_d2h,
+        )
 
     def split(
         self, Chunk chunk, staging: Sequence[np.ndarray], views: bool = False

@@ -904,6 +904,8 @@ class Planner:
         )
         self._gears = t.gears
         self._refusal = refusal
+        self._staged_by_gear = [0] * len(t.gears)
+        self._staged = [0, 0, 0]  # rows, input elements, D2H bytes
 
     def choose(self, need: Sequence[int]) -> int | None:
         """The position of the cheapest gear that covers ``need`` (flat), or None."""
@@ -1084,6 +1086,16 @@ class Planner:
                 om_type if chunk.staged else spec.type,
                 self._pad,
             )
+        self._staged_by_gear[chunk.gear] += 1
+        self._staged[0] += chunk.rows
+        self._staged[1] += chunk.elements
+        self._staged[2] += sum(chunk.out_bytes)
+
+    def tally(self) -> tuple[list[int], int, int, int]:
+        """What ``stage`` has gathered so far: chunks per gear position, and their rows, input elements and
+        D2H bytes in all. The engine's execute counters are read from it, so that counting an execute costs
+        the request path nothing in Python."""
+        return list(self._staged_by_gear), self._staged[0], self._staged[1], self._staged[2]
 
     def split(
         self, chunk: Chunk, staging: Sequence[np.ndarray], views: bool = False

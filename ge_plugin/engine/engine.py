@@ -33,7 +33,7 @@ from ge_plugin.engine.completion import Completion
 from ge_plugin.engine.config import ServingConfig
 from ge_plugin.engine.lane import InFlight, Lane, Put, staged_view
 from ge_plugin.engine.recovery import Recoveries
-from ge_plugin.engine.stats import EngineStats
+from ge_plugin.engine.stats import EngineStats, ExecuteTally
 from ge_plugin.errors import GePluginError, UnavailableError
 
 log = logging.getLogger("ge_plugin.engine")
@@ -101,8 +101,12 @@ class Engine:
         self.recovering = Recoveries(clock)
         self._next_lane = 0
         self._closed = False
-        #: guards lane ownership and the stats between the caller's thread and the completion thread
-        self._lock = threading.Condition()
+        #: guards lane ownership and the stats between the caller's thread and the completion thread; taken
+        #: as the RLock itself on the request path (a Condition's own ``with`` is two Python calls more)
+        self._mutex = threading.RLock()
+        self._lock = threading.Condition(self._mutex)
+        #: threads waiting on ``_lock`` for a lane to be freed (``_release`` notifies only when there are)
+        self._waiting = 0
         self._completion: Completion | None = None
         device.acquire(config.params.acl_json)
         try:
@@ -111,10 +115,13 @@ class Engine:
                 self.lanes.append(Lane(self.context, self.om_path, self.stats.busy))
             self.binding = Binding(config, self.om_path, self.lanes[0])
             self.gears = self.binding.gears
-            #: every execute's bookkeeping (validate, group, gear, gather, split), compiled
+            #: every execute's bookkeeping (validate, group, gear, gather, split, counting), compiled
             self.planner = self.binding.planner()
-            #: per gear index: the bytes H2D copies
-            self._in_total = {index: sum(sizes) for index, sizes in self.binding.in_bytes.items()}
+            self.stats.tally = ExecuteTally(
+                self.planner.tally,
+                self.gears.gears,
+                [sum(self.binding.in_bytes[gear.index]) for gear in self.gears.gears],
+            )
             #: start-up warnings about a config that serves but may surprise (the backend logs them)
             self.warnings = list(self.binding.warnings)
             for warning in self.warnings:
@@ -188,8 +195,8 @@ class Engine:
         """
         self._check_open()
         results: list = [None] * len(requests)
-        with self._lock:
-            for lane in self.lanes:
+        for lane in self.lanes:  # only this call's thread lends views: no lock
+            if lane.lent:
                 lane.lent.clear()  # the previous call's responses have been copied by now
         self._run(requests, requested_outputs, results.__setitem__, views, synchronous=True)
         return results
@@ -217,8 +224,12 @@ class Engine:
 
     def wait_idle(self) -> None:
         """Until every submitted batch is answered."""
-        with self._lock:
-            self._lock.wait_for(lambda: all(lane.pending is None for lane in self.lanes))
+        with self._mutex:
+            self._waiting += 1
+            try:
+                self._lock.wait_for(lambda: all(lane.pending is None for lane in self.lanes))
+            finally:
+                self._waiting -= 1
 
     def _check_open(self) -> device.Context:
         """The engine's context, or GePluginError once it is closed."""
@@ -232,7 +243,7 @@ class Engine:
         self._check_open().make_current()
         if len(self.recovering):
             for index in self.recovering.due():
-                with self._lock:
+                with self._mutex:
                     self._reopen(self.lanes[index])
         chunks, refused = self.planner.plan(requests, requested_outputs)
         stats.requests += len(requests)
@@ -271,7 +282,7 @@ class Engine:
 
         Synchronously, a lane still running is finished first, in this thread. Otherwise this waits until
         the completion thread frees one."""
-        with self._lock:
+        with self._mutex:
             while True:
                 for _ in range(len(self.lanes)):
                     lane = self.lanes[self._next_lane]
@@ -283,27 +294,21 @@ class Engine:
                         return lane
                 if synchronous or all(lane.pending is None for lane in self.lanes):
                     return None  # no lane is usable, and none is about to be freed
-                self._lock.wait()
+                self._waiting += 1
+                try:
+                    self._lock.wait()
+                finally:
+                    self._waiting -= 1
 
     def _start(self, lane: Lane, job: InFlight) -> None:
-        """Gather the chunk into the lane's staging (one compiled call) and queue copies and the execute."""
+        """Gather the chunk into the lane's staging (one compiled call, which also counts the execute) and
+        queue copies and the execute."""
         chunk = job.chunk
         lane.reclaim()
         self.planner.stage(chunk, lane.in_arrays)
         gear = self.gears.gears[chunk.gear]
         job.started = time.perf_counter()
         lane.launch(gear, chunk.in_bytes, chunk.out_index, chunk.out_bytes)
-        rows = chunk.rows
-        with self._lock:
-            stats = self.stats
-            stats.executes += 1
-            by_gear = stats.executes_by_gear
-            by_gear[gear.label] = by_gear.get(gear.label, 0) + 1
-            stats.rows += rows
-            stats.padded_rows += gear.rows - rows
-            stats.padded_elements += gear.cost - chunk.elements
-            stats.h2d_bytes += self._in_total[gear.index]
-            stats.d2h_bytes += sum(chunk.out_bytes)
 
     def _finish(self, lane: Lane) -> None:
         """Wait for the lane's job, answer its requests (or find which fail), then free the lane."""
@@ -319,16 +324,17 @@ class Engine:
 
     def _release(self, lane: Lane) -> None:
         """The lane is free for the next job: wake whoever waits for one (``_take_lane``, ``wait_idle``)."""
-        with self._lock:
+        with self._mutex:
             lane.pending = None
-            self._lock.notify_all()
+            if self._waiting:
+                self._lock.notify_all()
 
     def _complete(self, lane: Lane, job: InFlight) -> None:
         """Wait for the execute and split its outputs to the requests (one compiled call); raises what
         failed."""
         lane.wait()
         micros = (time.perf_counter() - job.started) * 1e6
-        with self._lock:
+        with self._mutex:
             self.stats.observe_execute(micros)
         chunk = job.chunk
         answers, lent = self.planner.split(chunk, lane.out_arrays, job.views)
@@ -431,7 +437,7 @@ class Engine:
         if budget[0] <= 0:
             return error
         budget[0] -= 1
-        with self._lock:
+        with self._mutex:
             self.stats.isolation_executes += 1
         indices = [i for i, _ in group]
         wanted = job.chunk.wanted
@@ -450,7 +456,7 @@ class Engine:
 
     def _fail_all(self, job: InFlight, error: GePluginError, indices: Sequence[int] | None = None) -> None:
         indices = job.chunk.indices if indices is None else indices
-        with self._lock:
+        with self._mutex:
             self.stats.device_errors += len(indices)
         for index in indices:
             job.put(index, error)
@@ -463,7 +469,7 @@ class Engine:
             lane.close()
         except GePluginError as exc:
             log.warning("model %s: closing the failed lane: %s", self.config.name, exc)
-        with self._lock:
+        with self._mutex:
             self._reopen(lane)
 
     def _reopen(self, lane: Lane) -> None:

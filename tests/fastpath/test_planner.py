@@ -309,7 +309,7 @@ def run(fp: ModuleType, model: Model, window: Window, views: bool, seed: int) ->
             answered.append(("ValueError", str(exc)))
         else:
             answered.append((answers(outputs, out), lent))
-    return [chunk_fields(c) for c in chunks], refused, staged, answered
+    return [chunk_fields(c) for c in chunks], refused, staged, answered, planner.tally()
 
 
 @settings(PLANNER_SETTINGS, max_examples=200)
@@ -475,3 +475,20 @@ def test_planner_refuses_tables_that_do_not_fit_with_the_same_words(both, change
         with pytest.raises(ValueError) as caught:
             fp.Planner(**arguments)
         assert message in str(caught.value)
+
+
+def test_planner_tallies_what_it_stages_for_the_engines_counters(fp: ModuleType) -> None:
+    spec = fp.TensorSpec("ids", "int64", (-1, -1), (4, 8))
+    gears = [(((b, s),), ((b, s, 3),)) for b in (1, 4) for s in (4, 8)]
+    gears.sort(key=lambda g: int(np.prod(g[0][0])))
+    planner = fp.Planner([spec], ["int64"], gears, [("logits", 0, "fp32", "fp32", ((1, 0, 1),))])
+    assert planner.tally() == ([0, 0, 0, 0], 0, 0, 0)
+    window = [{"ids": np.zeros((1, 8), np.int64)}, {"ids": np.zeros((2, 5), np.int64)}]
+    (chunk,), _ = planner.plan(window)
+    assert planner.tally() == ([0, 0, 0, 0], 0, 0, 0)  # planned is not staged
+    staging = [np.zeros(4 * 8 * 8, np.uint8)]
+    planner.stage(chunk, staging)
+    planner.stage(chunk, staging)
+    # gear 4x8 twice: 3 rows, 18 input elements and 3 rows of [8, 3] fp32 copied back each time
+    assert chunk.gear == 3 and chunk.out_bytes == [3 * 8 * 3 * 4]
+    assert planner.tally() == ([0, 0, 0, 2], 6, 36, 2 * 3 * 8 * 3 * 4)
