@@ -849,15 +849,16 @@ def gather(
     mv.cast = _cast_code(src_code, dst_code, "gather")
     ndim = _shape(dst_shape, gear, "gather: dst_shape")
     _init_pad(&mv, pad, pad_value, dst_code, "gather: pad_value")
-    return _gather_into(dst, gear, ndim, dst_code, src_code, &mv, srcs, -1)
+    return _gather_into(dst, gear, ndim, dst_code, src_code, &mv, srcs, -1, 0)
 
 
 cdef Py_ssize_t _gather_into(
     object dst, const Py_ssize_t* gear, Py_ssize_t ndim, int dst_code, int src_code, Move* mv, object seq,
-    Py_ssize_t column,
+    Py_ssize_t column, Py_ssize_t offset,
 ) except -1:
     """gather's copy, its cast and pad already in ``mv``: the sources are ``seq``'s items, or with a
-    ``column`` >= 0 item ``column`` of each (a chunk's requests, each a list of arrays); the bytes written."""
+    ``column`` >= 0 item ``column`` of each (a chunk's requests, each a list of arrays), written ``offset``
+    bytes into ``dst``; the bytes written."""
     cdef Py_buffer out
     cdef Py_ssize_t nbytes, row_bytes, rows = 0, i, n, k
     cdef Source* sources = NULL
@@ -871,10 +872,11 @@ cdef Py_ssize_t _gather_into(
 
     _get_buffer(dst, &out, "gather: dst", True)
     try:
-        if out.len < nbytes:
+        if out.len - offset < nbytes:
             gear_list = [gear[k] for k in range(ndim)]
+            held = max(out.len - offset, 0)
             raise ValueError(
-                f"gather: dst holds {out.len} bytes, the destination {gear_list} {_NAMES[dst_code]} needs {nbytes}"
+                f"gather: dst holds {held} bytes, the destination {gear_list} {_NAMES[dst_code]} needs {nbytes}"
             )
         if type(seq) is not list and type(seq) is not tuple:
             seq = list(seq)
@@ -903,9 +905,9 @@ cdef Py_ssize_t _gather_into(
         if nbytes > GIL_RELEASE_BYTES:
             _released()
             with nogil:
-                i = _gather_all(mv, sources, n, gear, <char*>out.buf, row_bytes, rows)
+                i = _gather_all(mv, sources, n, gear, <char*>out.buf + offset, row_bytes, rows)
         else:
-            i = _gather_all(mv, sources, n, gear, <char*>out.buf, row_bytes, rows)
+            i = _gather_all(mv, sources, n, gear, <char*>out.buf + offset, row_bytes, rows)
         if i >= 0:
             bad = (<const int64_t*>sources[i].data)[mv.bad]
             where = _unravel(mv.bad, [sources[i].shape[k] for k in range(ndim)])
@@ -1596,14 +1598,67 @@ cdef class Planner:
 
     # -- the byte moves: into a lane's staging, and back out of it ----------------------------------------
 
-    def stage(self, Chunk chunk, staging: Sequence[object]) -> None:
-        """Gather ``chunk``'s requests into ``staging`` (one writable buffer per input, the OM's order) at its
-        gear, padded and cast to the OM's types (twin: Planner.stage)."""
+    def extend(self, Chunk chunk, Chunk more) -> Chunk | None:
+        """``chunk`` with ``more``'s requests after its own, as one execute, or None (twin: Planner.extend)."""
+        cdef Py_ssize_t d, width = self.width, gear, count, n1
+        cdef Py_ssize_t* needs = NULL
+        cdef Py_ssize_t* a = NULL
+        cdef Py_ssize_t* b = NULL
+        cdef Py_ssize_t* need = NULL
+        if not self.batched or chunk.staged or more.staged or more.arrays is None:
+            return None
+        n1 = chunk.count
+        count = n1 + more.count
+        try:
+            a = <Py_ssize_t*>_table(width, sizeof(Py_ssize_t))
+            b = <Py_ssize_t*>_table(width, sizeof(Py_ssize_t))
+            need = <Py_ssize_t*>_table(width, sizeof(Py_ssize_t))
+            for d in range(width):
+                a[d] = chunk.need[d]
+                b[d] = more.need[d]
+            self._merge(a, b, need)
+            gear = self._choose(need)
+            if gear < 0:
+                return None
+            for d in range(width):
+                if not self.rows_at[d] and self.flat[chunk.gear * width + d] != self.flat[gear * width + d]:
+                    return None
+            needs = <Py_ssize_t*>_table(count * width, sizeof(Py_ssize_t))
+            memcpy(needs, chunk.needs, n1 * width * sizeof(Py_ssize_t))
+            memcpy(needs + n1 * width, more.needs, more.count * width * sizeof(Py_ssize_t))
+            arrays = (chunk.arrays if chunk.arrays is not None else [None] * n1) + list(more.arrays)
+            if chunk.wanted is None and more.wanted is None:
+                per_request = None
+            else:
+                per_request = [
+                    *(chunk.wanted if chunk.wanted is not None else [self.every] * n1),
+                    *(more.wanted if more.wanted is not None else [self.every] * more.count),
+                ]
+            merged = self._chunk(need, gear, list(range(count)), needs, arrays, per_request, False)
+            merged.indices = chunk.indices + more.indices
+            return merged
+        finally:
+            PyMem_Free(a)
+            PyMem_Free(b)
+            PyMem_Free(need)
+            PyMem_Free(needs)
+
+    def stage(self, Chunk chunk, staging: Sequence[object], first: int = 0) -> None:
+        """Gather ``chunk``'s requests (from ``first`` on) into ``staging`` at its gear, padded and cast to the
+        OM's types (twin: Planner.stage)."""
         cdef Move mv
-        cdef Py_ssize_t k
-        cdef int src_code, dst_code
+        cdef Py_ssize_t k, d, m, row, offset, start = operator.index(first)
+        cdef Py_ssize_t gear_dims[MAX_DIMS]
+        cdef int src_code, dst_code, ndim
         if chunk.arrays is None:
             raise ValueError("stage: the chunk's request arrays were released; it cannot be staged again")
+        if not 0 <= start < chunk.count:
+            raise ValueError(f"stage: first is {start}, but the chunk has {chunk.count} requests")
+        sources = chunk.arrays[start:] if start else chunk.arrays
+        if start:
+            for arrays in sources:
+                if arrays is None:
+                    raise ValueError("stage: a request after first was released; it cannot be staged again")
         buffers = staging if type(staging) is list or type(staging) is tuple else list(staging)
         if len(buffers) != self.n_in:
             raise ValueError(f"stage: {len(buffers)} staging buffers for {self.n_in} inputs")
@@ -1613,24 +1668,26 @@ cdef class Planner:
             mv.cast = _cast_code(src_code, dst_code, "gather")
             mv.pad_value = self.pads + 8 * k
             mv.pad_zero = _all_zero(mv.pad_value, _ITEMSIZE[dst_code])
-            _gather_into(
-                buffers[k],
-                self.flat + chunk.gear * self.width + self.in_offset[k],
-                self.in_ndim[k],
-                dst_code,
-                src_code,
-                &mv,
-                chunk.arrays,
-                k,
-            )
+            ndim = self.in_ndim[k]
+            memcpy(gear_dims, self.flat + chunk.gear * self.width + self.in_offset[k], ndim * sizeof(Py_ssize_t))
+            row = 0
+            for m in range(start):
+                row += chunk.needs[m * self.width + self.in_offset[k]]
+            offset = row * _ITEMSIZE[dst_code]
+            for d in range(1, ndim):
+                offset *= gear_dims[d]
+            gear_dims[0] -= row
+            _gather_into(buffers[k], gear_dims, ndim, dst_code, src_code, &mv, sources, k, offset)
+
+    def count(self, Chunk chunk) -> None:
+        """Count ``chunk`` as one execute (twin: Planner.count)."""
         self.staged_by_gear[chunk.gear] += 1
         self.staged_rows += chunk.rows
         self.staged_elements += chunk.elements
         self.staged_d2h += chunk.d2h
 
     def tally(self) -> tuple[list[int], int, int, int]:
-        """What ``stage`` has gathered so far: chunks per gear position, and their rows, input elements and
-        D2H bytes in all (twin: Planner.tally)."""
+        """The executes ``count`` has counted (twin: Planner.tally)."""
         return (
             [self.staged_by_gear[g] for g in range(self.n_gears)],
             self.staged_rows,

@@ -1067,34 +1067,79 @@ class Planner:
             staged=staged,
         )
 
-    def stage(self, chunk: Chunk, staging: Sequence[object]) -> None:
+    def extend(self, chunk: Chunk, more: Chunk) -> Chunk | None:
+        """``chunk`` with ``more``'s requests after its own, as one execute: the chunk a lane's staging holds
+        while the device is busy, taking the requests that come meanwhile. None when no gear takes them all
+        with the dims ``chunk`` was staged at (its rows may grow, nothing else: the rows already staged stay
+        where they are), when the model is unbatched, or when either was taken back out of a staging."""
+        if not self._batched or chunk.staged or more.staged or more.arrays is None:
+            return None
+        need = self._merge(chunk.need, more.need)
+        position = self.choose(need)
+        if position is None:
+            return None
+        before, after = self._gears[chunk.gear].flat, self._gears[position].flat
+        if any(b != a for b, a, row in zip(before, after, self._rows_at) if not row):
+            return None
+        held: list[Any] = list(chunk.arrays) if chunk.arrays is not None else [None] * len(chunk.indices)
+        arrays = [*held, *more.arrays]
+        shapes = chunk.shapes + more.shapes
+        members = [(m, arrays[m], tuple(d for dims in shape for d in dims)) for m, shape in enumerate(shapes)]
+        if chunk.wanted is None and more.wanted is None:
+            per_request = None
+        else:
+            per_request = [
+                *(chunk.wanted or [self._every] * len(chunk.indices)),
+                *(more.wanted or [self._every] * len(more.indices)),
+            ]
+        merged = self._chunk(need, position, members, per_request, False)
+        merged.indices = chunk.indices + more.indices
+        return merged
+
+    def stage(self, chunk: Chunk, staging: Sequence[object], first: int = 0) -> None:
         """Gather ``chunk``'s requests into ``staging`` (one writable buffer per input, the OM's order) at its
-        gear, padded and cast to the OM's types: what its launch copies to the device. ValueError names what
+        gear, padded and cast to the OM's types: what its launch copies to the device. With ``first``, only
+        requests ``first``.. are gathered, at the rows after those before them (staged before, by a stage of
+        the chunk this one extends, and not touched), and the rows after them padded. ValueError names what
         does not fit (the staging is then half written, and unused)."""
         if chunk.arrays is None:
             raise ValueError("stage: the chunk's request arrays were released; it cannot be staged again")
+        if not 0 <= first < len(chunk.indices):
+            raise ValueError(f"stage: first is {first}, but the chunk has {len(chunk.indices)} requests")
+        sources = chunk.arrays[first:]
+        if any(arrays is None for arrays in sources):
+            raise ValueError("stage: a request after first was released; it cannot be staged again")
         buffers = list(staging)
         if len(buffers) != len(self._specs):
             raise ValueError(f"stage: {len(buffers)} staging buffers for {len(self._specs)} inputs")
         gear = self._gears[chunk.gear]
         for k, (spec, om_type) in enumerate(zip(self._specs, self._om_types)):
+            dims = gear.input_dims[k]
+            buffer = buffers[k]
+            row = sum(shape[k][0] for shape in chunk.shapes[:first])
+            if row:
+                offset = row * _nbytes(dims[1:], _NUMPY[om_type].itemsize)
+                buffer = _bytes_of(buffer, "gather: dst", writable=True)[offset:]
             gather(
-                buffers[k],
-                gear.input_dims[k],
+                buffer,
+                (dims[0] - row, *dims[1:]),
                 om_type,
-                [arrays[k] for arrays in chunk.arrays],
+                [arrays[k] for arrays in sources],
                 om_type if chunk.staged else spec.type,
                 self._pad,
             )
+
+    def count(self, chunk: Chunk) -> None:
+        """Count ``chunk`` as one execute (the engine calls it as it launches the chunk)."""
         self._staged_by_gear[chunk.gear] += 1
         self._staged[0] += chunk.rows
         self._staged[1] += chunk.elements
         self._staged[2] += sum(chunk.out_bytes)
 
     def tally(self) -> tuple[list[int], int, int, int]:
-        """What ``stage`` has gathered so far: chunks per gear position, and their rows, input elements and
-        D2H bytes in all. The engine's execute counters are read from it, so that counting an execute costs
-        the request path nothing in Python."""
+        """The executes ``count`` has counted: per gear position, and their rows, input elements and D2H
+        bytes in all. The engine's execute counters are read from it, so that counting an execute costs the
+        request path no Python."""
         return list(self._staged_by_gear), self._staged[0], self._staged[1], self._staged[2]
 
     def split(

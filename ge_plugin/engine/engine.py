@@ -38,7 +38,7 @@ from ge_plugin.errors import GePluginError, UnavailableError
 
 log = logging.getLogger("ge_plugin.engine")
 
-#: one request's place in a chunk: its index in the batch, and its arrays in the OM's input order
+#: one request of a chunk: its place in the chunk, and its arrays in the OM's input order
 Entry = tuple[int, Sequence[np.ndarray]]
 
 
@@ -107,6 +107,9 @@ class Engine:
         self._lock = threading.Condition(self._mutex)
         #: threads waiting on ``_lock`` for a lane to be freed (``_release`` notifies only when there are)
         self._waiting = 0
+        #: submitted executes on the device, and the lane holding a staged chunk open meanwhile (``_hold``)
+        self._running = 0
+        self._open: Lane | None = None
         self._completion: Completion | None = None
         device.acquire(config.params.acl_json)
         try:
@@ -253,7 +256,7 @@ class Engine:
                 put(index, error)
         keep_views = views and synchronous
         for chunk in chunks:
-            self._dispatch(InFlight(chunk, put, views, keep_views), synchronous)
+            self._dispatch(InFlight(chunk, put, views, keep_views, queued=not synchronous), synchronous)
         if synchronous:
             for lane in self.lanes:
                 if lane.pending is not None:
@@ -262,20 +265,106 @@ class Engine:
     # -- running chunks on lanes ---------------------------------------------------------------------
 
     def _dispatch(self, job: InFlight, synchronous: bool) -> None:
-        """Start ``job`` on the next lane that can run it; its outcomes come from ``_finish``."""
+        """Start ``job`` on the next lane that can run it; its outcomes come from ``_finish``.
+
+        A submitted job (not ``synchronous``) first tries to join the chunk a lane holds open (``_join``);
+        if it does not fit, it is staged on a free lane and either launched or, while the device is busy
+        with another lane's execute, held open itself (``_hold``) to take the requests that come meanwhile."""
+        if not synchronous and self._join(job):
+            return
         lane = self._take_lane(job, synchronous)
         if lane is None:
             self._fail_all(job, self._unavailable())
             return
         try:
-            self._start(lane, job)
+            lane.reclaim()
+            self.planner.stage(job.chunk, lane.in_arrays)
+            if synchronous:
+                self._launch(lane, job)
+            else:
+                with self._mutex:
+                    if not self._hold(lane, job):
+                        self._launch(lane, job)
         except (GePluginError, ValueError) as exc:
             self._failed(lane, job, exc)
             self._release(lane)
             return
-        if not synchronous and self._completion is not None:
+        if not synchronous:
             job.chunk.arrays = None  # gathered; Triton frees them once submit() returns
+
+    def _hold(self, lane: Lane, job: InFlight) -> bool:
+        """Keep ``job`` (staged on ``lane``) open instead of launching it, while another lane's execute keeps
+        the device busy: Triton keeps handing over requests meanwhile (``submit`` returns at once), and those
+        that fit join it (``_join``). It is launched when the device has nothing else (``_device_free``) or
+        once it is full. Without this, a lane freed by one answered batch takes whatever is queued at that
+        instant, before the clients it answered have sent again, and the device runs part-empty batches.
+        Called with the mutex held."""
+        if not (self._running and self._open is None and self.config.batched):
+            return False
+        if job.chunk.rows >= self.gears.max_rows:
+            return False  # full already: nothing could join it
+        self._open = lane
+        return True
+
+    def _join(self, job: InFlight) -> bool:
+        """Add ``job``'s requests to the chunk held open, when a gear takes them all without moving the rows
+        staged already: only theirs are gathered, after those. A full chunk is launched at once."""
+        with self._mutex:
+            lane = self._open
+            if lane is None or lane.pending is None:
+                return False
+            held = lane.pending
+            merged = self.planner.extend(held.chunk, job.chunk)
+            if merged is None:
+                return False
+            try:
+                self.planner.stage(merged, lane.in_arrays, len(held.chunk.indices))
+            except ValueError as exc:
+                # only the newcomers' rows and the padding after the held rows (never read back) were
+                # written: the held chunk is as it was, the newcomers fail alone
+                self._fail_all(job, as_error(exc))
+                return True
+            held.absorb(merged, job)
+            job.chunk.arrays = None  # gathered; Triton frees them once submit() returns
+            if merged.rows >= self.gears.max_rows:
+                self._launch_open()
+            return True
+
+    def _launch(self, lane: Lane, job: InFlight) -> None:
+        """Queue the staged chunk's copies and execute on ``lane``, and count the execute. A submitted job is
+        then the completion thread's to finish (called with the mutex held, so that jobs reach it in the
+        order they reach the device)."""
+        chunk = job.chunk
+        gear = self.gears.gears[chunk.gear]
+        job.started = time.perf_counter()
+        lane.launch(gear, chunk.in_bytes, chunk.out_index, chunk.out_bytes)
+        self.planner.count(chunk)
+        if job.queued:
+            self._running += 1
+            assert self._completion is not None  # submit() made it
             self._completion.push(lane)
+
+    def _launch_open(self) -> None:
+        """Launch the chunk held open, if any (called with the mutex held)."""
+        lane, self._open = self._open, None
+        if lane is None or lane.pending is None:
+            return
+        job = lane.pending
+        try:
+            self._launch(lane, job)
+        except (GePluginError, ValueError) as exc:
+            self._failed(lane, job, exc)
+            self._release(lane)
+
+    def _device_free(self, job: InFlight) -> None:
+        """A submitted execute is done on the device: when no other is in flight, launch the chunk held open,
+        which has taken every request that came meanwhile."""
+        if not job.queued:
+            return
+        with self._mutex:
+            self._running -= 1
+            if not self._running:
+                self._launch_open()
 
     def _take_lane(self, job: InFlight, synchronous: bool) -> Lane | None:
         """The next usable lane, now ``job``'s (``pending``, until ``_release``); None if no lane is usable.
@@ -301,22 +390,25 @@ class Engine:
                     self._waiting -= 1
 
     def _start(self, lane: Lane, job: InFlight) -> None:
-        """Gather the chunk into the lane's staging (one compiled call, which also counts the execute) and
-        queue copies and the execute."""
-        chunk = job.chunk
+        """Gather the chunk into the lane's staging (one compiled call) and launch it."""
         lane.reclaim()
-        self.planner.stage(chunk, lane.in_arrays)
-        gear = self.gears.gears[chunk.gear]
-        job.started = time.perf_counter()
-        lane.launch(gear, chunk.in_bytes, chunk.out_index, chunk.out_bytes)
+        self.planner.stage(job.chunk, lane.in_arrays)
+        self._launch(lane, job)
 
     def _finish(self, lane: Lane) -> None:
         """Wait for the lane's job, answer its requests (or find which fail), then free the lane."""
         job = lane.pending
         if job is None:
             return
+        if lane is self._open:  # held open, never launched (a synchronous call after submit): launch it now
+            with self._mutex:
+                self._launch_open()
         try:
-            self._complete(lane, job)
+            try:
+                lane.wait()
+            finally:
+                self._device_free(job)
+            self._answer(lane, job)
         except (GePluginError, ValueError) as exc:
             self._failed(lane, job, exc)
         finally:
@@ -330,17 +422,24 @@ class Engine:
                 self._lock.notify_all()
 
     def _complete(self, lane: Lane, job: InFlight) -> None:
-        """Wait for the execute and split its outputs to the requests (one compiled call); raises what
-        failed."""
+        """Wait for the execute and answer its requests; raises what failed."""
         lane.wait()
+        self._answer(lane, job)
+
+    def _answer(self, lane: Lane, job: InFlight) -> None:
+        """Split the execute's outputs to its requests (one compiled call) and hand each its own."""
         micros = (time.perf_counter() - job.started) * 1e6
         with self._mutex:
             self.stats.observe_execute(micros)
         chunk = job.chunk
         answers, lent = self.planner.split(chunk, lane.out_arrays, job.views)
-        put = job.put
-        for index, mine in zip(chunk.indices, answers):
-            put(index, mine)
+        if job.targets is None:
+            put = job.put
+            for index, mine in zip(chunk.indices, answers):
+                put(index, mine)
+        else:
+            for (put, index), mine in zip(job.targets, answers):
+                put(index, mine)
         if lent and job.keep_views:
             lane.lent.extend(answers)  # the caller keeps them: copied before the staging is written again
 
@@ -364,8 +463,8 @@ class Engine:
             self._fail_all(job, error)
             return
         entries: list[Entry]
-        if chunk.arrays is not None:
-            entries, staged = list(zip(chunk.indices, chunk.arrays)), chunk.staged
+        if chunk.arrays is not None and all(arrays is not None for arrays in chunk.arrays):
+            entries, staged = list(enumerate(chunk.arrays)), chunk.staged
         else:
             entries, staged = self._staged_entries(lane, job), True
         self._rebuild(lane)
@@ -374,8 +473,8 @@ class Engine:
         self._bisect(lane, job, entries, staged, error, budget)
 
     def _staged_entries(self, lane: Lane, job: InFlight) -> list[Entry]:
-        """Each request of a batched ``job`` as copies of its rows of the staged inputs, in the OM's types
-        (only batched jobs hold more than one request)."""
+        """Each request of a batched ``job`` (by its place in the chunk) as copies of its rows of the staged
+        inputs, in the OM's types (only batched jobs hold more than one request)."""
         chunk = job.chunk
         gear = self.gears.gears[chunk.gear]
         wholes = [
@@ -384,12 +483,12 @@ class Engine:
         ]
         entries: list[Entry] = []
         row = 0
-        for index, shapes in zip(chunk.indices, chunk.shapes):
+        for member, shapes in enumerate(chunk.shapes):
             arrays = [
                 whole[(slice(row, row + shape[0]), *(slice(0, d) for d in shape[1:]))].copy()
                 for whole, shape in zip(wholes, shapes)
             ]
-            entries.append((index, arrays))
+            entries.append((member, arrays))
             row += shapes[0][0]
         return entries
 
@@ -439,14 +538,13 @@ class Engine:
         budget[0] -= 1
         with self._mutex:
             self.stats.isolation_executes += 1
-        indices = [i for i, _ in group]
+        members = [m for m, _ in group]
         wanted = job.chunk.wanted
         if wanted is not None:
-            by_index = dict(zip(job.chunk.indices, wanted))
-            wanted = [by_index[i] for i in indices]
+            wanted = [wanted[m] for m in members]
         try:
-            part = self.planner.chunk(indices, [arrays for _, arrays in group], wanted, staged=staged)
-            rerun = InFlight(part, job.put, job.views, job.keep_views)
+            part = self.planner.chunk(members, [arrays for _, arrays in group], wanted, staged=staged)
+            rerun = InFlight(part, job.deliver, job.views, job.keep_views)
             self._start(lane, rerun)
             self._complete(lane, rerun)
         except (GePluginError, ValueError) as exc:
@@ -454,12 +552,13 @@ class Engine:
             return as_error(exc)
         return None
 
-    def _fail_all(self, job: InFlight, error: GePluginError, indices: Sequence[int] | None = None) -> None:
-        indices = job.chunk.indices if indices is None else indices
+    def _fail_all(self, job: InFlight, error: GePluginError, members: Sequence[int] | None = None) -> None:
+        """``error`` to the requests at these places of the job's chunk (all of them by default)."""
+        members = range(len(job.chunk.indices)) if members is None else members
         with self._mutex:
-            self.stats.device_errors += len(indices)
-        for index in indices:
-            job.put(index, error)
+            self.stats.device_errors += len(members)
+        for member in members:
+            job.deliver(member, error)
 
     # -- recovery ------------------------------------------------------------------------------------
 

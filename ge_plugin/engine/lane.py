@@ -31,14 +31,34 @@ class InFlight:
     launch copies) and how to answer them when it completes."""
 
     chunk: fp.Chunk
+    #: ``put(index, outcome)`` for the chunk's requests (``chunk.indices``)
     put: Put
     #: outputs may be views of the lane's staging (valid until the lane runs again or closes)
     views: bool
     #: the caller keeps those views after ``put`` (execute() returns them), so the lane copies them before
     #: it runs again; False when ``put`` copies (a Triton response sender)
     keep_views: bool
+    #: submitted: finished by the completion thread rather than by the call that started it
+    queued: bool = False
+    #: per request of the chunk, its (put, index), once requests of later submits joined it (``absorb``)
+    targets: list[tuple[Put, int]] | None = None
     #: perf_counter() at launch
     started: float = 0.0
+
+    def deliver(self, member: int, outcome: object) -> None:
+        """The outcome of the chunk's request at place ``member``."""
+        if self.targets is None:
+            self.put(self.chunk.indices[member], outcome)
+        else:
+            put, index = self.targets[member]
+            put(index, outcome)
+
+    def absorb(self, merged: fp.Chunk, other: InFlight) -> None:
+        """Run ``merged`` (this job's chunk with ``other``'s requests after its own) and answer both."""
+        if self.targets is None:
+            self.targets = [(self.put, index) for index in self.chunk.indices]
+        self.targets += [(other.put, index) for index in other.chunk.indices]
+        self.chunk = merged
 
 
 def staged_view(buffer: device.PinnedBuffer, dims: Sequence[int], type_name: str) -> np.ndarray:

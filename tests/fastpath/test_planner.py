@@ -301,6 +301,7 @@ def run(fp: ModuleType, model: Model, window: Window, views: bool, seed: int) ->
     for chunk in chunks:
         staging = model.staging_in()
         planner.stage(chunk, staging)
+        planner.count(chunk)
         staged.append([s.tobytes() for s in staging])
         out = [np.frombuffer(rng.bytes(size), np.uint8).copy() for size in out_sizes]
         try:
@@ -309,7 +310,17 @@ def run(fp: ModuleType, model: Model, window: Window, views: bool, seed: int) ->
             answered.append(("ValueError", str(exc)))
         else:
             answered.append((answers(outputs, out), lent))
-    return [chunk_fields(c) for c in chunks], refused, staged, answered, planner.tally()
+    extended = []
+    for more in chunks[1:]:  # the first chunk, staged and held open, taking each later chunk in turn
+        merged = planner.extend(chunks[0], more)
+        if merged is None:
+            extended.append(None)
+            continue
+        staging = model.staging_in()
+        planner.stage(chunks[0], staging)
+        planner.stage(merged, staging, len(chunks[0].indices))
+        extended.append((chunk_fields(merged), [s.tobytes() for s in staging]))
+    return [chunk_fields(c) for c in chunks], refused, staged, answered, planner.tally(), extended
 
 
 @settings(PLANNER_SETTINGS, max_examples=200)
@@ -477,7 +488,7 @@ def test_planner_refuses_tables_that_do_not_fit_with_the_same_words(both, change
         assert message in str(caught.value)
 
 
-def test_planner_tallies_what_it_stages_for_the_engines_counters(fp: ModuleType) -> None:
+def test_planner_tallies_what_the_engine_counts_as_launched(fp: ModuleType) -> None:
     spec = fp.TensorSpec("ids", "int64", (-1, -1), (4, 8))
     gears = [(((b, s),), ((b, s, 3),)) for b in (1, 4) for s in (4, 8)]
     gears.sort(key=lambda g: int(np.prod(g[0][0])))
@@ -488,7 +499,55 @@ def test_planner_tallies_what_it_stages_for_the_engines_counters(fp: ModuleType)
     assert planner.tally() == ([0, 0, 0, 0], 0, 0, 0)  # planned is not staged
     staging = [np.zeros(4 * 8 * 8, np.uint8)]
     planner.stage(chunk, staging)
-    planner.stage(chunk, staging)
+    assert planner.tally() == ([0, 0, 0, 0], 0, 0, 0)  # staged is not launched
+    planner.count(chunk)
+    planner.count(chunk)
     # gear 4x8 twice: 3 rows, 18 input elements and 3 rows of [8, 3] fp32 copied back each time
     assert chunk.gear == 3 and chunk.out_bytes == [3 * 8 * 3 * 4]
     assert planner.tally() == ([0, 0, 0, 2], 6, 36, 2 * 3 * 8 * 3 * 4)
+
+
+@PLANNER_SETTINGS
+@given(data=st.data())
+def test_planner_extends_a_staged_chunk_as_if_it_had_planned_them_together(fp: ModuleType, data) -> None:
+    # a chunk held open on a lane takes later requests: gathering only theirs after its own rows gives the
+    # same staging, bytes for bytes, as gathering the merged chunk from scratch, and the chunk itself is the
+    # one plan would have made of them (its rows in the same place: the gear differs at most in rows)
+    model = data.draw(models())
+    window = data.draw(windows(model))
+    planner = model.planner(fp)
+    chunks, _ = planner.plan(window.requests, window.wanted)
+    for more in chunks[1:]:
+        merged = planner.extend(chunks[0], more)
+        if merged is None:
+            continue
+        assert model.batched and merged.indices == chunks[0].indices + more.indices
+        assert merged.rows == chunks[0].rows + more.rows and planner.choose(merged.need) == merged.gear
+        incremental, whole = model.staging_in(), model.staging_in()
+        planner.stage(chunks[0], incremental)
+        planner.stage(merged, incremental, len(chunks[0].indices))
+        planner.stage(merged, whole)
+        assert [s.tobytes() for s in incremental] == [s.tobytes() for s in whole]
+        again = planner.chunk(
+            list(range(len(merged.indices))), merged.arrays, merged.wanted
+        )  # the same execute, planned from scratch
+        assert chunk_fields(again)[1:] == chunk_fields(merged)[1:]
+
+
+def test_planner_extends_an_open_chunk_only_without_moving_its_rows(fp: ModuleType) -> None:
+    spec = fp.TensorSpec("ids", "int64", (-1, -1), (8, 32))
+    gears = [(((b, s),), ((b, s, 3),)) for b in (1, 4, 8) for s in (16, 32)]
+    gears.sort(key=lambda g: int(np.prod(g[0][0])))
+    planner = fp.Planner([spec], ["int64"], gears, [("logits", 0, "fp32", "fp32", ((1, 0, 1),))])
+
+    def chunk_of(rows: int, seq: int):
+        (chunk,), _ = planner.plan([{"ids": np.ones((rows, seq), np.int64)}])
+        return chunk
+
+    open_chunk = chunk_of(1, 16)
+    grown = planner.extend(open_chunk, chunk_of(2, 10))
+    assert grown is not None and (grown.rows, grown.need) == (3, (3, 16))  # 1x16 -> 4x16: only rows grow
+    assert planner.extend(open_chunk, chunk_of(1, 20)) is None  # seq 32 would move the staged row
+    assert planner.extend(grown, chunk_of(6, 16)) is None  # 9 rows: no gear
+    open_chunk.arrays = None  # released once staged: extending needs only the newcomers' arrays
+    assert planner.extend(open_chunk, chunk_of(1, 16)) is not None
