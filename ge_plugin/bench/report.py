@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from ge_plugin.bench import seed
+from ge_plugin.bench.direct import direct_row
 from ge_plugin.bench.perf import NO_STABILITY_CHECK
 from ge_plugin.bench.ratios import (
     NAIVE_CONCURRENCY,
@@ -31,8 +32,10 @@ from ge_plugin.bench.records import (
     BenchModel,
     DirectRow,
     Measurement,
+    Pass,
     PerfRow,
     Result,
+    StubPhases,
     Target,
     Window,
 )
@@ -43,18 +46,18 @@ from ge_plugin.bench.repository import (
     PACED_FLOOR,
     PY_IDENTITY,
     REPLICA_1X1,
-    REPLICA_1X2,
+    REPLICA_2X1,
     REPLICA_GE,
     REPLICA_NAIVE,
 )
 from ge_plugin.errors import BenchError
 
-SCHEMA = "ge-plugin-bench/2"
+SCHEMA = "ge-plugin-bench/3"
 MARKDOWN = "report.md"
 JSON = "report.json"
 PLOT = "latency_throughput.png"
-#: instances × streams of the replica's LLaMA models (§5), in the order tables list them
-LAYOUTS = {REPLICA_1X1: "1 × 1", REPLICA_1X2: "1 × 2", REPLICA_GE: "2 × 1"}
+#: instances × streams of the replica's LLaMA models, in the order tables list them
+LAYOUTS = {REPLICA_1X1: "1 × 1", REPLICA_2X1: "2 × 1", REPLICA_GE: "1 × 2 (as served)"}
 
 
 def to_json(result: Result) -> dict[str, Any]:
@@ -70,6 +73,7 @@ def to_json(result: Result) -> dict[str, Any]:
         "allocations": [{**attrs.asdict(a), "per_request": a.per_request} for a in result.allocations],
         "targets": [{**attrs.asdict(t), "passed": t.passed, "verdict": t.verdict()} for t in result.targets],
         "seed": seed_json(result),
+        "inside_stub": stub_rows(result),
         "notes": list(result.notes),
         "files": {"markdown": MARKDOWN, "plot": PLOT},
     }
@@ -82,6 +86,9 @@ def _measurement_json(m: Measurement) -> dict[str, Any]:
         "stable": m.stable,
         **attrs.asdict(m.server),
         **attrs.asdict(m.row),
+        "windows": [attrs.asdict(w) for w in m.windows],
+        "spans": [list(span) for span in m.spans],
+        "stub": attrs.asdict(m.stub) if m.stub is not None else None,
     }
 
 
@@ -156,9 +163,12 @@ def from_json(data: Mapping[str, Any], *, source: str = "report.json") -> Result
                 stable=m["stable"],
                 batch=m["batch"],
                 server=Window(**fields(Window, m)),
+                windows=tuple(Pass(**w) for w in m["windows"]),
+                spans=tuple((float(a), float(b)) for a, b in m["spans"]),
+                stub=StubPhases(**m["stub"]) if m["stub"] is not None else None,
             ),
         ),
-        direct=each("direct", lambda r: DirectRow(**fields(DirectRow, r))),
+        direct=each("direct", lambda r: direct_row(fields(DirectRow, r))),
         allocations=each("allocations", lambda a: Allocations(**fields(Allocations, a))),
         targets=each("targets", lambda t: Target(**fields(Target, t))),
         notes=tuple(data.get("notes", ())),
@@ -178,6 +188,7 @@ def markdown(result: Result, *, plot: str | None = PLOT) -> str:
     lines += _seed_section(result)
     lines += _targets_section(result)
     lines += _host_section(result)
+    lines += _stub_section(result)
     lines += _layouts_section(result)
     lines += _triton_section(result)
     lines += _direct_section(result)
@@ -284,7 +295,7 @@ def _our_rows(result: Result) -> list[str]:
             _opt(best_d, ".1f") + (f" (batch {ours['direct_max_at_batch']})" if best_d else ""),
         ),
         _table_row(
-            "ours: Triton + ge backend (2 instances × 1 stream)",
+            "ours: Triton + ge backend (1 instance × 2 streams, as served)",
             (_opt(t[str(b)], ".2f") for b in seed.BATCHES),
             _opt(best_t, ".1f") + (f" (c={ours['triton_max_at_concurrency']})" if best_t else ""),
         ),
@@ -328,12 +339,18 @@ def _targets_section(result: Result) -> list[str]:
         "",
         f"## Targets: {result.label}",
         "",
-        "| id | what | target | measured | from | verdict |",
-        "|---|---|---|--:|---|---|",
+        "Each value with its 95 % interval from the windows of the points it compares (perf_analyzer's "
+        "measurement windows, stretches of the direct engine's calls; `intervals`). Verdict: *met* when the "
+        "whole interval meets the target, *missed* when none of it does, *within noise* when it straddles "
+        "the threshold.",
+        "",
+        "| id | what | target | measured | 95 % interval | from | verdict |",
+        "|---|---|---|--:|--:|---|---|",
     ]
     for t in result.targets:
         lines.append(
-            f"| {t.id} | {t.what} | {t.show_target()} | {t.show_value()} | {t.detail} | {t.verdict()} |"
+            f"| {t.id} | {t.what} | {t.show_target()} | {t.show_value()} | {t.show_interval()} | {t.detail} "
+            f"| {t.verdict()} |"
         )
     return lines
 
@@ -405,6 +422,62 @@ def _host_section(result: Result) -> list[str]:
     return lines
 
 
+def stub_rows(result: Result) -> list[dict[str, Any]]:
+    """Inside the stub, at concurrency 1: ge and its floor, point by point (from the stubs' timers)."""
+    pairs: list[tuple[str, str, int]] = [(GE_IDENTITY, PY_IDENTITY, 1)]
+    pairs += [(GE_LLAMA, FLOOR, b) for b in seed.BATCHES]
+    pairs += [(REPLICA_GE, PACED_FLOOR, b) for b in seed.BATCHES]
+    rows = []
+    for ge, floor, batch in pairs:
+        ours, theirs = at(result.triton, ge, 1, batch), at(result.triton, floor, 1, batch)
+        if (ours is None or ours.stub is None) and (theirs is None or theirs.stub is None):
+            continue
+        rows.append(
+            {
+                "model": ge,
+                "floor": floor,
+                "batch": batch,
+                "ge": attrs.asdict(ours.stub) if ours is not None and ours.stub is not None else None,
+                "floor_stub": attrs.asdict(theirs.stub)
+                if theirs is not None and theirs.stub is not None
+                else None,
+            }
+        )
+    return rows
+
+
+def _stub_section(result: Result) -> list[str]:
+    rows = stub_rows(result)
+    if not rows:
+        return []
+    lines = [
+        "",
+        f"## Inside the stub: {result.label}",
+        "",
+        "The stubs' own timers (`GE_PLUGIN_STUB_TIMING`, on for every model of the run), concurrency 1, medians "
+        "over the point's executes, µs. *Read*: from the requests to the arrays the model takes, per request; "
+        "*work*: the model's own part of `execute` (ge: the engine, the simulated stream included; the floors: "
+        "finding the logits, and for the paced floor its wait); *respond*: building the responses, per request.",
+        "",
+        "| model | floor | batch | read: ge | read: floor | respond: ge | respond: floor | work: ge "
+        "| of which stream | work: floor | executes: ge / floor |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+
+    def cell(stub: dict | None, key: str) -> str:
+        return "–" if stub is None or stub.get(key) is None else f"{stub[key]:.1f}"
+
+    for r in rows:
+        ge, floor = r["ge"], r["floor_stub"]
+        lines.append(
+            f"| {r['model']} | {r['floor']} | {r['batch']} | {cell(ge, 'read_us')} | {cell(floor, 'read_us')} "
+            f"| {cell(ge, 'respond_us')} | {cell(floor, 'respond_us')} | {cell(ge, 'work_us')} "
+            f"| {cell(ge, 'stream_us')} | {cell(floor, 'work_us')} "
+            f"| {ge['executes'] if ge else '–'} / {floor['executes'] if floor else '–'} |"
+        )
+    return lines
+
+
 def device_bound(batch_sizes: Mapping[str, int] | None) -> float | None:
     """Rows per second the replica's device allows for this mix of executes: their rows over the seed's
     device time of the gears they ran on (a batch of 6 runs on gear 8). What the device could do with the
@@ -438,7 +511,7 @@ def _layouts_section(result: Result) -> list[str]:
         "",
         f"## Instances × streams in the replica: {result.label}",
         "",
-        "The replica's LLaMA with 1 instance × 1 stream, 1 × 2 (`streams_per_instance: 2`) and 2 × 1 (as served), "
+        "The replica's LLaMA with 1 instance × 1 stream, 2 × 1 and 1 × 2 (`streams_per_instance: 2`, as served), "
         "client batch 1. All three share the one simulated device, which computes one execute at a time. Each "
         "cell: rows/s measured / rows/s the device allows for the batches it was given (their rows over the "
         "seed's time of their gears); p50 ms; rows per execute.",
