@@ -1,13 +1,15 @@
 """95 % intervals for the bench's targets, from per-window figures.
 
 perf_analyzer measures a point in windows (2 s in the host phase, 4 s in the replica); each window has its own
-p50 and throughput, and so does each stretch of the direct engine's calls. A target compares means of such
-figures between two or three points measured in the same run, so its uncertainty is that of a difference
-(or ratio) of means of a few windows each: a Welch t-interval, with the Welch–Satterthwaite degrees of
-freedom. Ratios are taken on the log scale (the interval of a ratio of positive means is not symmetric).
-Windows of one point are not independent draws (a slow stretch of a shared VM spans several), which is why
-the bench measures the points a target compares one right after the other and, for the targets near their
-thresholds, twice, alternating; the interval is still what these windows can say, no more.
+p50 and throughput, and so does each stretch of the direct engine's calls. A target compares two or three
+points measured in the same run, each by the median of its windows' figures: a median, because on a shared
+VM one window in several is hit by a stall of other work (a window's p50 three or four times the others' is
+common) and a mean would follow it. The interval is a percentile bootstrap: each point's windows resampled
+with replacement, the statistic recomputed, 4000 times, the middle 95 % kept. Windows of one point are not
+independent draws (a slow stretch spans several), which is why the bench measures the points a target
+compares one right after the other and, for the targets near their thresholds, twice, alternating; the
+interval is what these windows can say, no more. A point with a single window has no spread to resample:
+its interval is unbounded.
 
 A verdict follows from the interval, never from the point estimate alone: "met" when the whole interval
 meets the threshold, "missed" when none of it does, "within noise" when it straddles the threshold.
@@ -16,42 +18,14 @@ meets the threshold, "missed" when none of it does, "within noise" when it strad
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
+import numpy as np
 
-#: two-sided 95 % quantiles of Student's t by degrees of freedom (interpolated between, normal beyond)
-_T975 = (
-    (1, 12.706),
-    (2, 4.303),
-    (3, 3.182),
-    (4, 2.776),
-    (5, 2.571),
-    (6, 2.447),
-    (7, 2.365),
-    (8, 2.306),
-    (9, 2.262),
-    (10, 2.228),
-    (12, 2.179),
-    (15, 2.131),
-    (20, 2.086),
-    (25, 2.060),
-    (30, 2.042),
-    (40, 2.021),
-    (60, 2.000),
-    (120, 1.980),
-)
-_NORMAL975 = 1.960
-
-
-def t975(df: float) -> float:
-    """The 97.5 % quantile of Student's t with ``df`` degrees of freedom (df >= 1)."""
-    if df <= 1:
-        return _T975[0][1]
-    for (d0, t0), (d1, t1) in zip(_T975, _T975[1:]):
-        if df <= d1:
-            return t0 + (t1 - t0) * (df - d0) / (d1 - d0)
-    return _NORMAL975 + (_T975[-1][1] - _NORMAL975) * 120 / df
+#: bootstrap resamples, and the seed that makes a report's intervals reproducible from its windows
+ROUNDS = 4000
+SEED = 19
 
 
 @attrs.frozen
@@ -71,40 +45,34 @@ class Interval:
         raise ValueError(f"no interval verdict for {op!r}")
 
 
-def _mean_and_variance(values: Sequence[float]) -> tuple[float, float, int]:
-    """Mean, the variance of the mean, and the count; a single value has no spread to estimate (inf)."""
-    n = len(values)
-    if n == 0:
+def _bootstrap(groups: Sequence[Sequence[float]], statistic: Callable[..., np.ndarray]) -> Interval:
+    """``statistic`` of the groups' medians, and its percentile bootstrap interval over their windows."""
+    if not groups or any(len(g) == 0 for g in groups):
         raise ValueError("no windows to estimate from")
-    mean = math.fsum(values) / n
-    if n == 1:
-        return mean, math.inf, 1
-    variance = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
-    return mean, variance / n, n
+    value = float(statistic(*(np.median(np.asarray(g, dtype=np.float64)) for g in groups)))
+    if any(len(g) < 2 for g in groups):
+        return Interval(value, -math.inf, math.inf)
+    rng = np.random.default_rng(SEED)
+    medians = [
+        np.median(rng.choice(np.asarray(g, dtype=np.float64), size=(ROUNDS, len(g)), replace=True), axis=1)
+        for g in groups
+    ]
+    low, high = np.percentile(statistic(*medians), [2.5, 97.5])
+    return Interval(value, float(low), float(high))
 
 
 def linear(terms: Sequence[tuple[float, Sequence[float]]], constant: float = 0.0) -> Interval:
-    """The interval of ``constant + sum(weight * mean(values))``: Welch's, each group's windows its own."""
-    value = constant
-    variance = 0.0
-    denominator = 0.0
-    for weight, values in terms:
-        mean, var_mean, n = _mean_and_variance(values)
-        value += weight * mean
-        part = weight * weight * var_mean
-        variance += part
-        if n > 1 and part > 0:
-            denominator += part * part / (n - 1)
-    if math.isinf(variance):
-        return Interval(value, -math.inf, math.inf)
-    df = variance * variance / denominator if denominator > 0 else 1e9
-    half = t975(df) * math.sqrt(variance)
-    return Interval(value, value - half, value + half)
+    """``constant + sum(weight * median(windows))`` with its interval."""
+    weights = [w for w, _ in terms]
+
+    def combine(*medians):
+        return constant + sum(w * m for w, m in zip(weights, medians))
+
+    return _bootstrap([values for _, values in terms], combine)
 
 
 def ratio(numerator: Sequence[float], denominator: Sequence[float]) -> Interval:
-    """The interval of mean(numerator) / mean(denominator), on the log scale of the windows (all > 0)."""
+    """``median(numerator) / median(denominator)`` with its interval (every window > 0)."""
     if min((*numerator, *denominator), default=0) <= 0:
         raise ValueError("a ratio's windows must all be positive")
-    logs = linear([(1.0, [math.log(v) for v in numerator]), (-1.0, [math.log(v) for v in denominator])])
-    return Interval(math.exp(logs.value), math.exp(logs.low), math.exp(logs.high))
+    return _bootstrap([numerator, denominator], lambda a, b: a / b)
