@@ -197,6 +197,8 @@ class Engine:
         the next call or ``close()``: Triton's stub copies responses before it calls ``execute`` again.
         """
         self._check_open()
+        if self._completion is not None:  # submitted batches are the completion thread's to finish
+            self.wait_idle()
         results: list = [None] * len(requests)
         for lane in self.lanes:  # only this call's thread lends views: no lock
             if lane.lent:
@@ -400,9 +402,6 @@ class Engine:
         job = lane.pending
         if job is None:
             return
-        if lane is self._open:  # held open, never launched (a synchronous call after submit): launch it now
-            with self._mutex:
-                self._launch_open()
         try:
             try:
                 lane.wait()

@@ -217,3 +217,17 @@ def test_a_held_batch_that_fails_on_the_device_fails_only_its_bad_requests_which
     np.testing.assert_array_equal(first.outcomes[0]["logits"].argmax(-1), good + 1)
     assert isinstance(first.outcomes[1], AclError) and first.outcomes[1].code == C.ACL_ERROR_RT_MODEL_EXECUTE
     np.testing.assert_array_equal(second.outcomes[0]["logits"].argmax(-1), good + 1)
+
+
+def test_execute_after_submit_lets_the_submitted_batches_finish_first(cfg, oms):
+    recorder = Recorder()
+    with Engine.from_model_config(
+        cfg.identity(oms["identity"], streams_per_instance="2"), version_dir="/"
+    ) as engine:
+        faults.set_execute_latency_ms(DEVICE_MS)
+        engine.submit(rows(0, 1), None, recorder.put)
+        engine.submit(rows(1, 2), None, lambda i, o: recorder.put(1 + i, o))  # held open
+        (answer,) = engine.execute(rows(7, 1))
+        assert sorted(recorder.outcomes) == [0, 1, 2]  # answered, each once, before execute ran
+        np.testing.assert_array_equal(answer["OUTPUT0"], np.full((1, 16), 7, dtype=np.float32))
+    assert [e[1] for e in recorder.events].count(1) == 1
