@@ -20,7 +20,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 
 def test_options_default_to_the_issues_sweep():
     options = BenchOptions()
-    assert options.concurrencies == (1, 4, 8, 16) and options.seq == 16
+    assert options.concurrencies == (1, 8, 16) and options.seq == 16
     assert 16 in options.replica_concurrencies
     assert [m.name for m in options.selected()] == [
         "ge_identity",
