@@ -129,8 +129,12 @@ class TritonPythonModel:
         stream_before = stats.execute_us_sum
         outcomes = self._run(requests, batch, requested)
         t2 = clock()
-        stream = stats.execute_us_sum - stream_before if outcomes is not None else float("nan")
-        responses = None if outcomes is None else self._respond(outcomes)
+        if outcomes is None:  # submitted: the completion thread waits for the stream and answers
+            assert timer is not None
+            timer.record(started, len(requests), t1 - t0, t2 - t1, float("nan"), float("nan"))
+            return None
+        stream = stats.execute_us_sum - stream_before
+        responses = self._respond(outcomes)
         t3 = clock()
         assert timer is not None
         timer.record(started, len(requests), t1 - t0, t2 - t1, t3 - t2, stream)

@@ -22,7 +22,8 @@ from typing import Any
 
 ENV = "GE_PLUGIN_STUB_TIMING"
 #: one sample per execute: wall clock at its start (s), requests, then µs reading, working, responding, and
-#: µs of the work spent on the (simulated) device's stream (NaN where the model has none)
+#: µs of the work spent on the (simulated) device's stream (NaN where the model has none, and both NaN for a
+#: batch submitted to be answered from the engine's completion thread: ``work`` is then the submit alone)
 FIELDS = ("started", "requests", "read_us", "work_us", "respond_us", "stream_us")
 
 

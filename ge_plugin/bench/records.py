@@ -68,6 +68,9 @@ class Counters:
     engine_us: float = 0.0
     #: executions per batch size (rows in one execute), as Triton's batch_stats count them
     batches: dict[int, int] = attrs.field(factory=dict)
+    #: the ge backend's own executes per gear label (``ge_executes_total``): with a batch held open across
+    #: several ``execute`` calls (streams_per_instance > 1), these are the device's executes, Triton's are not
+    gears: dict[str, int] = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -79,6 +82,9 @@ class Window:
     engine_ms_per_execute: float | None = None
     #: executions per batch size during the run ("8": 12 means twelve executes of 8 rows)
     batch_sizes: dict[str, int] | None = None
+    #: the ge backend's executes per gear during the run ("8x16": 12), and its rows per execute
+    gear_executes: dict[str, int] | None = None
+    rows_per_device_execute: float | None = None
 
 
 @attrs.frozen
@@ -100,7 +106,8 @@ class StubPhases:
     requests_per_execute: float
     read_us: float
     work_us: float
-    respond_us: float
+    #: None when the responses are sent from the engine's completion thread (streams_per_instance > 1)
+    respond_us: float | None
     stream_us: float | None = None
 
 

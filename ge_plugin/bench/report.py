@@ -387,7 +387,11 @@ def host_rows(result: Result) -> list[dict[str, Any]]:
                 "direct_host_us": alone.host_us if alone else None,
                 "compute_infer_us": infer,
                 "stream_us": stream,
-                "host_us": infer - stream if infer is not None and stream is not None else None,
+                # with streams_per_instance > 1 execute returns once the batch is staged and the completion
+                # thread answers it: compute infer then ends before the stream does, and says nothing here
+                "host_us": infer - stream
+                if infer is not None and stream is not None and infer >= stream
+                else None,
                 "floor_compute_infer_us": base.row.server_compute_infer_us if base else None,
                 "floor": floor,
             }
@@ -406,7 +410,10 @@ def _host_section(result: Result) -> list[str]:
         "Concurrency 1, one request per execute, µs. *Stream* is the engine's time from queueing the copies and "
         "the execute until the stream is synchronized: the simulator's H2D, execute (its device time, and its "
         "own Python and memsets) and D2H. *Host* is the rest: what ge-plugin's backend and engine spend. The "
-        "floor's compute infer is the Python backend's `execute` for the same response with nothing to run.",
+        "floor's compute infer is the Python backend's `execute` for the same response with nothing to run. "
+        "A model with `streams_per_instance` > 1 returns from `execute` once its batch is staged and answers "
+        "from its completion thread: its compute infer ends before its stream, and its served host time cannot "
+        "be read from it (–).",
         "",
         "| model | batch | direct µs | direct: stream | direct: host | served: compute infer | served: stream "
         "| served: host | floor | floor's compute infer |",
@@ -457,7 +464,9 @@ def _stub_section(result: Result) -> list[str]:
         "The stubs' own timers (`GE_PLUGIN_STUB_TIMING`, on for every model of the run), concurrency 1, medians "
         "over the point's executes, µs. *Read*: from the requests to the arrays the model takes, per request; "
         "*work*: the model's own part of `execute` (ge: the engine, the simulated stream included; the floors: "
-        "finding the logits, and for the paced floor its wait); *respond*: building the responses, per request.",
+        "finding the logits, and for the paced floor its wait); *respond*: building the responses, per request. "
+        "A ge model with `streams_per_instance` > 1 answers from its completion thread: its work is the submit "
+        "(validating, staging, launching) and it has no responding inside `execute` (–).",
         "",
         "| model | floor | batch | read: ge | read: floor | respond: ge | respond: floor | work: ge "
         "| of which stream | work: floor | executes: ge / floor |",
@@ -494,12 +503,33 @@ def device_bound(batch_sizes: Mapping[str, int] | None) -> float | None:
     return rows / ms * 1e3 if ms else None
 
 
+def device_bound_gears(gears: Mapping[str, int] | None, rows_per_execute: float | None) -> float | None:
+    """Rows per second the replica's device allows for the executes it ran, from the ge backend's executes by
+    gear (``8x16``: the gear's rows first) and the rows they carried."""
+    if not gears or rows_per_execute is None:
+        return None
+    ms = 0.0
+    for label, count in gears.items():
+        rows = _leading(label)
+        if rows not in seed.DIRECT_MS:
+            return None
+        ms += seed.DIRECT_MS[rows] * count
+    return rows_per_execute * sum(gears.values()) / ms * 1e3
+
+
+def _leading(label: str) -> int:
+    """The rows a batch size or gear label starts with (``8``, ``8x16``)."""
+    head = label.split("x")[0]
+    return int(head) if head.isdigit() else 0
+
+
 def _sizes(batch_sizes: Mapping[str, int] | None) -> str:
-    """``8×20, 7×2``: executes per batch size, largest first."""
+    """``8×20, 7×2``: executes per batch size (or gear), largest first."""
     if not batch_sizes:
         return "–"
     return ", ".join(
-        f"{size}×{count}" for size, count in sorted(batch_sizes.items(), key=lambda x: -int(x[0]))
+        f"{size}×{count}"
+        for size, count in sorted(batch_sizes.items(), key=lambda x: (-_leading(x[0]), x[0]))
     )
 
 
@@ -513,8 +543,8 @@ def _layouts_section(result: Result) -> list[str]:
         "",
         "The replica's LLaMA with 1 instance × 1 stream, 2 × 1 and 1 × 2 (`streams_per_instance: 2`, as served), "
         "client batch 1. All three share the one simulated device, which computes one execute at a time. Each "
-        "cell: rows/s measured / rows/s the device allows for the batches it was given (their rows over the "
-        "seed's time of their gears); p50 ms; rows per execute.",
+        "cell: rows/s measured / rows/s the device allows for the executes it ran (their rows over the seed's "
+        "time of their gears); p50 ms; rows per device execute.",
         "",
         "| instances × streams | " + " | ".join(f"c={c}" for c in cs) + " |",
         "|---|" + "--:|" * len(cs),
@@ -523,11 +553,16 @@ def _layouts_section(result: Result) -> list[str]:
         cells = []
         for c in cs:
             m = at(result.triton, name, c)
+            if m is None:
+                cells.append("–")
+                continue
+            if m.server.gear_executes:
+                bound = device_bound_gears(m.server.gear_executes, m.server.rows_per_device_execute)
+                per_execute = m.server.rows_per_device_execute
+            else:
+                bound, per_execute = device_bound(m.server.batch_sizes), m.server.rows_per_execute
             cells.append(
-                "–"
-                if m is None
-                else f"{m.row.throughput:.1f} / {_opt(device_bound(m.server.batch_sizes), '.1f')}; "
-                f"{m.row.p50_us / 1e3:.1f} ms; {_opt(m.server.rows_per_execute, '.2f')}"
+                f"{m.row.throughput:.1f} / {_opt(bound, '.1f')}; {m.row.p50_us / 1e3:.1f} ms; {_opt(per_execute, '.2f')}"
             )
         lines.append(f"| {layout} | " + " | ".join(cells) + " |")
     return lines
@@ -538,13 +573,15 @@ def _triton_section(result: Result) -> list[str]:
         "",
         f"## Through Triton (perf_analyzer): {result.label}",
         "",
-        'Averages per request except p50/p99; rows/s counts rows (a client batch of 4 is 4). "ge stream ms" is one '
+        'Averages per request except p50/p99; rows/s counts rows (a client batch of 4 is 4). "Executes by rows" '
+        "are Triton's (`execute` calls); \"ge executes by gear\" the device's, which differ when a batch held open "
+        'takes the requests of several `execute` calls (`streams_per_instance` > 1). "ge stream ms" is one '
         "engine execute on the simulated stream.",
         "",
         "| model | what | phase | batch | c | rows/s | p50 ms | p99 ms | client send+recv ms "
         "| network + server send/recv ms | queue ms | compute input ms | compute infer ms | compute output ms "
-        "| rows per execute | executes by rows | ge stream ms per execute |",
-        "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|",
+        "| rows per execute | executes by rows | ge executes by gear | ge stream ms per execute |",
+        "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|--:|",
     ]
     order = {model.name: k for k, model in enumerate(result.models)}
     rows = sorted(result.triton, key=lambda x: (order.get(x.model, 99), x.batch, x.row.concurrency))
@@ -557,7 +594,8 @@ def _triton_section(result: Result) -> list[str]:
             f"| {_ms(r.p50_us)} | {_ms(r.p99_us)} | {_ms(r.client_send_us + r.client_recv_us)} | {_ms(r.network_us)} "
             f"| {_ms(r.server_queue_us)} | {_ms(r.server_compute_input_us)} | {_ms(r.server_compute_infer_us)} "
             f"| {_ms(r.server_compute_output_us)} | {_opt(meas.server.rows_per_execute, '.2f')} "
-            f"| {_sizes(meas.server.batch_sizes)} | {_opt(meas.server.engine_ms_per_execute, '.2f')} |"
+            f"| {_sizes(meas.server.batch_sizes)} | {_sizes(meas.server.gear_executes)} "
+            f"| {_opt(meas.server.engine_ms_per_execute, '.2f')} |"
         )
     if any(not x.stable for x in result.triton):
         lines += [

@@ -4,7 +4,9 @@ Every model instance of the bench's server times each ``execute`` (reading the r
 building the responses) and writes the samples when it unloads. A sample belongs to the point whose
 perf_analyzer runs were under way when it started (their wall-clock spans, recorded as they ran); the
 medians of a point's samples are its ``StubPhases``: reading and responding per request, the work per
-execute, and for ge the part of the work on the simulated device's stream.
+execute, and for ge the part of the work on the simulated device's stream. A ge model that answers from its
+engine's completion thread (``streams_per_instance`` > 1) has no responding inside ``execute``, and its work
+is the submit: validating, staging and launching.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ def phases(samples: Sequence[Mapping[str, float]]) -> StubPhases | None:
     if not samples:
         return None
     streams = [s["stream_us"] for s in samples if not math.isnan(s["stream_us"])]
+    responds = [s["respond_us"] / s["requests"] for s in samples if not math.isnan(s["respond_us"])]
     return StubPhases(
         executes=len(samples),
         requests_per_execute=statistics.fmean(s["requests"] for s in samples),
         read_us=statistics.median(s["read_us"] / s["requests"] for s in samples),
         work_us=statistics.median(s["work_us"] for s in samples),
-        respond_us=statistics.median(s["respond_us"] / s["requests"] for s in samples),
+        respond_us=statistics.median(responds) if responds else None,
         stream_us=statistics.median(streams) if streams else None,
     )
 

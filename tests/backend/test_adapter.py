@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import shutil
 
 import numpy as np
@@ -223,3 +224,20 @@ def test_adapter_timing_hook_records_each_phase_and_writes_them_at_finalize(
     for s in samples:
         assert s["read_us"] > 0 and s["respond_us"] > 0
         assert 0 < s["stream_us"] < s["work_us"]  # the engine's time on the stream is part of its call
+
+
+def test_adapter_timing_hook_with_two_streams_times_the_submit_and_no_responding(
+    pb_utils, identity_repo, args_for, monkeypatch, tmp_path
+):
+    from ge_plugin.backend import timing
+
+    monkeypatch.setenv("GE_PLUGIN_STUB_TIMING", str(tmp_path / "timing"))
+    model = load_model(pb_utils)
+    model.initialize(args_for(identity_repo, streams_per_instance="2"))
+    request = pb_utils.InferenceRequest({"INPUT0": np.ones((1, 16), np.float32)})
+    assert model.execute([request]) is None  # answered by the response sender
+    model.engine.wait_idle()
+    assert len(request.sender.sent) == 1
+    model.finalize()
+    ((sample,),) = [found["samples"] for found in timing.read(tmp_path / "timing")]
+    assert sample["work_us"] > 0 and math.isnan(sample["respond_us"]) and math.isnan(sample["stream_us"])

@@ -134,10 +134,19 @@ def test_device_bound_is_rows_over_the_seeds_time_of_the_gears_they_ran_on():
     assert report.device_bound(None) is None and report.device_bound({"9": 1}) is None
 
 
+def test_device_bound_from_the_backends_executes_by_gear():
+    # 2 executes on gear 8 (220 ms each) and one on gear 4 (145 ms), 6 rows each on average: 18 rows in 585 ms
+    assert report.device_bound_gears({"8x16": 2, "4x16": 1}, 6.0) == pytest.approx(18 / 0.585)
+    assert (
+        report.device_bound_gears({"2x16": 1}, 1.0) is None and report.device_bound_gears(None, 1.0) is None
+    )
+
+
 def test_markdown_gives_host_time_per_execute(result):
     lines = [line for line in report.markdown(result).splitlines() if line.startswith("| ge_identity | 1 | ")]
     # direct: 200 µs call, 150 µs stream, 50 µs host; served: 200 µs compute infer, 250 µs stream (p50 / 2)
-    assert lines[0].startswith("| ge_identity | 1 | 200 | 150 | 50 | 200 | 250 | -50 | py_identity | 200 |")
+    # served: compute infer (200) ends before the stream (250): answered off execute, no host time to read
+    assert lines[0].startswith("| ge_identity | 1 | 200 | 150 | 50 | 200 | 250 | – | py_identity | 200 |")
 
 
 def test_markdown_gives_every_target_its_interval_and_verdict(result):
