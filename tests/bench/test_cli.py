@@ -67,7 +67,6 @@ def test_plan_measures_every_target_and_puts_compared_points_side_by_side():
 def test_plan_measures_the_pairs_of_the_targets_near_their_thresholds_twice_alternating():
     points = plan(BenchOptions())
     twice = [
-        (Point("ge_identity", 1, 1), Point("py_identity", 1, 1)),  # P3a
         (Point("ge_llama", 1, 1), Point("py_logits", 1, 1)),  # P7
         *((Point("replica_ge_llama", b, 1), Point("replica_py_logits", b, 1)) for b in (1, 4, 8)),  # P4a, P4c
         (Point("replica_ge_llama", 1, 16), Point("replica_naive_llama", 1, 16)),  # P5
