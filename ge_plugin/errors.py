@@ -61,6 +61,10 @@ class BenchError(RuntimeError, GePluginError):
     """The bench could not run or could not read what it measured."""
 
 
+class TuneError(RuntimeError, GePluginError):
+    """A tuning sweep cannot run, or found nothing that meets its constraints; the message says which."""
+
+
 class DeployError(ValueError, GePluginError):
     """Deployment objects cannot be rendered from these specs and options; the message says why."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import SimpleNamespace
@@ -15,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 from ge_plugin.atc import flags, simbuild
 from ge_plugin.device import runtime
 from ge_plugin.models import IDENTITY_WIDTH, write_demo_models
-from ge_plugin.sim import _state
+from ge_plugin.sim import _state, sanitizer
 
 #: simulator knobs read from the environment; a test that wants one sets it itself
 SIM_ENVIRONMENT = (
@@ -25,6 +26,34 @@ SIM_ENVIRONMENT = (
     "GE_PLUGIN_SIM_TIMING_ONLY",
     "GE_PLUGIN_SIM_DEVICE_LOCK_DIR",
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The simulator runs as a sanitizer for the whole session, in this process and the ones it starts
+    (``GE_PLUGIN_SIM_CHECK=0`` in the environment opts out)."""
+    os.environ.setdefault(sanitizer.ENV, "1")
+    sanitizer.reset()
+
+
+#: tests that make memory bugs on purpose and assert the findings themselves
+_PROVOKING = Path(__file__).parent / "sim"
+
+
+@pytest.fixture(autouse=True)
+def sanitizer_clean(request: pytest.FixtureRequest) -> Iterator[None]:
+    """ge-plugin's own use of pyACL (engine, backend, device layer) must give the sanitizer nothing to
+    report: a test during which it caught an error or a leak fails, with the findings (raw pointers the
+    tests themselves pass are only warnings)."""
+    sanitizer.clear()
+    yield
+    if _PROVOKING in Path(str(request.node.path)).parents:
+        return
+    caught = [f for f in sanitizer.findings() if f.severity != sanitizer.WARNING]
+    if caught:
+        pytest.fail(
+            "the simulator's sanitizer caught memory bugs during this test:\n" + "\n".join(map(str, caught)),
+            pytrace=False,
+        )
 
 
 @pytest.fixture

@@ -25,6 +25,8 @@ COMMANDS: dict[str, str] = {
     "serve": "serve",
     "demo": "demo",
     "bench": "bench",
+    "tune": "tune",
+    "tune-profile": "tune_profile",
     "deploy": "deploy",
     "migrate": "migrate",
     "doctor": "doctor",

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import resource
 import signal
 import sys
 from pathlib import Path
 
 from ge_plugin.cli._common import add_command
 from ge_plugin.errors import ServeError
-from ge_plugin.serve.http_guard import MAX_INPUT_BYTES
+from ge_plugin.serve.front import MAX_BODY_BYTES, MAX_INPUT_BYTES
+from ge_plugin.serve.memory import ENV as JEMALLOC_ENV
 from ge_plugin.serve.triton import EXIT_TIMEOUT_S
 
 EXAMPLES = """
@@ -43,11 +47,11 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--model-control-mode",
         choices=("none", "poll", "explicit"),
-        default="explicit",
+        default=None,
         help=(
-            "explicit (default) loads the --load-model models, every model when none is named, and keeps the "
-            "repository API open: a model whose stub crashed can be unloaded and loaded again, and a stop "
-            "unloads every model before exiting (default: %(default)s)"
+            "as tritonserver's: explicit loads only the --load-model models at start (none without one) and "
+            "keeps the repository API open; without this flag, explicit with every model of REPO loaded at "
+            "start (a stop unloads them all before exiting)"
         ),
     )
     parser.add_argument(
@@ -55,7 +59,7 @@ def register(subparsers) -> None:
         action="append",
         default=[],
         metavar="NAME",
-        help="with explicit mode: load only these at start (default: every model of REPO)",
+        help="with explicit mode: load these at start ('*' for all)",
     )
     parser.add_argument(
         "--exit-timeout-secs",
@@ -72,10 +76,10 @@ def register(subparsers) -> None:
         action=argparse.BooleanOptionalAction,
         default=True,
         help=(
-            "put ge-plugin's HTTP guard on the HTTP port, tritonserver's HTTP endpoint on loopback behind it: "
-            "it answers with 400 the JSON requests whose declared shape aborts tritonserver 2.51 "
-            "(std::bad_alloc), and closes idle keep-alive connections at a stop; costs one local hop per "
-            "HTTP request (gRPC does not go through it) (default: on)"
+            "put ge-plugin's HTTP front on the HTTP port, tritonserver's HTTP endpoint on loopback behind it: "
+            "every request is parsed once (llhttp, strict JSON, gzip/deflate inflated), requests that abort "
+            "tritonserver 2.51 are answered with 400, the rest re-encoded and forwarded; idle keep-alive "
+            "connections close at a stop (gRPC does not go through it) (default: on)"
         ),
     )
     parser.add_argument(
@@ -83,7 +87,34 @@ def register(subparsers) -> None:
         type=int,
         default=MAX_INPUT_BYTES,
         metavar="N",
-        help="with the guard: the most one input of an HTTP request may declare (default: %(default)s)",
+        help="with the front: the most one input of an HTTP request may declare (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=MAX_BODY_BYTES,
+        metavar="N",
+        help="with the front: the largest HTTP request body, as sent and inflated (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--jemalloc",
+        default=os.environ.get(JEMALLOC_ENV, "auto"),
+        metavar="auto|off|PATH",
+        help=(
+            "tritonserver's allocator: auto preloads the system's libjemalloc.so.2 when there is one "
+            f"(it gives freed memory back, glibc's malloc keeps it), off keeps glibc's (default: ${JEMALLOC_ENV} "
+            "or auto)"
+        ),
+    )
+    parser.add_argument(
+        "--restart-dead-stubs",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help=(
+            "when a model's stub process dies (tritonserver 2.51 neither restarts it nor marks the model "
+            "unready), unload and load that model, then end its old instances' surviving stubs; logged, and "
+            "counted in ge_serve_stub_recoveries_total on the metrics port (default: on)"
+        ),
     )
     parser.add_argument("--log-verbose", type=int, default=0, metavar="N")
     parser.add_argument(
@@ -97,16 +128,19 @@ def run(args: argparse.Namespace) -> int:
 
     if not (args.repository / "").exists() or not args.repository.is_dir():
         raise ServeError(f"model repository {args.repository} is not a directory")
+    mode = args.model_control_mode
     load_models = args.load_model
-    if args.model_control_mode == "explicit" and not load_models:
-        load_models = ["*"]
+    if mode is None:  # ge-plugin's default: explicit control, every model loaded at start
+        mode = "explicit"
+        load_models = load_models or ["*"]
+    _raise_open_files_limit()
     options = ServerOptions(
         repository=args.repository,
         host=args.host,
         http_port=args.http_port,
         grpc_port=args.grpc_port,
         metrics_port=args.metrics_port,
-        model_control_mode=args.model_control_mode,
+        model_control_mode=mode,
         load_models=load_models,
         log_verbose=args.log_verbose,
         work_dir=args.work_dir,
@@ -114,6 +148,9 @@ def run(args: argparse.Namespace) -> int:
         exit_timeout_s=args.exit_timeout_secs,
         http_guard=args.http_guard,
         max_input_bytes=args.max_input_bytes,
+        max_body_bytes=args.max_body_bytes,
+        jemalloc=args.jemalloc,
+        supervise_stubs=args.restart_dead_stubs,
     )
     server = TritonServer(options)
     stopping = False
@@ -130,6 +167,8 @@ def run(args: argparse.Namespace) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, stop)
     status = server.process.wait()
+    if server.ended_a_leak:
+        status = 0  # every model was unloaded; tritonserver only waited for a version 2.51 never releases
     pids, regions = server.clean_up()
     if pids or regions:
         print(
@@ -138,3 +177,12 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return status
+
+
+def _raise_open_files_limit() -> None:
+    """The soft open-files limit up to the hard one, as servers do: each HTTP client connection costs the
+    front a file descriptor (and tritonserver inherits the limit)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))

@@ -30,7 +30,7 @@ DOCKERFILE = """\
 #   - CANN (toolkit or nnrt, with pyACL) of a version that matches the hosts' NPU driver;
 #   - Debian or Ubuntu with glibc {glibc} or newer (nvidia-pytriton 0.7.0's tritonserver): an Ubuntu 22.04 or
 #     24.04 based CANN image works; openEuler 22.03 (glibc 2.34) does not;
-#   - python3 (3.9 to 3.12) with its headers and shared library (Triton's Python backend stub links libpython)
+#   - python3 (3.11 or 3.12; ge-plugin requires 3.11) with its headers and shared library (Triton's Python backend stub links libpython)
 #     and a C compiler: the Cython fast path compiles from the sdist.
 # The NPU driver is not in the image: the pod gets it from the Ascend Docker Runtime or the host.
 #

@@ -339,7 +339,9 @@ def serve_args(
         "--metrics-port",
         str(metrics_port),
         "--model-control-mode",
-        "explicit",  # every model loads at start; a stop unloads them (serve's default, said explicitly)
+        "explicit",  # a stop unloads the models first (serve's default, said explicitly)
+        "--load-model",
+        "*",  # explicit mode loads only what --load-model names, as tritonserver's does: every model
         "--exit-timeout-secs",
         str(SERVE_EXIT_TIMEOUT_S),
         "--work-dir",

@@ -10,7 +10,9 @@ without touching site-packages; ``TritonServer`` starts the server bound to loop
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -27,7 +29,9 @@ import attrs
 
 from ge_plugin.backend.install import install_backend
 from ge_plugin.errors import ServeError
-from ge_plugin.serve.http_guard import MAX_INPUT_BYTES, HttpGuard
+from ge_plugin.serve.front import MAX_BODY_BYTES, MAX_INPUT_BYTES, Front, Rules
+from ge_plugin.serve.memory import allocator_environment
+from ge_plugin.serve.supervise import StubWatch, stubs_of
 
 PYTRITON_PIN = "nvidia-pytriton==0.7.0"
 
@@ -110,6 +114,9 @@ def server_environment(dist: Distribution, base: Mapping[str, str] | None = None
 
 #: tritonserver's own default; what `ge-plugin serve` passes unless told otherwise (docs/serving.md)
 EXIT_TIMEOUT_S = 30
+#: once every model is unloaded, how long tritonserver may take to exit by itself before a version that a
+#: dead stub leaked is taken for what it waits for
+LEAK_GRACE_S = 3.0
 
 
 def _shm_prefix() -> str:
@@ -141,13 +148,42 @@ class ServerOptions:
     #: names every /dev/shm region of this server's stubs (the Python backend adds a UUID), so that what a
     #: crashed stub leaves behind can be told from other servers' regions and removed
     shm_prefix: str = attrs.Factory(_shm_prefix)
-    #: HTTP goes through ge-plugin's guard (serve/http_guard.py): one JSON request with a huge declared shape
-    #: aborts tritonserver 2.51 otherwise; tritonserver's own HTTP endpoint then listens on loopback only
+    #: HTTP goes through ge-plugin's front (serve/front): requests tritonserver 2.51 dies of are refused, the
+    #: rest re-encoded; tritonserver's own HTTP endpoint then listens on loopback only
     http_guard: bool = True
-    #: the most one input of an HTTP request may declare (the guard refuses more with 400)
+    #: the most one input of an HTTP request may declare (the front refuses more with 400)
     max_input_bytes: int = MAX_INPUT_BYTES
+    #: the largest HTTP request body the front takes, as sent and once inflated (413 beyond)
+    max_body_bytes: int = MAX_BODY_BYTES
+    #: tritonserver's allocator: "auto" preloads jemalloc when the system has it, "off" keeps glibc's, or a
+    #: path to the library (serve/memory.py)
+    jemalloc: str = "auto"
     #: tritonserver's own HTTP port when the guard is in front (0: a free loopback port)
     internal_http_port: int = 0
+    #: tritonserver's own metrics port when the front is on the metrics port too (0: a free loopback port)
+    internal_metrics_port: int = 0
+    #: reload a model whose stub died and end its old stubs (serve/supervise.py); ``ge-plugin serve`` turns
+    #: it on, tests that kill stubs on purpose leave it off
+    supervise_stubs: bool = False
+
+    def rules(self) -> Rules:
+        """What the front forwards: besides its own, the headers tritonserver was told to read by flags
+        passed through (``--http-restricted-api``'s key, ``--http-header-forward-pattern``)."""
+        keys = set()
+        pattern = None
+        for name, value in _flag_values(self.extra_args):
+            if name == "--http-restricted-api":
+                key = value.rsplit(",", 1)[-1].split("=", 1)[0]
+                keys.add(key.strip().lower())
+            elif name == "--http-header-forward-pattern":
+                pattern = re.compile(value, re.IGNORECASE)
+        return Rules(
+            upstream_host=f"127.0.0.1:{self.internal_http_port}".encode(),
+            max_input_bytes=self.max_input_bytes,
+            max_body_bytes=self.max_body_bytes,
+            forward_headers=frozenset(keys),
+            forward_pattern=pattern,
+        )
 
     def command(self, dist: Distribution, backend_dir: Path) -> list[str]:
         cmd = [
@@ -157,10 +193,10 @@ class ServerOptions:
             f"--cache-directory={dist.root / 'caches'}",
             f"--http-address={'127.0.0.1' if self.http_guard else self.host}",
             f"--grpc-address={self.host}",
-            f"--metrics-address={self.host}",
+            f"--metrics-address={'127.0.0.1' if self.http_guard else self.host}",
             f"--http-port={self.internal_http_port if self.http_guard else self.http_port}",
             f"--grpc-port={self.grpc_port}",
-            f"--metrics-port={self.metrics_port}",
+            f"--metrics-port={self.internal_metrics_port if self.http_guard else self.metrics_port}",
             f"--model-control-mode={self.model_control_mode}",
             "--disable-auto-complete-config",
             f"--log-verbose={self.log_verbose}",
@@ -171,6 +207,31 @@ class ServerOptions:
         cmd += [f"--load-model={name}" for name in self.load_models]
         cmd += list(self.extra_args)
         return cmd
+
+
+def _flag_values(args: Sequence[str]) -> list[tuple[str, str]]:
+    """(name, value) of every ``--name=value`` or ``--name value`` among tritonserver arguments."""
+    found = []
+    for i, arg in enumerate(args):
+        name, sep, value = arg.partition("=")
+        if sep:
+            found.append((name, value))
+        elif arg.startswith("--") and i + 1 < len(args) and not args[i + 1].startswith("--"):
+            found.append((arg, args[i + 1]))
+    return found
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent: int) -> None:
+    """In the forked child, before exec: SIGKILL when the parent dies, however it dies (the kernel sends it
+    when the thread that forked exits: ``TritonServer`` forks from the thread that waits for it)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        os._exit(125)
+    if os.getppid() != parent:  # the parent died between fork and prctl
+        os._exit(125)
 
 
 def _mapped(region: Path) -> bool:
@@ -199,23 +260,70 @@ class TritonServer:
         work = Path(options.work_dir or Path.cwd() / "build" / "triton")
         self.backend_dir = prepare_backends(work / "backends", self.dist)
         env = server_environment(self.dist)
+        env.update(allocator_environment(options.jemalloc, env))
         env.update(options.environment)
-        self.guard: HttpGuard | None = None
+        self.guard: Front | None = None
+        self.metrics_front: Front | None = None
+        self.watch: StubWatch | None = None
+        #: the stop ended tritonserver because only a dead stub's leaked model version was left
+        self.ended_a_leak = False
         if options.http_guard:
-            if not options.internal_http_port:
-                options = self.options = attrs.evolve(options, internal_http_port=free_port())
-            self.guard = HttpGuard(
+            if not options.internal_http_port or not options.internal_metrics_port:
+                options = self.options = attrs.evolve(
+                    options,
+                    internal_http_port=options.internal_http_port or free_port(),
+                    internal_metrics_port=options.internal_metrics_port or free_port(),
+                )
+            self.guard = Front(
                 (options.host, options.http_port),
                 ("127.0.0.1", options.internal_http_port),
-                max_input_bytes=options.max_input_bytes,
+                rules=options.rules(),
+            )
+            self.metrics_front = Front(
+                (options.host, options.metrics_port),
+                ("127.0.0.1", options.internal_metrics_port),
+                rules=Rules(
+                    upstream_host=f"127.0.0.1:{options.internal_metrics_port}".encode(), accept_encoding=False
+                ),
+                metrics_tail=self.metrics_text,
             )
         self.command = options.command(self.dist, self.backend_dir.resolve())
+        parent = os.getpid()
         try:
-            self.process = subprocess.Popen(self.command, env=env, stdout=stdout, stderr=stderr)
+            self.process = subprocess.Popen(
+                self.command,
+                env=env,
+                stdout=stdout,
+                stderr=stderr,
+                preexec_fn=lambda: _die_with_parent(parent),
+            )
         except BaseException:
-            if self.guard is not None:
-                self.guard.close()
+            self._close_fronts()
             raise
+        if options.supervise_stubs:
+            self.watch = StubWatch(self.process.pid, self._grpc_client)
+
+    def _grpc_client(self):
+        import tritonclient.grpc as grpcclient
+
+        return grpcclient.InferenceServerClient(self.grpc_url)
+
+    def metrics_text(self) -> bytes:
+        """ge-plugin serve's own Prometheus families, after tritonserver's on the metrics port."""
+        refused = self.guard.refused if self.guard is not None else 0
+        text = (
+            "# HELP ge_serve_http_refused_total HTTP requests the front answered itself (refused)\n"
+            "# TYPE ge_serve_http_refused_total counter\n"
+            f"ge_serve_http_refused_total {refused}\n"
+        ).encode()
+        if self.watch is not None:
+            text += self.watch.metrics_text()
+        return text
+
+    def _close_fronts(self) -> None:
+        for front in (self.guard, self.metrics_front):
+            if front is not None:
+                front.close()
 
     @property
     def http_url(self) -> str:
@@ -266,6 +374,8 @@ class TritonServer:
         server has nothing left to unload when it stops, within the same exit timeout. Returns at once."""
         if self.process.poll() is not None:
             return
+        if self.watch is not None:
+            self.watch.stop(wait=False)  # no recovery while the models are being unloaded
         self.process.send_signal(signum)
         if self.guard is not None:
             self.guard.begin_stop()  # no new connection; idle keep-alive ones closed, busy ones finish
@@ -285,12 +395,41 @@ class TritonServer:
             while time.monotonic() < deadline and self.process.poll() is None:
                 states = {m.state for m in client.get_model_repository_index().models}
                 if not states & {"READY", "LOADING", "UNLOADING"}:
-                    return
+                    break
                 time.sleep(0.1)
         except InferenceServerException:
-            return  # the server stopped answering: it is exiting
+            pass  # the server stopped answering the repository API: it is shutting down
         finally:
             client.close()
+        self._end_if_only_a_leak_is_left(deadline)
+
+    def _end_if_only_a_leak_is_left(self, deadline: float) -> None:
+        """Every model is unloaded and every stub gone, yet tritonserver 2.51 would wait out its exit timeout
+        and exit 1: the old version of a model whose stub died is never released (it counts as a live
+        model for good). When a recovery is known to have left such a version, nothing else is waited for:
+        tritonserver is ended, and the stop counts as the clean one it was (``ended_a_leak``)."""
+        if self.watch is None or not self.watch.recoveries:
+            return
+        while stubs_of(self.process.pid):  # the models' instances finishing their unload
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                return
+            time.sleep(0.1)
+        grace = min(deadline, time.monotonic() + LEAK_GRACE_S)
+        while time.monotonic() < grace:
+            if self.process.poll() is not None:
+                return  # it exited by itself
+            time.sleep(0.1)
+        if self.process.poll() is not None:
+            return
+        leaked = ", ".join(sorted(self.watch.recoveries))
+        print(
+            f"ge-plugin serve: no model instance is left; tritonserver 2.51 still holds the old version of {leaked} "
+            "(whose stub died) and would wait out its exit timeout for it: ending tritonserver",
+            file=sys.stderr,
+            flush=True,
+        )
+        self.ended_a_leak = True
+        self.process.kill()
 
     def stop(self, timeout: float = 60.0) -> int:
         """begin_stop(SIGINT) and wait for the exit (SIGKILL after ``timeout``); its exit status."""
@@ -301,8 +440,9 @@ class TritonServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        if self.guard is not None:
-            self.guard.close()
+        if self.watch is not None:
+            self.watch.stop()
+        self._close_fronts()
         return self.process.returncode
 
     def leftovers(self) -> tuple[list[int], list[Path]]:

@@ -1,9 +1,10 @@
 """A CPU simulator of pyACL: ``from ge_plugin.sim import acl`` behaves like ``import acl`` on an Ascend host.
 
 Its models are sim OM files that ``ge-plugin atc`` builds from ONNX with ATC's own flags; onnxruntime
-computes them. ``python -m ge_plugin.sim run SCRIPT`` runs an unmodified pyACL program against it. Tests
-read what it did through :func:`snapshot` (see ``ge_plugin.sim.counters``) and make calls fail on purpose
-through ``ge_plugin.sim.faults``. What is simulated and what is not: docs/simulator.md.
+computes them. ``python -m ge_plugin.sim run SCRIPT`` runs an unmodified pyACL program against it, and
+``run --check`` runs it under the simulator's sanitizer (``ge_plugin.sim.sanitizer``). Tests read what it
+did through :func:`snapshot` (see ``ge_plugin.sim.counters``) and make calls fail on purpose through
+``ge_plugin.sim.faults``. What is simulated and what is not: docs/simulator.md.
 
 Importing this package imports neither onnxruntime nor the simulated ``acl`` module.
 """

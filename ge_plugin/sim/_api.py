@@ -22,7 +22,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ge_plugin.sim import _state, faults
+from ge_plugin.sim import _args, _state, faults
 from ge_plugin.sim._fail import Fail
 
 if TYPE_CHECKING:
@@ -93,6 +93,9 @@ def acl_call(
         if parse is None and arity is not None and len(parsers) != arity:
             raise TypeError(f"{call}: {len(parsers)} parsers for {arity} arguments")
         steps = tuple(enumerate(parsers))
+        # when every parser passes a plain int below its bound unchanged, such arguments skip the parsers
+        bounds = tuple(_args.UNCHANGED_BELOW.get(parser, 0) for parser in parsers)
+        quick = bool(parsers) and all(bounds)
 
         # Every simulated call goes through here, the engine's per-request ones too: a plain loop, no
         # comprehension or helper frame (each would cost more than the parsers themselves).
@@ -105,10 +108,17 @@ def acl_call(
                 if parse is not None:
                     values = parse(call, *args)
                 elif steps:
-                    parsed = list(args)
-                    for i, parser in steps:
-                        parsed[i] = parser(call, i + 1, parsed[i])
-                    values = parsed
+                    plain = quick
+                    if quick:
+                        for value, bound in zip(args, bounds):
+                            if type(value) is not int or value < 0 or value >= bound:
+                                plain = False
+                                break
+                    if not plain:
+                        parsed = list(args)
+                        for i, parser in steps:
+                            parsed[i] = parser(call, i + 1, parsed[i])
+                        values = parsed
                 if fault_name is not None and faults.RULES:
                     _state.check_fault(fault_name)
                 if init:

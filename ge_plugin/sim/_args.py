@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import operator
 import struct
+from collections.abc import Callable
+from typing import Any
 
 MASK64 = (1 << 64) - 1
 _INT_MIN = -(1 << 31)
@@ -127,3 +129,8 @@ def int_list(call: str, pos: int, value: object, what: str, count: int | None = 
             raise ValueError(f"{call}: {what}[{n}] = {item} does not fit int64 (PyLong_AsLongLong failed)")
         out.append(int(item))
     return out
+
+
+#: parser -> the bound below which it returns a plain non-negative ``int`` unchanged, so the API wrapper can
+#: let such arguments through without calling it (every pointer, size and handle of a correct program)
+UNCHANGED_BELOW: dict[Callable[[str, int, Any], Any], int] = {k: 1 << 64, i: 1 << 31, u32: 1 << 32}

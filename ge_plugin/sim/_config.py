@@ -5,11 +5,12 @@ device, accounted, never pre-allocated), ``GE_PLUGIN_SIM_SOC`` (Ascend910B3), ``
 (onnxruntime intra-op threads per model, 1), ``GE_PLUGIN_SIM_REPORT_DIR``, ``GE_PLUGIN_SIM_FAULTS`` (see
 ``faults``), and the device-time model (see ``device_time``): ``GE_PLUGIN_SIM_EXECUTE_LATENCY_MS`` (device
 milliseconds per execute: ``5``, ``1=78;4=145;8=220`` by gear, ``40+18*rows``, or a table plus one of those),
-``GE_PLUGIN_SIM_TIMING_ONLY`` (``1``: skip computing outputs) and ``GE_PLUGIN_SIM_DEVICE_LOCK_DIR`` (where the
-per-device lock files that serialise executes across processes live). The JSON passed to ``acl.init`` may
-carry a ``"ge_plugin_sim"`` object with the same settings (``devices``, ``device_memory_mb``,
-``soc_version``, ``threads``, ``report_dir``, ``faults``, ``execute_latency_ms``, ``timing_only``,
-``device_lock_dir``); it wins over the environment. Real CANN ignores that section.
+``GE_PLUGIN_SIM_TIMING_ONLY`` (``1``: skip computing outputs), ``GE_PLUGIN_SIM_DEVICE_LOCK_DIR`` (where the
+per-device lock files that serialise executes across processes live) and ``GE_PLUGIN_SIM_CHECK`` (``1``: the
+sanitizer reports, see ``sanitizer``). The JSON passed to ``acl.init`` may carry a ``"ge_plugin_sim"``
+object with the same settings (``devices``, ``device_memory_mb``, ``soc_version``, ``threads``,
+``report_dir``, ``faults``, ``execute_latency_ms``, ``timing_only``, ``device_lock_dir``, ``check``); it
+wins over the environment. Real CANN ignores that section.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ class SimConfig:
     #: skip computing outputs; None: not configured
     timing_only: bool | None = None
     device_lock_dir: str = attrs.field(factory=device_time.default_lock_dir)
+    #: the sanitizer's reporting; None: not configured (as enabled from Python, or by the environment)
+    check: bool | None = None
 
 
 def _int(name: str, value: object, lo: int, hi: int) -> int:
@@ -151,6 +154,7 @@ _KNOBS: dict[str, _Knob] = {
     ),
     "timing_only": _Knob("timing_only", "GE_PLUGIN_SIM_TIMING_ONLY", _flag, _bool),
     "device_lock_dir": _Knob("device_lock_dir", "GE_PLUGIN_SIM_DEVICE_LOCK_DIR", _directory, _directory),
+    "check": _Knob("check", "GE_PLUGIN_SIM_CHECK", _flag, _bool),
 }
 
 

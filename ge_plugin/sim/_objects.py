@@ -14,24 +14,29 @@ from ge_plugin.sim._state import SIM
 
 
 class DataBuffer:
-    """``aclDataBuffer``: a pointer and a size; it does not own the memory."""
+    """``aclDataBuffer``: a pointer and a size; it does not own the memory. ``checked`` is the sanitizer's
+    last verdict on it, ``(addr, size, device, allocation)``, so an unchanged buffer over live memory is not
+    looked up again at every execute."""
 
-    __slots__ = ("addr", "handle", "size")
+    __slots__ = ("addr", "checked", "handle", "size")
 
     def __init__(self, handle: int, addr: int, size: int):
         self.handle = handle
         self.addr = addr
         self.size = size
+        self.checked: tuple[int, int, int, Any] | None = None
 
 
 class Dataset:
-    """``aclmdlDataset``: data buffers by reference, so update_data_buffer is seen by every dataset."""
+    """``aclmdlDataset``: data buffers by reference, so update_data_buffer is seen by every dataset; and the
+    tensor descriptions set on its entries, which it owns (set_dataset_tensor_desc copies the caller's)."""
 
-    __slots__ = ("buffers", "handle")
+    __slots__ = ("buffers", "descs", "handle")
 
     def __init__(self, handle: int):
         self.handle = handle
         self.buffers: list[DataBuffer] = []
+        self.descs: dict[int, TensorDesc] = {}
 
 
 class TensorDesc:

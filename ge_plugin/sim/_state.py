@@ -15,10 +15,11 @@ from typing import Any
 
 from ge_plugin import acl_constants as C
 from ge_plugin.acl_constants import error_name
-from ge_plugin.sim import counters, events, faults
+from ge_plugin.sim import _host_objects, counters, device_time, events, faults, sanitizer
 from ge_plugin.sim._config import SimConfig
 from ge_plugin.sim._fail import Fail
-from ge_plugin.sim.memory import HANDLE_BASE, Memory
+from ge_plugin.sim._sites import UNKNOWN, Origin, Site, origin
+from ge_plugin.sim.memory import HANDLE_BASE, Allocation, Memory
 from ge_plugin.sim.streams import Stream
 
 #: streams per device, as on Ascend 910 (the docs cite 1024/2048)
@@ -66,8 +67,7 @@ class _State:
         self.descs: dict[int, Any] = {}
         self.tensor_descs: dict[int, Any] = {}
         self.events: dict[int, Any] = {}
-        #: reclaimed pinned buffers stay referenced so stale numpy views of them cannot crash the process
-        self.graveyard: list[Any] = []
+        self.exit_leaks_reported = False
 
 
 SIM = _State()
@@ -94,8 +94,11 @@ def record(message: str) -> None:
 
 
 def failed(call: str, fail: Fail) -> int:
-    """Record ``fail`` for this thread and return its code: the one line every API uses on failure."""
+    """Record ``fail`` for this thread and return its code: the one line every API uses on failure. A
+    failure that is a memory bug of the program is also a sanitizer finding (reported when checking)."""
     record(f"{call} failed: {fail.message} [{error_name(fail.code)} {fail.code}]")
+    if fail.kind is not None:
+        sanitizer.report_error(fail.kind, call, fail.message, fail.code)
     return fail.code
 
 
@@ -147,12 +150,50 @@ def start(config: SimConfig) -> None:
 
 
 def _at_exit() -> None:
+    report_exit_leaks("process exit (acl.finalize was never called)")
     if SIM.initialized and SIM.config.report_dir:
-        counters.write_report(SIM.config.report_dir)
+        write_report(SIM.config.report_dir)
 
 
-def stop() -> None:
-    """Release everything acl.finalize releases (the report is the caller's business)."""
+def report_exit_leaks(call: str) -> None:
+    """At the end of a process that never finalized, what is still allocated leaked (reported once)."""
+    if SIM.exit_leaks_reported or not SIM.initialized or SIM.memory is None:
+        return
+    SIM.exit_leaks_reported = True
+    report_leaks(call, SIM.memory.live(), UNKNOWN)
+
+
+#: what the report says about the data, per mode (``timing_only``)
+DATA = {
+    False: "computed: outputs come from onnxruntime, copies and memsets move their bytes",
+    True: (
+        "timing only: nothing was computed, copied, set or zero-filled; every output and copy destination "
+        "kept whatever it held (the counts and bytes are the work the program queued)"
+    ),
+}
+
+
+def write_report(directory: str) -> None:
+    """The counters report, with the mode (what happened to the data) and, when checking is on, the
+    sanitizer's findings."""
+    data = counters.snapshot()
+    timing = device_time.timing_only()
+    data["mode"] = {"timing_only": timing, "data": DATA[timing]}
+    if sanitizer.enabled():
+        data["sanitizer"] = sanitizer.as_report()
+    counters.write_report(directory, data)
+
+
+def report_leaks(call: str, allocations: list[Allocation], site: Site | None = None) -> None:
+    """Allocations the program never freed, now reclaimed by ``call``: leaks, when checking is on."""
+    if allocations:
+        sanitizer.report_leaks(call, (a.describe() for a in allocations), site)
+
+
+def stop(by: Origin | None = None, report_dir: str | None = None) -> None:
+    """Release everything acl.finalize releases; ``by`` is the call that asked (None: the tests' reset),
+    which the freed memory remembers. The streams' queued work is waited for first; then, with
+    ``report_dir``, the counters report is written, before anything is released."""
     events.abort()  # a stream blocked on an event or a callback must not hang finalize
     with SIM.lock:
         for stream in list(SIM.streams.values()):
@@ -161,13 +202,16 @@ def stop() -> None:
             if ctx.default_stream is not None:
                 ctx.default_stream.stop()
             ctx.destroyed = True
+        if report_dir:
+            write_report(report_dir)
         for model in list(SIM.models.values()):
             model.release()
         SIM.models.clear()
         if SIM.memory is not None:
+            reclaimer = by or origin("the simulator's reset")
             for arena in SIM.memory.devices:
-                arena.reclaim_all()
-            SIM.graveyard.extend(a.buf for a in SIM.memory.pinned.reclaim_all())
+                arena.reclaim_all(reclaimer)
+            SIM.memory.pinned.reclaim_all(reclaimer)
         SIM.contexts.clear()
         SIM.streams.clear()
         for device in SIM.devices:
@@ -202,8 +246,10 @@ def reset_for_tests() -> None:
         SIM.devices = []
         SIM.config = SimConfig()
         SIM.model_ids = itertools.count(1)
-        SIM.graveyard.clear()
+        SIM.exit_leaks_reported = False
     counters.forget()
+    _host_objects.forget()
+    sanitizer.reset()
     faults.reset()
     events.forget()
     events.resume()
@@ -337,8 +383,9 @@ def destroy_stream(s: Stream) -> Fail | None:
     return error
 
 
-def release_device(dev: Device) -> None:
-    """The last reset_device: contexts, streams, models and memory of the device go away."""
+def release_device(dev: Device, by: Origin) -> None:
+    """The last reset_device (``by``): contexts, streams, models and memory of the device go away; what the
+    program never freed is reported as leaked."""
     for ctx in [c for c in SIM.contexts.values() if c.device == dev.id]:
         destroy_context(ctx)
     for model_id, model in list(SIM.models.items()):
@@ -346,5 +393,7 @@ def release_device(dev: Device) -> None:
             model.release()
             del SIM.models[model_id]
     if SIM.memory is not None:
-        SIM.memory.devices[dev.id].reclaim_all()
+        arena = SIM.memory.devices[dev.id]
+        report_leaks(by.call, list(arena.allocs.values()))
+        arena.reclaim_all(by)
     dev.default_context = None

@@ -12,18 +12,21 @@ before ``acl.init``; everything that touches a device needs ``acl.init`` (else A
 """
 
 import json as _json
+import logging as _logging
 import math as _math
 import os as _os
 import struct as _struct
+import sys as _sys
+import time as _time
 
 from ge_plugin import acl_constants as _C
 from ge_plugin.sim import _args as _a
 from ge_plugin.sim import _codes as _K
 from ge_plugin.sim import _config, mdl, rt, util
 from ge_plugin.sim import _state as _s
-from ge_plugin.sim import counters as _counters
 from ge_plugin.sim import device_time as _device_time
 from ge_plugin.sim import faults as _faults
+from ge_plugin.sim import sanitizer as _sanitizer
 from ge_plugin.sim._api import acl_call as _acl_call
 from ge_plugin.sim._api import value_and_ret as _value_and_ret
 from ge_plugin.sim._api import value_only as _value_only
@@ -31,8 +34,11 @@ from ge_plugin.sim._fail import Fail as _Fail
 from ge_plugin.sim._objects import DataBuffer as _DataBuffer
 from ge_plugin.sim._objects import TensorDesc as _TensorDesc
 from ge_plugin.sim._objects import lookup as _lookup
+from ge_plugin.sim._sites import origin as _origin
+from ge_plugin.sim._sites import user_site as _user_site
 
 __all__ = [
+    "app_log",
     "create_data_buffer",
     "create_tensor_desc",
     "data_type_size",
@@ -97,6 +103,7 @@ def _configure(section: object) -> "_config.SimConfig":
     try:
         config = _config.load(_os.environ, section)
         _faults.install(config.faults)
+        _sanitizer.configure(config.check)
         _device_time.configure(
             _device_time.profile() if config.execute_latency is None else config.execute_latency,
             _device_time.timing_only() if config.timing_only is None else config.timing_only,
@@ -130,14 +137,17 @@ def init(*args: str) -> int:
 
 @_acl_call("acl.finalize", init=False)
 def finalize() -> int:
-    """``ret = acl.finalize()``; writes the counters report first when GE_PLUGIN_SIM_REPORT_DIR is set."""
+    """``ret = acl.finalize()``; reports the allocations never freed (when checking) and, when
+    GE_PLUGIN_SIM_REPORT_DIR is set, writes the counters report once the queued work is done and before
+    anything is released."""
     if not _s.SIM.initialized:
         if _s.SIM.finalized:
             raise _Fail(_C.ACL_ERROR_REPEAT_FINALIZE, "acl.finalize was already called")
         raise _Fail(_C.ACL_ERROR_UNINITIALIZE, "acl.init() has not been called")
-    if _s.SIM.config.report_dir:
-        _counters.write_report(_s.SIM.config.report_dir)
-    _s.stop()
+    by = _origin("acl.finalize")
+    if _s.SIM.memory is not None:
+        _s.report_leaks(by.call, _s.SIM.memory.live())
+    _s.stop(by, report_dir=_s.SIM.config.report_dir)
     return 0
 
 
@@ -314,6 +324,55 @@ def get_tensor_desc_name(desc: int, /) -> str:
 def set_tensor_desc_name(desc: int, name: str, /) -> None:
     """Returns None, as pyACL does."""
     _tensor_desc(desc).name = name
+
+
+#: aclLogLevel -> (name in a CANN log line, Python logging level)
+_APP_LOG_LEVELS = {
+    0: ("DEBUG", _logging.DEBUG),
+    1: ("INFO", _logging.INFO),
+    2: ("WARNING", _logging.WARNING),
+    3: ("ERROR", _logging.ERROR),
+}
+_app_logger = _logging.getLogger("ge_plugin.sim.app_log")
+_app_logger.addHandler(_logging.NullHandler())  # like plog files: seen only where logging is configured
+
+
+def _app_log_args(call: str, *args: object) -> tuple[int, str]:
+    """``"is"``: the level, then the message."""
+    if len(args) != 2:
+        raise TypeError(f"{call}() takes exactly 2 arguments ({len(args)} given)")
+    return _a.i(call, 1, args[0]), _a.s(call, 2, args[1])
+
+
+def _global_log_level() -> int:
+    """``ASCEND_GLOBAL_LOG_LEVEL`` (0 DEBUG ... 3 ERROR, 4 NULL), ERROR when unset or not a level, as CANN."""
+    text = _os.environ.get("ASCEND_GLOBAL_LOG_LEVEL", "").strip()
+    return int(text) if text in ("0", "1", "2", "3", "4") else 3
+
+
+@_acl_call("acl.app_log", parse=_app_log_args, fault=None, init=False, failure=_value_only(None))
+def app_log(log_level: int, message: str, /) -> None:
+    """Returns None, as pyACL does: ``message`` goes to the application log at ``log_level`` (aclLogLevel:
+    0 DEBUG, 1 INFO, 2 WARNING, 3 ERROR; other values log nothing, as ACL_APP_LOG drops them).
+
+    CANN writes it to the plog files under ``$ASCEND_PROCESS_LOG_PATH`` (or ``~/ascend/log``) when the level
+    reaches ``ASCEND_GLOBAL_LOG_LEVEL`` (default ERROR), and to stdout as well with
+    ``ASCEND_SLOG_PRINT_TO_STDOUT=1``. The simulator applies the same level and stdout switch, and hands every
+    record to the Python logger ``ge_plugin.sim.app_log`` instead of plog files.
+    """
+    level = _APP_LOG_LEVELS.get(log_level)
+    if level is None or log_level < _global_log_level():
+        return None
+    name, py_level = level
+    site = _user_site()
+    _app_logger.log(py_level, "[%s] %s", site, message)
+    if _os.environ.get("ASCEND_SLOG_PRINT_TO_STDOUT", "").strip() == "1":
+        now = _time.time()
+        stamp = _time.strftime("%Y-%m-%d-%H:%M:%S", _time.localtime(now)) + f".{int(now % 1 * 1e6):06d}"
+        process = _os.path.basename(_sys.argv[0] or "python")
+        _sys.stdout.write(f"[{name}] APP({_os.getpid()},{process}):{stamp} [{site}]{message}\n")
+        _sys.stdout.flush()
+    return None
 
 
 def float16_to_float(value: int, /) -> float:

@@ -10,12 +10,18 @@ executes run one after the other. The simulator models that:
   that gear) for gears the table does not list, or one constant. The execute holds the device for that long,
   waiting without the GIL; the simulator's own computation (onnxruntime) runs inside that window, and only
   if it takes longer does the execute take longer.
-- **Timing only.** The simulator can skip computing: outputs are zero-filled with one memset each, so an
-  execute costs no CPU beyond the host-side copies. Off by default; numerics need it off.
+- **Timing only.** The simulator can skip computing and every data movement: outputs are not written,
+  copies and memsets move nothing, streams are queues of records settled by this clock (``streams``), so an
+  execute costs the host a few microseconds of calls whatever its tensors. Off by default; numerics need
+  it off.
 - **One compute queue per device.** Executes on one device id run one at a time across streams, model
-  instances and processes: an in-process lock per device plus an ``fcntl`` lock on
-  ``<lock dir>/device-<id>.lock`` (default ``/dev/shm/ge-plugin-sim-<uid>/``), held only while the execute
-  computes. Copies and everything else overlap it; other device ids do not wait.
+  instances and processes, first come, first served. The device's clock is a small file,
+  ``<lock dir>/device-<id>.lock`` (default ``/dev/shm/ge-plugin-sim-<uid>/``), mapped into memory: when
+  the device is busy until, in ``time.monotonic()`` seconds (one clock for every process of the host). A
+  timing-only execute books its window there under ``flock`` when it is queued (:func:`reserve`), so no
+  lock is held while the device is busy; a computing one holds the file's ``flock`` (and an in-process
+  lock) while it computes, after the windows already booked, and books its own when it ends
+  (:func:`occupy`). Copies and everything else overlap; other device ids do not wait.
 
 Each execute's window is counted per device (``busy_ms``, the recent ``compute_intervals`` in monotonic
 seconds: one clock for every process of the host), so utilisation can be derived from the counters.
@@ -27,11 +33,14 @@ import contextlib
 import fcntl
 import logging
 import math
+import mmap
 import os
 import re
+import struct
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Mapping
 
 import attrs
@@ -168,6 +177,8 @@ class _State:
 
 
 _STATE = _State()
+#: read on every call that queues work (``device_time.STATE.timing_only``): an attribute, not a call
+STATE = _STATE
 
 
 def configure(profile: LatencyProfile, timing_only: bool, lock_dir: str) -> None:
@@ -229,13 +240,34 @@ def latency_s(label: str, rows: int) -> float:
 
 # -- one compute queue per device -------------------------------------------------------------------------
 
+#: the device file's layout: this boot's id (a file left from before a reboot holds monotonic times of another
+#: clock, so its "busy until" means nothing), then the device's busy-until time as a float64
+_BOOT_ID = slice(0, 16)
+_BUSY_AT = 16
+_FILE_BYTES = 64
+_F64 = struct.Struct("<d")
+
+
+def _boot_id() -> bytes:
+    try:
+        with open("/proc/sys/kernel/random/boot_id", "rb") as f:
+            return uuid.UUID(f.read().strip().decode()).bytes
+    except (OSError, ValueError):  # not Linux: the clock's zero stands for the boot
+        return _F64.pack(time.monotonic() - time.time()) * 2
+
+
+_THIS_BOOT = _boot_id()
+
 
 class _DeviceQueue:
-    __slots__ = ("fd", "lock")
+    __slots__ = ("clock", "fd", "lock")
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()  #: one compute at a time in this process
-        self.fd: int | None = None  #: the device's lock file, for one at a time across processes
+        self.lock = threading.Lock()  #: one compute or reservation at a time in this process
+        self.fd: int | None = None  #: the device's file, flock-ed for one at a time across processes
+        self.clock: mmap.mmap | None = (
+            None  #: the file, mapped: when the device is busy until, for every process
+        )
 
 
 _QUEUES: dict[int, _DeviceQueue] = {}
@@ -254,6 +286,9 @@ def _close_lock_files() -> None:
     with _queues_lock:
         for queue in _QUEUES.values():
             with queue.lock:
+                if queue.clock is not None:
+                    queue.clock.close()
+                    queue.clock = None
                 if queue.fd is not None:
                     os.close(queue.fd)
                     queue.fd = None
@@ -263,22 +298,83 @@ def lock_path(device: int) -> str:
     return os.path.join(_STATE.lock_dir or default_lock_dir(), f"device-{device}.lock")
 
 
+def _open(queue: _DeviceQueue, device: int) -> tuple[int, mmap.mmap]:
+    """The device's file and its mapping, opened once per process; the caller holds ``queue.lock``."""
+    if queue.fd is None or queue.clock is None:
+        path = lock_path(device)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if os.fstat(fd).st_size < _FILE_BYTES:
+                os.ftruncate(fd, _FILE_BYTES)
+            clock = mmap.mmap(fd, _FILE_BYTES)
+            if clock[_BOOT_ID] != _THIS_BOOT:  # new, or left from before a reboot
+                clock[_BOOT_ID] = _THIS_BOOT
+                _F64.pack_into(clock, _BUSY_AT, 0.0)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        queue.fd, queue.clock = fd, clock
+    return queue.fd, queue.clock
+
+
+def busy_until(device: int) -> float:
+    """When the last execute reserved on device ``device`` (by any process) ends, ``time.monotonic()``."""
+    queue = _queue(device)
+    clock = queue.clock
+    if clock is None:
+        with queue.lock:
+            clock = _open(queue, device)[1]
+    return _F64.unpack_from(clock, _BUSY_AT)[0]
+
+
+def reserve(device: int, ready: float, seconds: float) -> tuple[float, float]:
+    """Book device ``device`` for ``seconds`` from ``ready`` or, when it is busy then, from the end of the
+    last execute any process booked on it (first come, first served); returns the window ``(start, end)``.
+
+    Timing-only executes take their device time this way when they are queued, so nothing waits on the
+    host: the stream is synchronized by sleeping until the window's end. A window of 0 seconds books
+    nothing (it starts once the device is free)."""
+    if seconds <= 0:
+        busy = busy_until(device)
+        start = ready if ready > busy else busy
+        return start, start
+    queue = _queue(device)
+    with queue.lock:
+        fd, clock = _open(queue, device)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        busy = _F64.unpack_from(clock, _BUSY_AT)[0]
+        start = ready if ready > busy else busy
+        end = start + seconds
+        while end - start < seconds:  # the window's length, as its ends give it, is never short of the time
+            end = math.nextafter(end, math.inf)
+        _F64.pack_into(clock, _BUSY_AT, end)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    return start, end
+
+
 @contextlib.contextmanager
 def occupy(device: int) -> Iterator[float]:
-    """Hold device ``device`` for one compute (yields its start, ``time.monotonic()``); counts the window."""
+    """Hold device ``device`` for one compute (yields its start, ``time.monotonic()``); counts the window.
+
+    A compute takes its turn after every window already booked on the device (timing-only executes of any
+    process), holds the device's locks while it runs, and books its own window when it ends."""
     queue = _queue(device)
     with queue.lock:  # waiting here or on flock below releases the GIL
-        if queue.fd is None:
-            path = lock_path(device)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            queue.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-        fcntl.flock(queue.fd, fcntl.LOCK_EX)
+        fd, clock = _open(queue, device)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        busy = _F64.unpack_from(clock, _BUSY_AT)[0]
+        wait = busy - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
         start = time.monotonic()
         try:
             yield start
         finally:
             end = time.monotonic()
-            fcntl.flock(queue.fd, fcntl.LOCK_UN)
+            if end > _F64.unpack_from(clock, _BUSY_AT)[0]:
+                _F64.pack_into(clock, _BUSY_AT, end)
+            fcntl.flock(fd, fcntl.LOCK_UN)
             counters.device(device).computed(start, end)
 
 

@@ -63,6 +63,8 @@ FAULTABLE = frozenset(
         "rt.get_mem_info",
         "rt.get_device_info",
         "rt.create_event",
+        "rt.create_event_with_flag",
+        "rt.query_event",
         "rt.destroy_event",
         "rt.record_event",
         "rt.reset_event",
@@ -101,6 +103,8 @@ FAULTABLE = frozenset(
         "mdl.set_input_dynamic_dims",
         "mdl.execute",
         "mdl.execute_async",
+        "mdl.set_dataset_tensor_desc",
+        "mdl.get_aipp_type",
     }
 )
 

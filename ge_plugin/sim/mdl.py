@@ -21,17 +21,20 @@ from ge_plugin.sim import _exec
 from ge_plugin.sim import _state as _s
 from ge_plugin.sim import counters as _counters
 from ge_plugin.sim import faults as _faults
+from ge_plugin.sim import sanitizer as _sanitizer
 from ge_plugin.sim._api import acl_call as _acl_call
 from ge_plugin.sim._api import value_and_ret as _value_and_ret
 from ge_plugin.sim._api import value_only as _value_only
 from ge_plugin.sim._fail import Fail as _Fail
 from ge_plugin.sim._objects import Dataset as _Dataset
 from ge_plugin.sim._objects import ModelDesc as _ModelDesc
+from ge_plugin.sim._objects import TensorDesc as _TensorDesc
 from ge_plugin.sim._objects import lookup as _lookup
 from ge_plugin.sim.memory import HOST as _HOST
 from ge_plugin.sim.memory import PINNED as _PINNED
 from ge_plugin.sim.memory import Allocation as _Allocation
 from ge_plugin.sim.memory import align_up as _align_up
+from ge_plugin.sim.memory import check_host as _check_host
 from ge_plugin.sim.model import IoDesc as _IoDesc
 from ge_plugin.sim.model import ModelInfo as _ModelInfo
 from ge_plugin.sim.model import OmGear as _OmGear
@@ -45,9 +48,11 @@ __all__ = [
     "destroy_desc",
     "execute",
     "execute_async",
+    "get_aipp_type",
     "get_cur_output_dims",
     "get_dataset_buffer",
     "get_dataset_num_buffers",
+    "get_dataset_tensor_desc",
     "get_desc",
     "get_desc_from_file",
     "get_dynamic_batch",
@@ -74,6 +79,7 @@ __all__ = [
     "load_from_file_with_mem",
     "load_from_mem",
     "query_size",
+    "set_dataset_tensor_desc",
     "set_dynamic_batch_size",
     "set_dynamic_hw_size",
     "set_input_dynamic_dims",
@@ -82,6 +88,9 @@ __all__ = [
 
 _SIM = _s.SIM
 _T = _TypeVar("_T")
+#: aclmdlInputAippType ACL_DATA_WITHOUT_AIPP, and the "no such input" index (acl_mdl.h ACL_INVALID_NODE_INDEX)
+_ACL_DATA_WITHOUT_AIPP = 0
+_ACL_INVALID_NODE_INDEX = 0xFFFFFFFF
 #: get_input_dynamic_dims refuses larger gear counts with (None, 100000), as pyACL does
 _MAX_GEAR_COUNT = 4096
 
@@ -199,16 +208,22 @@ def load_from_mem(model_ptr: int, model_size: int, /) -> tuple[int, int]:
     _s.current_context()
     if model_size == 0:
         raise _Fail(_C.ACL_ERROR_INVALID_PARAM, "model_size must not be 0")
-    kind, alloc, why = _s.memory().locate(model_ptr)
-    if kind not in (_HOST, _PINNED):
+    place = _s.memory().locate(model_ptr)
+    if place.kind not in (_HOST, _PINNED):
         raise _Fail(
             _C.ACL_ERROR_INVALID_PARAM,
-            why or f"0x{model_ptr:x} is device memory; load_from_mem reads host memory",
+            place.why or f"0x{model_ptr:x} is device memory; load_from_mem reads host memory",
+            place.fault or _sanitizer.WRONG_MEMORY_KIND,
         )
-    if alloc is not None and model_ptr - alloc.base + model_size > alloc.size:
+    if place.alloc is not None and model_ptr - place.alloc.base + model_size > place.alloc.limit():
+        over = model_ptr + model_size - place.alloc.base - place.alloc.limit()
         raise _Fail(
-            _C.ACL_ERROR_INVALID_PARAM, f"0x{model_ptr:x}+{model_size} runs past its pinned allocation"
+            _C.ACL_ERROR_INVALID_PARAM,
+            f"0x{model_ptr:x}+{model_size} runs {over} bytes past the end of {place.alloc.describe()}",
+            _sanitizer.OUT_OF_BOUNDS,
         )
+    if place.kind == _HOST:
+        _check_host("acl.mdl.load_from_mem", "model_ptr", model_ptr, model_size)
     return _load(_ctypes.string_at(model_ptr, model_size), f"the model at 0x{model_ptr:x}"), 0
 
 
@@ -509,7 +524,7 @@ def _write_gear(
         )
     gear = gear_of(info)
     buf = ds.buffers[index]
-    _exec.mbatch_slot(model, buf.addr, buf.size)[:] = gear.values
+    _exec.write_gear(model, buf.addr, buf.size, gear)
     model.cur_gear = gear
     return 0
 
@@ -649,10 +664,103 @@ def get_dataset_buffer(dataset: int, index: int, /) -> int:
 
 @_acl_call("acl.mdl.destroy_dataset", _a.k, init=False)
 def destroy_dataset(dataset: int, /) -> int:
-    """``ret``; the data buffers in it are not destroyed."""
-    _lookup("datasets", dataset, "dataset")
+    """``ret``; the data buffers in it are not destroyed, the tensor descriptions it holds are."""
+    ds = _lookup("datasets", dataset, "dataset")
+    for desc in ds.descs.values():
+        _SIM.tensor_descs.pop(desc.handle, None)
     del _SIM.datasets[dataset]
     return 0
+
+
+@_acl_call(
+    "acl.mdl.set_dataset_tensor_desc",
+    _a.k,
+    _a.k,
+    _a.k,
+    init=False,
+    failure=lambda ret, dataset, *_: (dataset, ret),
+)
+def set_dataset_tensor_desc(dataset: int, tensor_desc: int, index: int, /) -> tuple[int, int]:
+    """``(dataset, ret)``: entry ``index`` (a buffer already added) gets a copy of ``tensor_desc``'s dims, as
+    aclmdlSetDatasetTensorDesc copies it (destroying the caller's desc afterwards is fine); a null desc
+    clears the entry's. For inputs this says "this execute's shape" (shape-range models); after an execute
+    with input descriptions, each output's description holds the shape the model produced."""
+    ds = _lookup("datasets", dataset, "dataset")
+    if index >= len(ds.buffers):
+        raise _Fail(
+            _C.ACL_ERROR_INVALID_PARAM,
+            f"index {index} must be smaller than the dataset's {len(ds.buffers)} buffers "
+            "(add the data buffer before its tensor description)",
+        )
+    if tensor_desc == 0:
+        old = ds.descs.pop(index, None)
+        if old is not None:
+            _SIM.tensor_descs.pop(old.handle, None)
+        return dataset, 0
+    source = _lookup("tensor_descs", tensor_desc, "tensor description")
+    _own_desc(ds, index, source.dtype, list(source.dims), source.format, source.name)
+    return dataset, 0
+
+
+def _own_desc(ds: _Dataset, index: int, dtype: int, dims: list[int], fmt: int, name: str) -> None:
+    """A tensor description that ``ds`` owns, at entry ``index`` (replacing the one there)."""
+    old = ds.descs.pop(index, None)
+    if old is not None:
+        _SIM.tensor_descs.pop(old.handle, None)
+    desc = _TensorDesc(_s.new_handle(), dtype, dims, fmt)
+    desc.name = name
+    _SIM.tensor_descs[desc.handle] = desc
+    ds.descs[index] = desc
+
+
+@_acl_call("acl.mdl.get_dataset_tensor_desc", _a.k, _a.k, fault=None, init=False, failure=_value_only(0))
+def get_dataset_tensor_desc(dataset: int, index: int, /) -> int:
+    """The tensor description of entry ``index`` (owned by the dataset); 0 when it has none or ``index`` is
+    out of range."""
+    ds = _lookup("datasets", dataset, "dataset")
+    if index >= len(ds.buffers):
+        raise _Fail(
+            _C.ACL_ERROR_INVALID_PARAM,
+            f"index {index} must be smaller than the dataset's {len(ds.buffers)} buffers",
+        )
+    desc = ds.descs.get(index)
+    return 0 if desc is None else desc.handle
+
+
+def _shapes_from_descs(model: _exec.LoadedModel, in_handle: int) -> bool:
+    """Whether the input dataset carries tensor descriptions (CANN's "dynamic" execute), checked against the
+    model: the simulator's models have fixed shapes (or gears), so each description must give the model's
+    shape; gear models take their shape from the gear setters instead. Raises Fail."""
+    ds = _SIM.datasets.get(in_handle)
+    if ds is None or not ds.descs:
+        return False
+    info = model.info
+    if info.mode != "static":
+        raise _Fail(
+            _C.ACL_ERROR_INVALID_PARAM,
+            f"the input dataset carries tensor descriptions but model {model.id} has {info.mode} gears; set its "
+            f"shape with acl.mdl.{_exec.SETTERS[info.mode]} instead (only one of the two may be used)",
+        )
+    gear = info.gears[0]
+    for index, desc in sorted(ds.descs.items()):
+        want = list(gear.input_dims[index]) if index < info.n_data else None
+        if want is not None and list(desc.dims) != want:
+            raise _Fail(
+                _C.ACL_ERROR_GE_PARAM_INVALID,
+                f"input {index} ({info.inputs[index].name}) tensor description says {list(desc.dims)}; model "
+                f"{model.id} takes {want} (the simulator has no shape-range models)",
+            )
+    return True
+
+
+def _describe_outputs(model: _exec.LoadedModel, out_handle: int) -> None:
+    """After an execute with input descriptions: each output entry describes what the model produced."""
+    ds = _SIM.datasets.get(out_handle)
+    if ds is None:
+        return
+    gear = model.info.gears[0]
+    for index, item in enumerate(model.info.outputs[: len(ds.buffers)]):
+        _own_desc(ds, index, item.dtype, list(gear.output_dims[index]), item.format, item.name)
 
 
 # -- execute --------------------------------------------------------------------------------------------
@@ -662,7 +770,10 @@ def destroy_dataset(dataset: int, /) -> int:
 def execute(model_id: int, input_dataset: int, output_dataset: int, /) -> int:
     """``ret``: runs the model now and returns when the outputs are in the output buffers."""
     model, ins, outs = _exec.prepare(model_id, input_dataset, output_dataset)
+    described = _shapes_from_descs(model, input_dataset)
     _exec.execute_sync(model, ins, outs)
+    if described:
+        _describe_outputs(model, output_dataset)
     return 0
 
 
@@ -672,6 +783,25 @@ def execute_async(model_id: int, input_dataset: int, output_dataset: int, stream
     does an injected fault."""
     model, ins, outs = _exec.prepare(model_id, input_dataset, output_dataset)
     target = _s.stream(stream, model.context)
+    described = _shapes_from_descs(model, input_dataset)
     injected = _faults.hit("mdl.execute_async") if _faults.RULES else 0
     _exec.submit(model, ins, outs, target, injected)
+    if described:  # as CANN's ModelExecute, at submit: the shapes are known from the descriptions
+        _describe_outputs(model, output_dataset)
     return 0
+
+
+@_acl_call("acl.mdl.get_aipp_type", _a.u32, _a.k, failure=_value_and_ret(_ACL_DATA_WITHOUT_AIPP, 0))
+def get_aipp_type(model_id: int, index: int, /) -> tuple[int, int, int]:
+    """``(type, dynamic_attached_data_index, ret)`` of input ``index``: the simulator's models have no AIPP
+    (ATC's ``--insert_op_conf`` is not simulated), so ACL_DATA_WITHOUT_AIPP (0) and 0xFFFFFFFF, the index the
+    docs give for "not a dynamic AIPP input"."""
+    model = _SIM.models.get(model_id)
+    if model is None:
+        raise _Fail(_C.ACL_ERROR_INVALID_MODEL_ID, f"model id {model_id} is not loaded")
+    if index >= len(model.info.inputs):
+        raise _Fail(
+            _C.ACL_ERROR_INVALID_PARAM,
+            f"input index {index} is out of range; model {model_id} has {len(model.info.inputs)} inputs",
+        )
+    return _ACL_DATA_WITHOUT_AIPP, _ACL_INVALID_NODE_INDEX, 0

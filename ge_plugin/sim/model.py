@@ -8,6 +8,7 @@ dim for a dims gear), so its size is that count times 8 bytes.
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,6 +59,7 @@ class OmGear:
         "label",
         "output_dims",
         "output_sizes",
+        "packed",
         "rows",
         "values",
     )
@@ -65,6 +67,8 @@ class OmGear:
     def __init__(self, index: int, values: tuple[int, ...], input_dims, output_dims, in_np, out_np):
         self.index = index
         self.values = values
+        #: the values as the ascend_mbatch_shape_data buffer holds them: native int64s
+        self.packed = struct.pack(f"={len(values)}q", *values)
         self.label = ",".join(map(str, values)) if values else "static"
         self.input_dims = tuple(tuple(d) for d in input_dims)
         self.output_dims = tuple(tuple(d) for d in output_dims)
@@ -166,6 +170,7 @@ class ModelInfo:
         raw_in, raw_out = header["inputs"], header["outputs"]
         self.gears = _gears(self.mode, dynamic["gears"], raw_in, raw_out)
         self.gear_by_values = {g.values: g for g in self.gears}
+        self.gear_by_packed = {g.packed: g for g in self.gears}
         self.n_data = len(raw_in)
         self.inputs = [_input_desc(n, i, self.gears) for n, i in enumerate(raw_in)]
         self.outputs = [_output_desc(n, o, self.gears) for n, o in enumerate(raw_out)]

@@ -5,27 +5,32 @@ context current, ``create_context`` makes the new one current; calls that need o
 ACL_ERROR_RT_CONTEXT_NULL, 107002); a stream belongs to the context that created it (using it from another
 returns ACL_ERROR_RT_STREAM_CONTEXT, 107003); device memory is accounted against each device's capacity
 (ACL_ERROR_RT_MEMORY_ALLOCATION, 207001, when full); copies are checked against where each pointer lives.
-``synchronize_*`` release the GIL while they wait; ``memcpy`` holds it, as in pyACL.
+``synchronize_*`` release the GIL while they wait; ``memcpy`` holds it, as in pyACL. In timing-only mode
+copies and memsets are checked and counted but move no byte (see ``device_time``).
 """
 
 import ctypes as _ctypes
-from collections.abc import Callable as _Callable
 from typing import NamedTuple as _NamedTuple
+from typing import Protocol as _Protocol
 
 from ge_plugin import acl_constants as _C
 from ge_plugin.sim import _args as _a
 from ge_plugin.sim import _codes as _K
 from ge_plugin.sim import _state as _s
+from ge_plugin.sim import device_time as _device_time
 from ge_plugin.sim import faults as _faults
+from ge_plugin.sim import sanitizer as _sanitizer
 from ge_plugin.sim._api import acl_call as _acl_call
 from ge_plugin.sim._api import value_and_ret as _value_and_ret
 from ge_plugin.sim._fail import Fail as _Fail
 from ge_plugin.sim._rt_events import (
     create_event,
+    create_event_with_flag,
     destroy_event,
     event_elapsed_time,
     launch_callback,
     process_report,
+    query_event,
     query_event_status,
     record_event,
     reset_event,
@@ -37,16 +42,21 @@ from ge_plugin.sim._rt_events import (
 )
 from ge_plugin.sim._rt_events import seconds as _seconds
 from ge_plugin.sim._rt_events import timeout_ms as _timeout_ms
+from ge_plugin.sim._sites import origin as _origin
 from ge_plugin.sim.memory import DEVICE as _DEVICE
+from ge_plugin.sim.memory import HOST as _HOST
 from ge_plugin.sim.memory import PINNED as _PINNED
 from ge_plugin.sim.memory import Allocation as _Allocation
 from ge_plugin.sim.memory import align_up as _align_up
 from ge_plugin.sim.memory import malloc_size as _malloc_size
+from ge_plugin.sim.streams import FailedRecord as _FailedRecord
+from ge_plugin.sim.streams import Record as _Record
 from ge_plugin.sim.streams import Stream as _Stream
 
 __all__ = [
     "create_context",
     "create_event",
+    "create_event_with_flag",
     "create_stream",
     "create_stream_with_config",
     "destroy_context",
@@ -71,6 +81,7 @@ __all__ = [
     "memset",
     "memset_async",
     "process_report",
+    "query_event",
     "query_event_status",
     "record_event",
     "reset_device",
@@ -88,6 +99,7 @@ __all__ = [
 ]
 
 _SIM = _s.SIM
+_TIMING = _device_time.STATE
 
 
 # -- devices and contexts -------------------------------------------------------------------------------
@@ -113,7 +125,7 @@ def reset_device(device_id: int, /) -> int:
         if dev.refcount > 0:
             dev.refcount -= 1
             if dev.refcount == 0:
-                _s.release_device(dev)
+                _s.release_device(dev, _origin(f"acl.rt.reset_device({device_id})"))
     return 0
 
 
@@ -246,14 +258,14 @@ def _check_policy(policy: int) -> None:
         raise _Fail(_C.ACL_ERROR_INVALID_PARAM, f"malloc policy {policy} is not an aclrtMemMallocPolicy")
 
 
-def _device_malloc(size: int, policy: int, accounted: int) -> tuple[int, int]:
+def _device_malloc(call: str, size: int, policy: int, accounted: int) -> tuple[int, int]:
     """``(dev_ptr, 0)``: ``size`` bytes of the current device, ``accounted`` charged to it; raises Fail."""
     ctx = _s.current_context()
     if size == 0:
         raise _Fail(_C.ACL_ERROR_INVALID_PARAM, "size must not be 0")
     _check_policy(policy)
     arena = _s.memory().devices[ctx.device]
-    alloc = arena.malloc(size, accounted)
+    alloc = arena.malloc(size, accounted, _origin(f"{call}({size})"))
     if alloc is None:
         raise _Fail(
             _C.ACL_ERROR_RT_MEMORY_ALLOCATION,
@@ -266,49 +278,62 @@ def _device_malloc(size: int, policy: int, accounted: int) -> tuple[int, int]:
 @_acl_call("acl.rt.malloc", _a.k, _a.i, failure=_value_and_ret(0))
 def malloc(size: int, policy: int, /) -> tuple[int, int]:
     """``dev_ptr, ret``; the device takes ``size`` rounded up to 32 bytes plus 32; not initialised."""
-    return _device_malloc(size, policy, _malloc_size(size))
+    return _device_malloc("acl.rt.malloc", size, policy, _malloc_size(size))
 
 
 @_acl_call("acl.rt.malloc_align32", _a.k, _a.i, failure=_value_and_ret(0))
 def malloc_align32(size: int, policy: int, /) -> tuple[int, int]:
     """``dev_ptr, ret``; rounded up to 32 bytes only."""
-    return _device_malloc(size, policy, _align_up(max(size, 1), 32))
+    return _device_malloc("acl.rt.malloc_align32", size, policy, _align_up(max(size, 1), 32))
 
 
 @_acl_call("acl.rt.malloc_cached", _a.k, _a.i, failure=_value_and_ret(0))
 def malloc_cached(size: int, policy: int, /) -> tuple[int, int]:
     """``dev_ptr, ret``; the simulator has no cache, so this is malloc."""
-    return _device_malloc(size, policy, _malloc_size(size))
+    return _device_malloc("acl.rt.malloc_cached", size, policy, _malloc_size(size))
 
 
 @_acl_call("acl.rt.free", _a.k)
 def free(dev_ptr: int, /) -> int:
     """``ret``; only the start of an allocation from malloc; no implicit synchronisation."""
-    kind, alloc, why = _s.memory().locate(dev_ptr)
+    kind, alloc, why, fault = _s.memory().locate(dev_ptr)
     if kind == _PINNED:
         raise _Fail(
             _C.ACL_ERROR_INVALID_PARAM,
-            f"0x{dev_ptr:x} is pinned host memory; free it with acl.rt.free_host",
+            f"0x{dev_ptr:x} is {alloc.describe()}; free it with acl.rt.free_host",  # type: ignore[union-attr]
+            _sanitizer.WRONG_MEMORY_KIND,
         )
     if kind != _DEVICE or alloc is None:
-        raise _Fail(_C.ACL_ERROR_INVALID_PARAM, why or f"0x{dev_ptr:x} is host memory, not device memory")
+        if kind == _HOST:
+            raise _Fail(
+                _C.ACL_ERROR_INVALID_PARAM,
+                f"0x{dev_ptr:x} is host memory, not device memory from acl.rt.malloc",
+                _sanitizer.WRONG_MEMORY_KIND,
+            )
+        raise _Fail(_C.ACL_ERROR_INVALID_PARAM, why, _freeing(fault))
     if alloc.base != dev_ptr:
         raise _Fail(
             _C.ACL_ERROR_INVALID_PARAM,
-            f"0x{dev_ptr:x} is inside the allocation at 0x{alloc.base:x}; free takes the address malloc returned",
+            f"0x{dev_ptr:x} is inside {alloc.describe()}; free takes the address malloc returned",
+            _sanitizer.INVALID_FREE,
         )
-    _s.memory().devices[alloc.device].free(dev_ptr)
+    _s.memory().devices[alloc.device].free(dev_ptr, _origin("acl.rt.free"))
     return 0
+
+
+def _freeing(fault: "str | None") -> "str | None":
+    """Freeing memory that was freed is a double free; any other bad pointer, an invalid free."""
+    return _sanitizer.DOUBLE_FREE if fault == _sanitizer.USE_AFTER_FREE else _sanitizer.INVALID_FREE
 
 
 @_acl_call("acl.rt.malloc_host", _a.k, failure=_value_and_ret(0))
 def malloc_host(size: int, /) -> tuple[int, int]:
-    """``host_ptr, ret``: pinned, 64-byte aligned host memory (real memory: host code writes into it)."""
+    """``host_ptr, ret``: pinned, page-aligned host memory (real memory: host code writes into it)."""
     _s.current_context()
     if size == 0:
         raise _Fail(_C.ACL_ERROR_INVALID_PARAM, "size must not be 0")
     try:
-        return _s.memory().pinned.malloc(size).base, 0
+        return _s.memory().pinned.malloc(size, _origin(f"acl.rt.malloc_host({size})")).base, 0
     except MemoryError:
         raise _Fail(_C.ACL_ERROR_BAD_ALLOC, f"the host cannot provide {size} bytes") from None
 
@@ -316,15 +341,28 @@ def malloc_host(size: int, /) -> tuple[int, int]:
 @_acl_call("acl.rt.free_host", _a.k)
 def free_host(host_ptr: int, /) -> int:
     """``ret``; only for memory from malloc_host."""
-    kind, alloc, why = _s.memory().locate(host_ptr)
-    if kind != _PINNED or alloc is None or alloc.base != host_ptr:
-        detail = (
-            "device memory; free it with acl.rt.free"
-            if kind == _DEVICE
-            else "not the start of memory from acl.rt.malloc_host"
+    kind, alloc, why, fault = _s.memory().locate(host_ptr)
+    if kind == _DEVICE:
+        raise _Fail(
+            _C.ACL_ERROR_INVALID_PARAM,
+            f"0x{host_ptr:x} is {alloc.describe()}; free it with acl.rt.free",  # type: ignore[union-attr]
+            _sanitizer.WRONG_MEMORY_KIND,
         )
-        raise _Fail(_C.ACL_ERROR_INVALID_PARAM, why or f"0x{host_ptr:x} is {detail}")
-    _s.memory().pinned.free(host_ptr)
+    if kind == _HOST:
+        raise _Fail(
+            _C.ACL_ERROR_INVALID_PARAM,
+            f"0x{host_ptr:x} is not memory from acl.rt.malloc_host",
+            _sanitizer.INVALID_FREE,
+        )
+    if kind != _PINNED or alloc is None:
+        raise _Fail(_C.ACL_ERROR_INVALID_PARAM, why, _freeing(fault))
+    if alloc.base != host_ptr:
+        raise _Fail(
+            _C.ACL_ERROR_INVALID_PARAM,
+            f"0x{host_ptr:x} is inside {alloc.describe()}; free_host takes the address malloc_host returned",
+            _sanitizer.INVALID_FREE,
+        )
+    _s.memory().pinned.free(host_ptr, _origin("acl.rt.free_host"))
     return 0
 
 
@@ -332,7 +370,11 @@ def free_host(host_ptr: int, /) -> int:
 def memcpy(dst: int, dest_max: int, src: int, count: int, kind: int, /) -> int:
     """``ret``: a synchronous copy; ``kind`` must match where ``dst`` and ``src`` live (or be ACL_MEMCPY_DEFAULT)."""
     ctx = _s.current_context()
-    _s.memory().plan_copy(dst, dest_max, src, count, kind, ctx.device, asynchronous=False).run()
+    plan = _s.memory().plan_copy(dst, dest_max, src, count, kind, ctx.device, asynchronous=False)
+    if _TIMING.timing_only:
+        plan.timed()
+    else:
+        plan.run()
     return 0
 
 
@@ -340,14 +382,34 @@ def _injected_task(code: int, api: str) -> None:
     raise _s.injected(code, api)
 
 
-def _queue(target: _Stream, api: str, task: "_Callable[..., None]", *args: object) -> None:
-    """Queue ``task(*args)`` on ``target``; when a fault rule of ``api`` fires, a task failing with its code
-    instead (the call succeeds, synchronize_stream reports it)."""
+class _Plan(_Protocol):
+    def run(self) -> None: ...
+
+    def timed(self, at: "float | None" = None) -> None: ...
+
+
+class _PlanRecord(_Record):
+    """A copy or memset on a timing-only stream: checked and counted when its time comes, no byte moved."""
+
+    __slots__ = ("plan",)
+
+    def __init__(self, plan: _Plan):
+        self.plan = plan
+
+    def settle(self) -> None:
+        self.plan.timed(self.start)
+
+
+def _queue(target: _Stream, api: str, plan: _Plan) -> None:
+    """Queue ``plan`` on ``target``; when a fault rule of ``api`` fires, work failing with its code instead
+    (the call succeeds, synchronize_stream reports it)."""
     injected = _faults.hit(api) if _faults.RULES else 0
-    if injected:
+    if _TIMING.timing_only:
+        target.enqueue(_FailedRecord(_s.injected(injected, api)) if injected else _PlanRecord(plan))
+    elif injected:
         target.submit(_injected_task, injected, api)
     else:
-        target.submit(task, *args)
+        target.submit(plan.run)
 
 
 @_acl_call("acl.rt.memcpy_async", _a.k, _a.k, _a.k, _a.k, _a.i, _a.k, fault=None)
@@ -357,8 +419,10 @@ def memcpy_async(dst: int, dest_max: int, src: int, count: int, kind: int, strea
     An injected fault is the task's: the call succeeds and synchronize_stream reports it."""
     ctx = _s.current_context()
     target = _s.stream(stream, ctx)
-    plan = _s.memory().plan_copy(dst, dest_max, src, count, kind, ctx.device, asynchronous=True)
-    _queue(target, "rt.memcpy_async", plan.run)
+    plan = _s.memory().plan_copy(
+        dst, dest_max, src, count, kind, ctx.device, asynchronous=True, call="acl.rt.memcpy_async"
+    )
+    _queue(target, "rt.memcpy_async", plan)
     return 0
 
 
@@ -371,14 +435,23 @@ class _MemsetPlan(_NamedTuple):
     alloc: "_Allocation | None"  #: the allocation written into, None for other host memory
 
     def run(self) -> None:
-        if self.alloc is not None and self.alloc.freed:
-            raise _Fail(_C.ACL_ERROR_RT_MEMORY_FREE, f"0x{self.alloc.base:x} was freed before the memset ran")
+        self.timed(None)
         if self.nbytes:
             _ctypes.memset(self.addr, self.value, self.nbytes)
 
+    def timed(self, at: "float | None" = None) -> None:
+        """Fail if the memory was freed before the memset ran (at ``at``; None: now); no byte written."""
+        alloc = self.alloc
+        if alloc is not None and alloc.freed and (at is None or alloc.freed_at < at):
+            raise _Fail(
+                _C.ACL_ERROR_RT_MEMORY_FREE,
+                f"{alloc.describe()} was freed before the memset ran",
+                _sanitizer.USE_AFTER_FREE,
+            )
 
-def _memset_plan(ptr: int, max_count: int, value: int, count: int) -> _MemsetPlan:
-    place = _s.memory().plan_memset(ptr, max_count, count)
+
+def _memset_plan(call: str, ptr: int, max_count: int, value: int, count: int) -> _MemsetPlan:
+    place = _s.memory().plan_memset(ptr, max_count, count, call)
     return _MemsetPlan(place.real(ptr), value & 0xFF, count, place.alloc)
 
 
@@ -386,7 +459,11 @@ def _memset_plan(ptr: int, max_count: int, value: int, count: int) -> _MemsetPla
 def memset(dev_ptr: int, max_count: int, value: int, count: int, /) -> int:
     """``ret``: sets ``count`` bytes to ``value`` (its low byte), on device or host memory."""
     _s.current_context()
-    _memset_plan(dev_ptr, max_count, value, count).run()
+    plan = _memset_plan("acl.rt.memset", dev_ptr, max_count, value, count)
+    if _TIMING.timing_only:
+        plan.timed()
+    else:
+        plan.run()
     return 0
 
 
@@ -394,7 +471,7 @@ def memset(dev_ptr: int, max_count: int, value: int, count: int, /) -> int:
 def memset_async(dev_ptr: int, max_count: int, value: int, count: int, stream: int, /) -> int:
     """``ret``: memset queued on ``stream`` (an injected fault is the task's, as for memcpy_async)."""
     target = _s.stream(stream, _s.current_context())
-    _queue(target, "rt.memset_async", _memset_plan(dev_ptr, max_count, value, count).run)
+    _queue(target, "rt.memset_async", _memset_plan("acl.rt.memset_async", dev_ptr, max_count, value, count))
     return 0
 
 

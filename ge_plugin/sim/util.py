@@ -16,7 +16,16 @@ import warnings as _warnings
 import numpy as _np
 
 from ge_plugin.sim import _args as _a
+from ge_plugin.sim import _host_objects
+from ge_plugin.sim import _state as _s
+from ge_plugin.sim import sanitizer as _sanitizer
+from ge_plugin.sim._fail import Fail as _Fail
+from ge_plugin.sim._sites import origin as _origin
 from ge_plugin.sim.memory import DEVICE_SHIFT as _DEVICE_SHIFT
+from ge_plugin.sim.memory import HOST as _HOST
+from ge_plugin.sim.memory import INVALID as _INVALID
+from ge_plugin.sim.memory import check_host as _check_host
+from ge_plugin.sim.memory import explain_pinned_free as _explain_pinned_free
 
 __all__ = [
     "bytes_to_ptr",
@@ -47,7 +56,9 @@ _NPY_TYPES: dict[int, type[_np.generic]] = {
 }
 
 
-def _host(call: str, ptr: int) -> None:
+def _host(call: str, ptr: int, nbytes: int) -> None:
+    """``nbytes`` of host memory at ``ptr`` are about to be read or wrapped: ValueError when they are not
+    there (pyACL dereferences them and the process crashes); a sanitizer finding too, when checking."""
     if ptr >= 1 << _DEVICE_SHIFT:
         raise ValueError(
             f"{call}: 0x{ptr:x} is not host memory (a device pointer or a handle); copy device data to the host "
@@ -55,13 +66,58 @@ def _host(call: str, ptr: int) -> None:
         )
     if ptr == 0:
         raise ValueError(f"{call}: null pointer")
+    try:
+        memory = _s.SIM.memory
+        if memory is None:  # before acl.init: no pinned memory exists, freed ranges may still
+            freed = _explain_pinned_free(ptr)
+            if freed is not None:
+                raise _Fail(0, freed, _sanitizer.USE_AFTER_FREE)
+            _check_host(call, "ptr", ptr, nbytes)
+            return
+        place = memory.locate(ptr)
+        if place.kind == _INVALID:
+            raise _Fail(0, place.why, place.fault)
+        if place.alloc is not None and ptr + nbytes > place.alloc.base + place.alloc.limit():
+            over = ptr + nbytes - place.alloc.base - place.alloc.limit()
+            raise _Fail(
+                0,
+                f"ptr range 0x{ptr:x}+{nbytes} runs {over} bytes past the end of {place.alloc.describe()}",
+                _sanitizer.OUT_OF_BOUNDS,
+            )
+        if place.kind == _HOST:
+            _check_host(call, "ptr", ptr, nbytes)
+    except _Fail as fail:
+        if fail.kind is not None:
+            _sanitizer.report_error(fail.kind, call, fail.message, 0)
+        raise ValueError(f"{call}: {fail.message}") from None
 
 
 def bytes_to_ptr(data: bytes, /) -> int:
-    """The address of ``data``'s own buffer (no copy); keep ``data`` alive while the pointer is used."""
+    """The address of ``data``'s own buffer (no copy); keep ``data`` alive while the pointer is used.
+
+    The simulator keeps ``data`` with the line that asked, so copies through the pointer are checked against
+    its length and its lifetime (``_host_objects``)."""
     if not isinstance(data, bytes):
         raise ValueError(f"acl.util.bytes_to_ptr: argument must be bytes, not {type(data).__name__}")
-    return _ctypes.cast(_ctypes.c_char_p(data), _ctypes.c_void_p).value or 0
+    ptr = _ctypes.cast(_ctypes.c_char_p(data), _ctypes.c_void_p).value or 0
+    _host_objects.register(ptr, len(data), data, _origin("acl.util.bytes_to_ptr"))
+    return ptr
+
+
+def _register_array(call: str, array: _np.ndarray) -> int:
+    """Remember ``array``'s memory (held through the object owning it) for checks; its data address."""
+    ptr = array.ctypes.data
+    extent = array.itemsize
+    for dim, stride in zip(array.shape, array.strides):
+        if dim == 0:
+            extent = 0
+            break
+        extent += (dim - 1) * max(stride, 0)
+    owner: object = array
+    while isinstance(owner, _np.ndarray) and owner.base is not None:
+        owner = owner.base
+    _host_objects.register(ptr, extent, owner, _origin(call), (array.dtype, tuple(array.shape)))
+    return ptr
 
 
 def ptr_to_bytes(ptr: int, size: int, /) -> bytes:
@@ -71,7 +127,7 @@ def ptr_to_bytes(ptr: int, size: int, /) -> bytes:
     size = _a.k(call, 2, size)
     if size == 0:
         return b""
-    _host(call, ptr)
+    _host(call, ptr, size)
     return _ctypes.string_at(ptr, size)
 
 
@@ -93,7 +149,7 @@ def numpy_to_ptr(array: _np.ndarray, /) -> int:
             Warning,
             stacklevel=2,
         )
-    return array.ctypes.data
+    return _register_array("acl.util.numpy_to_ptr", array)
 
 
 def numpy_contiguous_to_ptr(array: _np.ndarray, /) -> tuple[int, _np.ndarray]:
@@ -104,7 +160,7 @@ def numpy_contiguous_to_ptr(array: _np.ndarray, /) -> tuple[int, _np.ndarray]:
             f"acl.util.numpy_contiguous_to_ptr: needs an ndarray as argument, not {type(array).__name__}"
         )
     contiguous = _np.ascontiguousarray(array)
-    return contiguous.ctypes.data, contiguous
+    return _register_array("acl.util.numpy_contiguous_to_ptr", contiguous), contiguous
 
 
 def ptr_to_numpy(ptr: int, shape: tuple, npy_type: int, /) -> _np.ndarray:
@@ -124,11 +180,11 @@ def ptr_to_numpy(ptr: int, shape: tuple, npy_type: int, /) -> _np.ndarray:
         dims.append(d)
     if npy_type not in _NPY_TYPES:
         raise ValueError(f"{call}: npy_type {npy_type} is not supported; use one of {sorted(_NPY_TYPES)}")
-    _host(call, ptr)
     dtype = _np.dtype(_NPY_TYPES[npy_type])
     count = 1
     for d in dims:
         count *= d
+    _host(call, ptr, count * dtype.itemsize)
     raw = (_ctypes.c_char * (count * dtype.itemsize)).from_address(ptr)
     return _np.frombuffer(memoryview(raw), dtype=dtype, count=count).reshape(dims)
 

@@ -56,10 +56,11 @@ def test_allocation_count_sees_device_and_pinned_mallocs(fresh_sim):
 
     assert acl.init() == 0 and acl.rt.set_device(0) == 0
     start = direct.allocation_count()
-    _, ret = acl.rt.malloc(64, 0)
-    _, ret_host = acl.rt.malloc_host(64)
+    dev, ret = acl.rt.malloc(64, 0)
+    host, ret_host = acl.rt.malloc_host(64)
     assert (ret, ret_host) == (0, 0)
     assert direct.allocation_count() == start + 2
+    assert acl.rt.free(dev) == 0 and acl.rt.free_host(host) == 0
     acl.finalize()
 
 

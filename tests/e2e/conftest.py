@@ -355,7 +355,8 @@ class RunningServer:
 
 @contextlib.contextmanager
 def running_server(options: ServerOptions, log_path: Path) -> Iterator[RunningServer]:
-    """Start, wait until ready (printing the log's tail if it never is), stop on exit."""
+    """Start, wait until ready (printing the log's tail if it never is), stop on exit; then the backend's
+    stubs must have given the simulator's sanitizer (on for the session) no error or leak to report."""
     with open(log_path, "wb") as log, TritonServer(options, stdout=log, stderr=log) as triton:
         server = RunningServer(triton, log_path)
         try:
@@ -363,6 +364,14 @@ def running_server(options: ServerOptions, log_path: Path) -> Iterator[RunningSe
         except ServeError as exc:
             raise ServeError(f"{exc}\n--- {log_path} (tail) ---\n{server.log_tail()}") from None
         yield server
+    findings = [
+        line
+        for line in log_path.read_text(errors="replace").splitlines()
+        if line.startswith("ge-plugin sim check:") and ": warning:" not in line
+    ]
+    assert not findings, (
+        f"the sanitizer caught memory bugs in the backend's stubs (see {log_path}):\n" + "\n".join(findings)
+    )
 
 
 def server_options(repo: Path, work_dir: Path, **kwargs) -> ServerOptions:

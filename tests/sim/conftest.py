@@ -3,14 +3,17 @@ raw pyACL calls (the sim OMs and their graphs are tests/conftest.py's ``oms`` an
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from ge_plugin.sim import _state
+from ge_plugin.sim import _state, device_time, sanitizer
 from ge_plugin.sim import acl as sim_acl
 
 
@@ -44,6 +47,70 @@ def fresh_sim() -> Iterator[None]:
 @pytest.fixture
 def acl():
     return sim_acl
+
+
+COMPUTING, TIMING_ONLY = "computing", "timing only"
+
+
+@pytest.fixture(params=[COMPUTING, TIMING_ONLY])
+def mode(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The simulator computing (a worker thread per stream) or timing only (no data, records settled by the
+    clock): stream, event and callback semantics must be the same in both. Numbers exist only when
+    computing."""
+    device_time.set_timing_only(request.param == TIMING_ONLY)
+    yield request.param
+    device_time.set_timing_only(False)
+
+
+@pytest.fixture
+def spinning() -> Callable[[], AbstractContextManager[list[int]]]:
+    """``with spinning() as counts:``: a thread counts as fast as it can while the block runs, and its count
+    is in ``counts[0]`` after: a block that waits without the GIL lets it count far."""
+
+    @contextlib.contextmanager
+    def spin() -> Iterator[list[int]]:
+        counts: list[int] = []
+        stop = threading.Event()
+
+        def count() -> None:
+            n = 0
+            while not stop.is_set():
+                n += 1
+            counts.append(n)
+
+        thread = threading.Thread(target=count)
+        thread.start()
+        try:
+            yield counts
+        finally:
+            stop.set()
+            thread.join()
+
+    return spin
+
+
+@pytest.fixture
+def computing(mode: str) -> bool:
+    """``mode``, as "are the numbers there": the test runs in both modes and checks data only when computing."""
+    return mode == COMPUTING
+
+
+@pytest.fixture
+def checking(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The sanitizer reporting for this test (as ``GE_PLUGIN_SIM_CHECK=1`` makes acl.init do), no findings yet."""
+    monkeypatch.setenv(sanitizer.ENV, "1")
+    sanitizer.enable()
+    sanitizer.clear()
+    yield
+
+
+@pytest.fixture
+def not_checking(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The simulator as it runs by default, whatever the test session chose: only its refusals, no reports."""
+    monkeypatch.setenv(sanitizer.ENV, "0")
+    sanitizer.enable(False)
+    sanitizer.clear()
+    yield
 
 
 @pytest.fixture

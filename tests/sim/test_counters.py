@@ -40,7 +40,7 @@ def test_snapshot_shape(acl, ready):
     }
 
 
-def test_counters_follow_memory_and_copies(acl, ready):
+def test_counters_follow_memory_and_copies(acl, ready, mode):
     dev, _ = acl.rt.malloc(1000, 0)
     host, _ = acl.rt.malloc_host(1000)
     data = np.zeros(1000, np.uint8)
@@ -75,7 +75,7 @@ def test_snapshot_is_a_copy(acl, ready):
     assert snapshot()["devices"][0]["memcpy_calls"]["h2d"] == 0
 
 
-def test_finalize_writes_the_report_before_releasing(acl, tmp_path, monkeypatch):
+def test_finalize_writes_the_report_before_releasing(acl, tmp_path, monkeypatch, mode):
     monkeypatch.setenv("GE_PLUGIN_SIM_REPORT_DIR", str(tmp_path))
     assert acl.init() == 0
     assert acl.rt.set_device(0) == 0
@@ -85,6 +85,9 @@ def test_finalize_writes_the_report_before_releasing(acl, tmp_path, monkeypatch)
     data = json.loads(report.read_text())
     assert data["devices"][0]["live_allocations"] == 1
     assert snapshot()["devices"][0]["reclaimed_allocations"] == 1  # finalize released it afterwards
+    timing = mode == "timing only"
+    assert data["mode"]["timing_only"] is timing
+    assert ("nothing was computed, copied, set or zero-filled" in data["mode"]["data"]) is timing
 
 
 def test_report_at_exit_of_a_process_that_never_finalized(tmp_path):

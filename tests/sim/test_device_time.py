@@ -129,7 +129,7 @@ def test_bad_knobs_make_init_fail_naming_them(acl, monkeypatch, tmp_path):
 # -- device time per gear ---------------------------------------------------------------------------------------
 
 
-def test_each_gear_holds_the_device_for_its_time(acl, ready, load, oms):
+def test_each_gear_holds_the_device_for_its_time(acl, ready, load, oms, mode):
     device_time.set_profile(LatencyProfile({"1": 60.0, "4": 240.0}))
     for batch in (1, 4):
         model = _batch_model(load, oms, batch)
@@ -142,7 +142,7 @@ def test_each_gear_holds_the_device_for_its_time(acl, ready, load, oms):
     assert device["busy_ms"] >= 300.0
 
 
-def test_a_formula_gives_gears_the_table_does_not_list(acl, ready, load, oms):
+def test_a_formula_gives_gears_the_table_does_not_list(acl, ready, load, oms, mode):
     device_time.set_profile(LatencyProfile({"1": 10.0}, base_ms=20.0, per_row_ms=50.0))
     model = _batch_model(load, oms, 2)
     assert acl.mdl.set_dynamic_batch_size(model.id, model.inputs[0], model.mbatch, 2) == 0
@@ -151,7 +151,7 @@ def test_a_formula_gives_gears_the_table_does_not_list(acl, ready, load, oms):
     assert end - start >= 0.120  # 20 + 50 * 2 rows
 
 
-def test_a_gear_the_profile_misses_takes_no_time_and_says_so_once(acl, ready, load, oms, caplog):
+def test_a_gear_the_profile_misses_takes_no_time_and_says_so_once(acl, ready, load, oms, caplog, mode):
     device_time.set_profile(LatencyProfile({"4": 500.0}))
     model = load(oms["static"])
     model.feed([np.ones((2, 3, 4), np.float32)])
@@ -164,7 +164,7 @@ def test_a_gear_the_profile_misses_takes_no_time_and_says_so_once(acl, ready, lo
     ]
 
 
-def test_latency_comes_from_the_environment_through_acl_init(acl, monkeypatch, model_class, oms):
+def test_latency_comes_from_the_environment_through_acl_init(acl, monkeypatch, model_class, oms, mode):
     monkeypatch.setenv("GE_PLUGIN_SIM_EXECUTE_LATENCY_MS", "static=80")
     assert acl.init() == 0 and acl.rt.set_device(0) == 0
     model = model_class(acl, oms["static"])
@@ -177,10 +177,13 @@ def test_latency_comes_from_the_environment_through_acl_init(acl, monkeypatch, m
 # -- timing only --------------------------------------------------------------------------------------------------
 
 
-def test_timing_only_skips_the_computation_and_zero_fills_outputs(acl, ready, load, oms, graphs, monkeypatch):
+def test_timing_only_computes_moves_and_fills_nothing(acl, ready, load, oms, graphs, monkeypatch):
+    """Timing only: the execute computes and writes nothing, copies and memsets move no byte, so every
+    buffer keeps what it held; the counters still count the work."""
     model = load(oms["static"])
     x = np.full((2, 3, 4), 1.5, np.float32)
-    np.testing.assert_allclose(model.run([x])[0], x @ graphs.W + graphs.B, rtol=1e-6)
+    computed = model.run([x])[0]
+    np.testing.assert_allclose(computed, x @ graphs.W + graphs.B, rtol=1e-6)
 
     def no_compute(*args):
         raise AssertionError("timing-only mode computed the outputs")
@@ -189,15 +192,43 @@ def test_timing_only_skips_the_computation_and_zero_fills_outputs(acl, ready, lo
     device_time.set_timing_only(True)
     out_ptr, out_size, _ = model.outputs[1][0]
     assert acl.rt.memset(out_ptr, out_size, 0x7F, out_size) == 0
-    (y,) = model.run([x])
-    assert not y.any(), "timing-only outputs are zeros"
-    assert snapshot()["devices"][0]["executes"] == 2
+    model.feed([np.zeros((2, 3, 4), np.float32)])
+    assert acl.mdl.execute(model.id, model.inputs[0], model.outputs[0]) == 0
+    host = np.full((2, 3, 3), -1.0, np.float32)
+    assert (
+        acl.rt.memcpy(host.ctypes.data, host.nbytes, out_ptr, host.nbytes, C.ACL_MEMCPY_DEVICE_TO_HOST) == 0
+    )
+    assert (host == -1.0).all(), "the D2H copy moved bytes"
+    device = snapshot()["devices"][0]
+    assert (
+        device["executes"] == 2 and device["memcpy_calls"]["h2d"] == 2 and device["memcpy_calls"]["d2h"] == 2
+    )
+    device_time.set_timing_only(False)
+    np.testing.assert_array_equal(model.fetch([np.float32])[0], computed)  # neither memset nor execute wrote
 
 
 def model_runner(model):
     from ge_plugin.sim._state import SIM
 
     return SIM.models[model.id].runner
+
+
+def test_timing_only_outputs_keep_what_the_staging_held(acl, ready, load, oms):
+    """The engine's path, timing only: the pinned output staging keeps what it held (fresh pinned memory
+    is zeros), whatever the model would have computed."""
+    model = load(oms["static"])
+    (in_ptr, _, _), (out_ptr, _, _) = model.inputs[1][0], model.outputs[1][0]
+    host_in, _ = acl.rt.malloc_host(96)
+    host_out, _ = acl.rt.malloc_host(72)
+    sevens = np.full(18, 7.0, np.float32).tobytes()
+    assert acl.rt.memcpy(host_out, 72, acl.util.bytes_to_ptr(sevens), 72, C.ACL_MEMCPY_HOST_TO_HOST) == 0
+    device_time.set_timing_only(True)
+    assert acl.rt.memcpy_async(in_ptr, 96, host_in, 96, C.ACL_MEMCPY_HOST_TO_DEVICE, ready) == 0
+    assert acl.mdl.execute_async(model.id, model.inputs[0], model.outputs[0], ready) == 0
+    assert acl.rt.memcpy_async(host_out, 72, out_ptr, 72, C.ACL_MEMCPY_DEVICE_TO_HOST, ready) == 0
+    assert acl.rt.synchronize_stream(ready) == 0
+    assert (np.frombuffer(acl.util.ptr_to_bytes(host_out, 72), np.float32) == 7.0).all()
+    assert snapshot()["devices"][0]["executes"] == 1
 
 
 def test_timing_only_still_checks_the_buffers(acl, ready, load, oms):
@@ -216,13 +247,18 @@ def test_timing_only_from_the_init_json(acl, tmp_path, model_class, oms):
     assert acl.init(str(config)) == 0 and acl.rt.set_device(0) == 0
     assert device_time.timing_only() and device_time.profile() == LatencyProfile({"static": 5.0})
     model = model_class(acl, oms["static"])
-    assert not model.run([np.ones((2, 3, 4), np.float32)])[0].any()
+    assert acl.mdl.execute(model.id, model.inputs[0], model.outputs[0]) == 0
+    ((start, end),) = _windows()
+    assert end - start >= 0.005
+    device_time.set_timing_only(False)
+    out = model.fetch([np.uint8])  # the output's first bytes: what fresh device memory holds, never written
+    assert (out[0] == 0xA5).all()
 
 
 # -- one compute queue per device ---------------------------------------------------------------------------------
 
 
-def test_two_streams_on_one_device_compute_one_at_a_time(acl, ready, load, oms):
+def test_two_streams_on_one_device_compute_one_at_a_time(acl, ready, load, oms, mode):
     faults.set_execute_latency_ms(80)
     first, second = load(oms["static"]), load(oms["static"])
     other, _ = acl.rt.create_stream()
@@ -236,7 +272,7 @@ def test_two_streams_on_one_device_compute_one_at_a_time(acl, ready, load, oms):
     assert len(windows) == 6 and _disjoint(windows)
 
 
-def test_two_threads_executing_synchronously_on_one_device_take_turns(acl, ready, load, oms):
+def test_two_threads_executing_synchronously_on_one_device_take_turns(acl, ready, load, oms, mode):
     faults.set_execute_latency_ms(60)
     context, _ = acl.rt.get_context()
     models = [load(oms["static"]) for _ in range(2)]
@@ -309,7 +345,7 @@ def test_copies_overlap_a_compute_on_the_same_device(acl, ready, load, oms):
     assert acl.rt.synchronize_stream(ready) == 0
 
 
-def test_busy_time_and_windows_are_counted_and_reset(acl, ready, load, oms):
+def test_busy_time_and_windows_are_counted_and_reset(acl, ready, load, oms, mode):
     faults.set_execute_latency_ms(20)
     model = load(oms["static"])
     model.feed([np.ones((2, 3, 4), np.float32)])
@@ -323,7 +359,7 @@ def test_busy_time_and_windows_are_counted_and_reset(acl, ready, load, oms):
     assert snapshot()["devices"][0]["busy_ms"] == 0 and snapshot()["devices"][0]["compute_intervals"] == []
 
 
-def test_an_injected_execute_fault_still_takes_its_device_time(acl, ready, load, oms):
+def test_an_injected_execute_fault_still_takes_its_device_time(acl, ready, load, oms, mode):
     model = load(oms["static"])
     model.feed([np.ones((2, 3, 4), np.float32)])
     faults.set_execute_latency_ms(50)
@@ -342,6 +378,7 @@ _WORKER = textwrap.dedent(
     import acl
 
     model_path, device, ready_dir, name, peers = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
+    queued = sys.argv[6] == "async"
     assert acl.init() == 0 and acl.rt.set_device(device) == 0
     model_id, ret = acl.mdl.load_from_file(model_path)
     assert ret == 0
@@ -356,16 +393,29 @@ _WORKER = textwrap.dedent(
             acl.mdl.add_dataset_buffer(ds, acl.create_data_buffer(ptr, size_of(desc, i)))
         datasets.append(ds)
     open(os.path.join(ready_dir, name), "w").close()
-    while len(os.listdir(ready_dir)) < peers:  # start together
+    while len([f for f in os.listdir(ready_dir) if "." not in f]) < peers:  # start together
         time.sleep(0.005)
-    for _ in range(5):
-        assert acl.mdl.execute(model_id, datasets[0], datasets[1]) == 0
+    with open(os.path.join(ready_dir, name + ".go"), "w") as go:
+        go.write(repr(time.monotonic()))
+    if queued:  # all five queued at once, then one synchronize
+        stream, ret = acl.rt.create_stream()
+        for _ in range(5):
+            assert acl.mdl.execute_async(model_id, datasets[0], datasets[1], stream) == 0
+        assert acl.rt.synchronize_stream(stream) == 0
+    else:
+        for _ in range(5):
+            assert acl.mdl.execute(model_id, datasets[0], datasets[1]) == 0
     assert acl.finalize() == 0
     """
 )
 
 
-def _run_workers(tmp_path: Path, oms, devices: list[int], lock_dir: Path) -> list[dict]:
+def _run_workers(
+    tmp_path: Path, oms, devices: list[int], lock_dir: Path, calls=("sync", "sync"), timing_only=(True, True)
+) -> list[dict]:
+    """One process per device in ``devices``, each executing 5 times (``calls``: "sync" executes, or
+    "async": five execute_async then a synchronize), timing only or computing; their device reports, with
+    ``went``: when the process began executing."""
     script = tmp_path / "worker.py"
     script.write_text(_WORKER)
     ready_dir = tmp_path / "ready"
@@ -379,28 +429,42 @@ def _run_workers(tmp_path: Path, oms, devices: list[int], lock_dir: Path) -> lis
             **os.environ,
             "GE_PLUGIN_SIM_DEVICE_LOCK_DIR": str(lock_dir),
             "GE_PLUGIN_SIM_REPORT_DIR": str(report_dir),
-            "GE_PLUGIN_SIM_TIMING_ONLY": "1",
+            "GE_PLUGIN_SIM_TIMING_ONLY": "1" if timing_only[n] else "0",
             "GE_PLUGIN_SIM_EXECUTE_LATENCY_MS": "40",
         }
         cmd = [sys.executable, "-m", "ge_plugin.sim", "run", str(script), str(oms["static"]), str(device)]
-        procs.append(subprocess.Popen([*cmd, str(ready_dir), f"w{n}", str(len(devices))], env=env))
+        args = [str(ready_dir), f"w{n}", str(len(devices)), calls[n]]
+        procs.append(subprocess.Popen([*cmd, *args], env=env))
     for proc in procs:
         assert proc.wait(timeout=120) == 0
     out = []
-    for report_dir, device in zip(reports, devices):
+    for n, (report_dir, device) in enumerate(zip(reports, devices)):
         (path,) = report_dir.glob("sim-*.json")
-        out.append(json.loads(path.read_text())["devices"][device])
+        report = json.loads(path.read_text())["devices"][device]
+        report["went"] = float((ready_dir / f"w{n}.go").read_text())  # when it began to execute
+        out.append(report)
     return out
 
 
-def test_two_processes_on_one_device_compute_one_at_a_time(tmp_path, oms):
-    first, second = _run_workers(tmp_path, oms, [0, 0], tmp_path / "locks")
+@pytest.mark.parametrize(
+    ("calls", "timing_only"),
+    [
+        (("sync", "sync"), (True, True)),
+        (("async", "async"), (True, True)),
+        (("async", "sync"), (True, False)),
+    ],
+    ids=["execute, timing only", "execute_async, timing only", "timing only beside computing"],
+)
+def test_two_processes_on_one_device_compute_one_at_a_time(tmp_path, oms, calls, timing_only):
+    """Timing-only executes book their windows when queued; a computing one takes the device after the
+    booked windows: one device's windows never overlap, whichever way each process executes."""
+    first, second = _run_workers(tmp_path, oms, [0, 0], tmp_path / "locks", calls, timing_only)
     a = [tuple(w) for w in first["compute_intervals"]]
     b = [tuple(w) for w in second["compute_intervals"]]
     assert len(a) == len(b) == 5
     assert _disjoint(a + b), "two processes computed on device 0 at the same time"
-    assert min(s for s, _ in a) < max(e for _, e in b) and min(s for s, _ in b) < max(e for _, e in a), (
-        "the processes did not run at the same time, so the test proves nothing"
+    assert max(first["went"], second["went"]) < min(max(e for _, e in a), max(e for _, e in b)), (
+        "one process began executing after the other had finished, so the test proves nothing"
     )
     assert (tmp_path / "locks" / "device-0.lock").exists()
 

@@ -121,7 +121,7 @@ def test_init_json_bad_fault_rule_is_a_parse_error(acl, tmp_path):
     assert not faults.RULES
 
 
-def test_execute_latency_from_environment_delays_execute(acl, monkeypatch, model_class, oms):
+def test_execute_latency_from_environment_delays_execute(acl, monkeypatch, model_class, oms, mode):
     monkeypatch.setenv("GE_PLUGIN_SIM_EXECUTE_LATENCY_MS", "120")
     model = _ready_model(acl, model_class, oms["static"])
     model.feed([np.zeros((2, 3, 4), np.float32)])
@@ -130,7 +130,7 @@ def test_execute_latency_from_environment_delays_execute(acl, monkeypatch, model
     assert time.perf_counter() - start >= 0.12
 
 
-def test_execute_async_fault_surfaces_at_synchronize(acl, ready, load, oms):
+def test_execute_async_fault_surfaces_at_synchronize(acl, ready, load, oms, mode):
     model = load(oms["static"])
     model.feed([np.zeros((2, 3, 4), np.float32)])
     faults.inject("mdl.execute_async", C.ACL_ERROR_RT_AICORE_EXCEPTION, nth=1)
@@ -141,7 +141,7 @@ def test_execute_async_fault_surfaces_at_synchronize(acl, ready, load, oms):
     assert acl.rt.synchronize_stream(ready) == 0
 
 
-def test_memcpy_async_fault_surfaces_at_synchronize(acl, ready):
+def test_memcpy_async_fault_surfaces_at_synchronize(acl, ready, mode):
     dev, _ = acl.rt.malloc(64, 0)
     host, _ = acl.rt.malloc_host(64)
     faults.inject("rt.memcpy_async", 507053, every=1)
@@ -149,7 +149,7 @@ def test_memcpy_async_fault_surfaces_at_synchronize(acl, ready):
     assert acl.rt.synchronize_stream(ready) == 507053
 
 
-def test_synchronize_itself_can_fail(acl, ready):
+def test_synchronize_itself_can_fail(acl, ready, mode):
     faults.inject("rt.synchronize_stream", C.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, nth=1)
     assert acl.rt.synchronize_stream(ready) == C.ACL_ERROR_RT_STREAM_SYNC_TIMEOUT
     assert acl.rt.synchronize_stream(ready) == 0

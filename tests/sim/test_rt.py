@@ -178,13 +178,13 @@ def test_free_rules(acl, ready):
     ptr, _ = acl.rt.malloc(256, 0)
     host, _ = acl.rt.malloc_host(64)
     assert acl.rt.free(ptr + 32) == C.ACL_ERROR_INVALID_PARAM
-    assert "inside the allocation" in acl.get_recent_err_msg()
+    assert "is inside the 256-byte device 0 allocation" in acl.get_recent_err_msg()
     assert acl.rt.free(host) == C.ACL_ERROR_INVALID_PARAM
     assert "free_host" in acl.get_recent_err_msg()
     assert acl.rt.free_host(ptr) == C.ACL_ERROR_INVALID_PARAM
     assert acl.rt.free(ptr) == 0
     assert acl.rt.free(ptr) == C.ACL_ERROR_INVALID_PARAM
-    assert "not inside a live allocation" in acl.get_recent_err_msg()
+    assert "freed by acl.rt.free at" in acl.get_recent_err_msg()
     assert acl.rt.free_host(host) == 0
     assert acl.rt.free_host(host) == C.ACL_ERROR_INVALID_PARAM
 
@@ -217,7 +217,7 @@ def test_memcpy_roundtrip_and_direction_checks(acl, ready):
     assert acl.rt.memcpy(dev, 64, src.ctypes.data, 64, 9) == C.ACL_ERROR_INVALID_PARAM
 
 
-def test_memcpy_bounds_and_dead_pointers(acl, ready):
+def test_memcpy_bounds_and_dead_pointers(acl, ready, not_checking):
     src = np.zeros(1024, dtype=np.uint8)
     dev, _ = acl.rt.malloc(64, 0)  # 96 usable bytes after rounding (ALIGN_UP(64, 32) + 32)
     assert acl.rt.memcpy(dev, 32, src.ctypes.data, 64, 1) == C.ACL_ERROR_INVALID_PARAM

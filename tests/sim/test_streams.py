@@ -1,4 +1,8 @@
-"""Streams are really asynchronous: ordered per stream, waited on without the GIL, errors at synchronize."""
+"""Streams are really asynchronous: ordered per stream, waited on without the GIL, errors at synchronize.
+
+Tests taking ``mode`` run twice: with the simulator computing (a worker thread per stream) and timing only
+(records settled by the clock, see ge_plugin.sim.streams). The others are about the computing mode's
+worker and data."""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ import pytest
 
 from ge_plugin import acl_constants as C
 from ge_plugin.sim import _codes as K
-from ge_plugin.sim import device_time, faults
+from ge_plugin.sim import device_time, faults, snapshot
 
 #: these tests use the deprecated acl.util.ptr_to_numpy on purpose (pyACL warns on every call)
 pytestmark = pytest.mark.filterwarnings("ignore:acl.util.ptr_to_numpy will be deprecated")
@@ -91,6 +95,37 @@ def test_synchronize_releases_the_gil(acl, ready, load, oms):
     assert order == ["the holder ran while synchronize waited", "synchronize returned"]
 
 
+def test_execute_async_returns_before_its_device_time(acl, ready, load, oms, mode):
+    """execute_async queues the work: an event recorded after it is not complete when the call returns, and
+    the device time is taken before the stream's synchronize returns."""
+    model = load(oms["static"])
+    model.feed([np.ones((2, 3, 4), np.float32)])
+    done, _ = acl.rt.create_event()
+    faults.set_execute_latency_ms(300)
+    start = time.monotonic()
+    assert acl.mdl.execute_async(model.id, model.inputs[0], model.outputs[0], ready) == 0
+    assert acl.rt.record_event(done, ready) == 0
+    assert acl.rt.query_event_status(done) == (K.ACL_EVENT_RECORDED_STATUS_NOT_READY, 0)
+    assert acl.rt.synchronize_stream(ready) == 0
+    assert time.monotonic() - start >= 0.3
+    assert acl.rt.query_event_status(done) == (K.ACL_EVENT_RECORDED_STATUS_COMPLETE, 0)
+
+
+def test_synchronize_sleeps_without_the_gil(acl, ready, load, oms, mode, spinning):
+    model = load(oms["static"])
+    model.feed([np.ones((2, 3, 4), np.float32)])
+    faults.set_execute_latency_ms(300)
+    assert acl.mdl.execute_async(model.id, model.inputs[0], model.outputs[0], ready) == 0
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1.0)  # the spinner runs only when synchronize lets the GIL go
+    try:
+        with spinning() as counts:
+            assert acl.rt.synchronize_stream(ready) == 0
+    finally:
+        sys.setswitchinterval(interval)
+    assert counts[0] > 10_000, "the spinning thread made no progress while synchronize_stream waited"
+
+
 def test_execute_latency_runs_on_the_stream_not_in_the_caller(acl, ready, load, oms):
     # The device is held here, so the execute cannot run: execute_async must still return (it queued the
     # work), and the work completes only once the device is let go.
@@ -112,7 +147,7 @@ def test_execute_latency_runs_on_the_stream_not_in_the_caller(acl, ready, load, 
     assert acl.rt.destroy_event(done) == 0
 
 
-def test_synchronize_with_timeout_expires(acl, ready, load, oms):
+def test_synchronize_with_timeout_expires(acl, ready, load, oms, mode):
     model = load(oms["static"])
     model.feed([np.ones((2, 3, 4), np.float32)])
     faults.set_execute_latency_ms(300)
@@ -121,7 +156,7 @@ def test_synchronize_with_timeout_expires(acl, ready, load, oms):
     assert acl.rt.synchronize_stream(ready) == 0
 
 
-def test_idle_synchronize_does_not_sleep(acl, ready, monkeypatch):
+def test_idle_synchronize_does_not_sleep(acl, ready, monkeypatch, mode):
     slept = []
     monkeypatch.setattr(time, "sleep", lambda seconds: slept.append(seconds))
     for _ in range(1000):
@@ -129,17 +164,20 @@ def test_idle_synchronize_does_not_sleep(acl, ready, monkeypatch):
     assert slept == []
 
 
-def test_destroy_stream_waits_for_pending_work(acl, ready, load, oms, graphs):
+def test_destroy_stream_waits_for_pending_work(acl, ready, load, oms, graphs, computing):
     model = load(oms["static"])
     x = np.full((2, 3, 4), 2.0, np.float32)
     model.feed([x])
     faults.set_execute_latency_ms(100)
     assert acl.mdl.execute_async(model.id, model.inputs[0], model.outputs[0], ready) == 0
     assert acl.rt.destroy_stream(ready) == 0
-    np.testing.assert_allclose(model.fetch([np.float32])[0], x @ graphs.W + graphs.B, rtol=1e-6)
+    ((start, end),) = snapshot()["devices"][0]["compute_intervals"]
+    assert end - start >= 0.1 and end <= time.monotonic()
+    if computing:
+        np.testing.assert_allclose(model.fetch([np.float32])[0], x @ graphs.W + graphs.B, rtol=1e-6)
 
 
-def test_execute_errors_surface_at_synchronize(acl, ready, load, oms):
+def test_execute_errors_surface_at_synchronize(acl, ready, load, oms, mode):
     model = load(oms["static"])
     ptr, _, buf = model.inputs[1][0]
     assert acl.update_data_buffer(buf, ptr, 8) == 0  # smaller than the model's input
@@ -149,7 +187,7 @@ def test_execute_errors_surface_at_synchronize(acl, ready, load, oms):
     assert acl.rt.synchronize_stream(ready) == 0  # reported once
 
 
-def test_one_model_may_not_run_on_two_streams_at_once(acl, ready, load, oms):
+def test_one_model_may_not_run_on_two_streams_at_once(acl, ready, load, oms, mode):
     model = load(oms["static"])
     model.feed([np.ones((2, 3, 4), np.float32)])
     other, _ = acl.rt.create_stream()
@@ -168,16 +206,18 @@ def test_one_model_may_not_run_on_two_streams_at_once(acl, ready, load, oms):
     assert acl.rt.synchronize_stream(other) == 0
 
 
-def test_default_stream_runs_async_work(acl, ready, load, oms, graphs):
+def test_default_stream_runs_async_work(acl, ready, load, oms, graphs, computing):
     model = load(oms["static"])
     x = np.full((2, 3, 4), 0.5, np.float32)
     model.feed([x])
     assert acl.mdl.execute_async(model.id, model.inputs[0], model.outputs[0], 0) == 0
     assert acl.rt.synchronize_stream(0) == 0
-    np.testing.assert_allclose(model.fetch([np.float32])[0], x @ graphs.W + graphs.B, rtol=1e-6)
+    assert snapshot()["devices"][0]["executes"] == 1
+    if computing:
+        np.testing.assert_allclose(model.fetch([np.float32])[0], x @ graphs.W + graphs.B, rtol=1e-6)
 
 
-def test_synchronize_device_waits_for_every_stream(acl, ready, load, oms):
+def test_synchronize_device_waits_for_every_stream(acl, ready, load, oms, mode):
     model = load(oms["static"])
     model.feed([np.ones((2, 3, 4), np.float32)])
     faults.set_execute_latency_ms(100)
@@ -185,18 +225,14 @@ def test_synchronize_device_waits_for_every_stream(acl, ready, load, oms):
     start = time.perf_counter()
     assert acl.rt.synchronize_device() == 0
     assert time.perf_counter() - start >= 0.09
-    from ge_plugin.sim import snapshot
-
     assert snapshot()["devices"][0]["executes"] == 1
 
 
-def test_unload_waits_for_queued_executes(acl, ready, load, oms):
+def test_unload_waits_for_queued_executes(acl, ready, load, oms, mode):
     model = load(oms["static"])
     model.feed([np.ones((2, 3, 4), np.float32)])
     faults.set_execute_latency_ms(100)
     assert acl.mdl.execute_async(model.id, model.inputs[0], model.outputs[0], ready) == 0
     assert acl.mdl.unload(model.id) == 0
     assert acl.rt.synchronize_stream(ready) == 0
-    from ge_plugin.sim import snapshot
-
     assert snapshot()["devices"][0]["executes"] == 1

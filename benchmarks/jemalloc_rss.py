@@ -1,0 +1,135 @@
+"""tritonserver's RSS after rounds of 64 MiB requests, with glibc's malloc and with jemalloc preloaded
+(``ge-plugin serve --jemalloc off|auto``).
+
+    .venv/bin/python benchmarks/jemalloc_rss.py [--work build/front-bench] [--rounds 16]
+
+For each allocator and each protocol, a fresh tritonserver serves ``--rounds`` requests of 64 MiB (binary
+tensors, [1048576, 16] fp32) to ``big_identity``, a Python-backend identity (the bench's ``py_identity.py``)
+without a batch limit, so each request is read, handed to the stub and answered with 64 MiB: the case where
+buffers are allocated and freed on different threads. Its VmRSS is read after each, and again 5 s after the
+last. tritonserver listens on HTTP itself (no front) so the RSS is its own alone. ``--refused`` sends the
+same bytes to ``py_identity`` instead, whose largest batch is 8: tritonserver reads them, then refuses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ge_plugin.bench.models import __file__ as _models_init
+from ge_plugin.bench.repository import PY_IDENTITY, build_repository
+from ge_plugin.serve import ServerOptions, TritonServer, free_port
+from ge_plugin.serve.memory import find_jemalloc
+
+ROWS = 1 << 20  #: x 16 fp32 = 64 MiB
+BIG_IDENTITY = "big_identity"
+BIG_IDENTITY_CONFIG = """\
+name: "big_identity"
+backend: "python"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1, -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1, -1 ] } ]
+instance_group [ { kind: KIND_CPU count: 1 } ]
+"""
+
+
+def add_big_identity(repo: Path) -> None:
+    """``big_identity`` beside the bench's models: py_identity's model.py with no batch limit."""
+    folder = repo / BIG_IDENTITY
+    (folder / "1").mkdir(parents=True, exist_ok=True)
+    (folder / "config.pbtxt").write_text(BIG_IDENTITY_CONFIG)
+    source = Path(_models_init).parent / "py_identity.py"
+    (folder / "1" / "model.py").write_text(source.read_text())
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def one_request(module, url: str, data: np.ndarray, model: str) -> None:
+    from tritonclient.utils import InferenceServerException
+
+    client = module.InferenceServerClient(url)
+    try:
+        tensor = module.InferInput("INPUT0", list(data.shape), "FP32")
+        tensor.set_data_from_numpy(data)
+        if model == PY_IDENTITY:
+            # refused after reading it all: what is measured is what reading it left behind
+            with contextlib.suppress(InferenceServerException):
+                client.infer(model, [tensor])
+        else:
+            answer = client.infer(model, [tensor])
+            assert answer.as_numpy("OUTPUT0").shape == data.shape
+    finally:
+        client.close()
+
+
+def measure(repo: Path, work: Path, jemalloc: str, protocol: str, rounds: int, model: str) -> dict:
+    import tritonclient.grpc as grpcclient
+    import tritonclient.http as httpclient
+
+    data = np.ones((ROWS, 16), dtype=np.float32)
+    options = ServerOptions(
+        repository=repo, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(),
+        model_control_mode="explicit", load_models=[model], work_dir=work, http_guard=False,
+        jemalloc=jemalloc,
+    )  # fmt: skip
+    log_path = work / f"rss-{jemalloc}-{protocol}.log"
+    with open(log_path, "wb") as log, TritonServer(options, stdout=log, stderr=log) as server:
+        server.wait_ready(models=[model])
+        pid = server.process.pid
+        preloaded = "libjemalloc" in Path(f"/proc/{pid}/maps").read_text()
+        module, url = (httpclient, server.http_url) if protocol == "http" else (grpcclient, server.grpc_url)
+        series = [rss_mb(pid)]
+        for _ in range(rounds):
+            one_request(module, url, data, model)
+            series.append(rss_mb(pid))
+        time.sleep(5)
+        settled = rss_mb(pid)
+    return {
+        "model": model,
+        "jemalloc": jemalloc,
+        "protocol": protocol,
+        "preloaded": preloaded,
+        "start_mb": round(series[0]),
+        "after_each_mb": [round(x) for x in series[1:]],
+        "settled_mb": round(settled),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--work", type=Path, default=Path("build/front-bench"))
+    parser.add_argument("--rounds", type=int, default=16)
+    parser.add_argument("--refused", action="store_true", help="requests tritonserver reads, then refuses")
+    args = parser.parse_args()
+    if find_jemalloc("auto") is None:
+        raise SystemExit("no libjemalloc.so.2 found: run scripts/system-deps.sh (make setup)")
+    repo = build_repository(args.work)
+    add_big_identity(repo.root)
+    model = PY_IDENTITY if args.refused else BIG_IDENTITY
+    results = [
+        measure(repo.root, args.work, choice, protocol, args.rounds, model)
+        for protocol in ("http", "grpc")
+        for choice in ("off", "auto")
+    ]
+    for r in results:
+        print(
+            f"{r['protocol']:4s} jemalloc {r['jemalloc']:4s} (preloaded: {r['preloaded']}): start {r['start_mb']} MB, "
+            f"after each {r['after_each_mb']}, 5 s later {r['settled_mb']} MB"
+        )
+    (args.work / "jemalloc_rss.json").write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

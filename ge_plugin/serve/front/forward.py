@@ -1,0 +1,225 @@
+"""What the front sends tritonserver for one parsed client request: a request it wrote itself.
+
+The client's request line, headers and body were framed by llhttp (``front.transport``); here they are
+read as tritonserver would read them and rewritten: the target in origin form, a body inflated from its
+``Content-Encoding``, JSON parsed strictly (``strict_json``), checked (``policy``) and re-encoded, a fresh
+``Content-Length`` and ``Inference-Header-Content-Length``, and only the headers the front understands.
+What cannot be read one way only is refused with Triton's ``{"error": ...}`` body, never passed through.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import attrs
+import httptools
+
+from ge_plugin.serve.front import strict_json
+from ge_plugin.serve.front.encoding import content_coding, inflate
+from ge_plugin.serve.front.policy import MAX_INPUT_BYTES, Refused, check_infer_header
+
+#: a request body (as sent, and once inflated) may not be larger; the front holds it whole while it checks it
+MAX_BODY_BYTES = 256 << 20
+
+#: the inference endpoint as tritonserver 2.51 routes it (its regex is ``/v2/models/([^/]+)(/versions/
+#: ([0-9]+))?/infer``): every path Triton takes for inference is one of these, so none escapes the policy
+_INFER = re.compile(rb"/v2/models/[^/]+(?:/versions/[^/]+)?/infer")
+#: path segments: RFC 3986 pchar without percent-encoding (a model name is a directory name; decoding would
+#: be one more place where two readers could differ)
+_PATH = re.compile(rb"(?:/[A-Za-z0-9._~!$&'()*+,;=:@-]+)+")
+_QUERY = re.compile(rb"[A-Za-z0-9._~!$&'()*+,;=:@/?%-]*")
+#: Accept-Encoding entries that mean something to tritonserver (response compression)
+_CODING = re.compile(r"\s*(gzip|deflate|identity|\*)\s*(?:;\s*q\s*=\s*(0(?:\.\d{0,3})?|1(?:\.0{0,3})?))?\s*")
+#: headers the front frames or rewrites itself, which a forwarding rule never passes on
+_OWN = frozenset(
+    {
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "content-encoding",
+        "inference-header-content-length",
+        "accept-encoding",
+        "connection",
+        "keep-alive",
+        "expect",
+        "te",
+        "trailer",
+        "upgrade",
+        "proxy-connection",
+    }
+)
+#: bytes above which the check runs on a worker thread, so the event loop keeps serving other connections
+LARGE_BODY = 256 << 10
+
+
+@attrs.frozen
+class Rules:
+    """What the front lets through, and how it addresses tritonserver."""
+
+    upstream_host: bytes = b"127.0.0.1"
+    max_input_bytes: int = MAX_INPUT_BYTES
+    max_body_bytes: int = MAX_BODY_BYTES
+    #: header names (lower case) forwarded as they are: the keys of ``--http-restricted-api``
+    forward_headers: frozenset[str] = frozenset()
+    #: ``--http-header-forward-pattern``: headers tritonserver hands to the model as request parameters
+    forward_pattern: re.Pattern[str] | None = None
+    #: pass the client's Accept-Encoding on (off in front of the metrics port: the front appends text to an
+    #: uncompressed answer there)
+    accept_encoding: bool = True
+
+
+@attrs.define
+class Incoming:
+    """One client request as llhttp framed it (header names lower case, body de-chunked)."""
+
+    method: str
+    target: bytes
+    headers: Sequence[tuple[bytes, bytes]]
+    body: bytes
+
+
+@attrs.frozen
+class Outgoing:
+    """The request for tritonserver: head, then the re-encoded JSON, then the binary tail (a view)."""
+
+    head: bytes
+    json: bytes
+    tail: memoryview
+
+    @property
+    def size(self) -> int:
+        return len(self.head) + len(self.json) + len(self.tail)
+
+
+def origin_form(target: bytes) -> bytes:
+    """``target`` as path[?query], from origin form or absolute form (RFC 9112 3.2); Refused for any other
+    form, a path with empty, dot or percent-encoded segments, or bytes outside the URI grammar."""
+    if target[:1] != b"/":
+        if not target[:7].lower() == b"http://" and not target[:8].lower() == b"https://":
+            raise Refused(f"request target {_show(target)} is neither a path nor an http URL")
+        try:
+            url = httptools.parse_url(target)
+        except httptools.HttpParserInvalidURLError:
+            raise Refused(f"request target {_show(target)} is not a URL") from None
+        if url.userinfo or url.fragment:
+            raise Refused(f"request target {_show(target)} has a user or a fragment")
+        target = (url.path or b"/") + (b"?" + url.query if url.query is not None else b"")
+    path, _, query = target.partition(b"?")
+    if not _PATH.fullmatch(path) or any(seg in (b".", b"..") for seg in path.split(b"/")):
+        raise Refused(f"request path {_show(path)} is not one tritonserver serves")
+    if not _QUERY.fullmatch(query):
+        raise Refused(f"request query {_show(query)} holds bytes outside the URI grammar")
+    return target
+
+
+def is_infer(path: bytes) -> bool:
+    return _INFER.fullmatch(path.partition(b"?")[0]) is not None
+
+
+def prepare(request: Incoming, rules: Rules) -> Outgoing:
+    """The request tritonserver gets for ``request``; Refused (with its status) when there is none."""
+    target = origin_form(request.target)
+    headers = _Headers(request.headers)
+    body = request.body
+    coding = content_coding(headers.one("content-encoding"))
+    if coding is not None and body:
+        body = inflate(body, coding, rules.max_body_bytes)
+    infer = is_infer(target)
+    split = headers.one("inference-header-content-length")
+    if request.method == "GET":
+        if body:
+            raise Refused("a GET request has no body")
+        json, tail = b"", memoryview(b"")
+    elif request.method == "POST":
+        json_length = len(body)
+        if split is not None:
+            if not infer:
+                raise Refused("Inference-Header-Content-Length is only for inference requests")
+            if not split.isdigit() or int(split) > len(body):
+                raise Refused(
+                    f"Inference-Header-Content-Length {_show(split)} is not a length within the "
+                    f"{len(body)}-byte body"
+                )
+            json_length = int(split)
+        view = memoryview(body)
+        json = _checked_json(bytes(view[:json_length]), infer, rules)
+        tail = view[json_length:]
+    else:
+        raise Refused(f"method {request.method} is not served", 405)
+    lines = [
+        f"{request.method} ".encode() + target + b" HTTP/1.1",
+        b"Host: " + rules.upstream_host,
+        b"Content-Length: %d" % (len(json) + len(tail)),
+    ]
+    if split is not None:
+        lines.append(b"Inference-Header-Content-Length: %d" % len(json))
+    accept = headers.one("accept-encoding")
+    if accept is not None and rules.accept_encoding:
+        wanted = accept_encoding(accept)
+        if wanted:
+            lines.append(b"Accept-Encoding: " + wanted)
+    lines += [name + b": " + value for name, value in headers.forwarded(rules)]
+    return Outgoing(b"\r\n".join(lines) + b"\r\n\r\n", json, tail)
+
+
+def _checked_json(data: bytes, infer: bool, rules: Rules) -> bytes:
+    if not data.strip(b" \t\r\n"):
+        return b""  # no JSON at all: Triton answers an inference request without one itself
+    value = strict_json.loads(data)
+    if infer:
+        if not isinstance(value, dict):
+            raise Refused("an inference request's JSON must be an object")
+        check_infer_header(value, rules.max_input_bytes)
+    return strict_json.dumps(value)
+
+
+def accept_encoding(value: bytes) -> bytes:
+    """``Accept-Encoding`` rebuilt from the codings tritonserver compresses responses with (others left
+    out: the response then comes uncompressed, which every client accepts); Refused if it does not parse."""
+    kept = []
+    for item in value.decode("latin-1").split(","):
+        if not item.strip():
+            continue
+        match = _CODING.fullmatch(item)
+        if match is None:
+            if re.fullmatch(r"\s*[A-Za-z0-9!#$%&'*+.^_`|~-]+\s*(;\s*q\s*=\s*[0-9.]+\s*)?", item):
+                continue  # a coding Triton does not have (br, zstd...)
+            raise Refused(f"Accept-Encoding {_show(value)} does not parse")
+        coding, weight = match.groups()
+        kept.append(coding + (f";q={weight}" if weight is not None else ""))
+    return ", ".join(kept).encode()
+
+
+class _Headers:
+    def __init__(self, headers: Sequence[tuple[bytes, bytes]]):
+        self.items = headers
+
+    def one(self, name: str) -> bytes | None:
+        """The value of a header the front reads; Refused if it comes twice (two readers, two answers)."""
+        key = name.encode()
+        found = [value for header, value in self.items if header == key]
+        if len(found) > 1:
+            raise Refused(f"header {name} appears {len(found)} times")
+        return found[0] if found else None
+
+    def forwarded(self, rules: Rules) -> list[tuple[bytes, bytes]]:
+        if not rules.forward_headers and rules.forward_pattern is None:
+            return []
+        out = []
+        for name, value in self.items:
+            text = name.decode("latin-1")
+            if text in _OWN:
+                continue
+            if text in rules.forward_headers or (
+                rules.forward_pattern is not None and rules.forward_pattern.search(text)
+            ):
+                if not all(32 <= b < 127 or b == 9 for b in value):
+                    raise Refused(f"header {text} has bytes outside visible ASCII")
+                out.append((name, value))
+        return out
+
+
+def _show(value: bytes, limit: int = 80) -> str:
+    text = repr(value[:limit])[2:-1]
+    return f"'{text}'" + ("..." if len(value) > limit else "")

@@ -1,0 +1,275 @@
+"""The front's pure parts: the policy on an inference header, strict JSON, content codings, the target and
+header rules of a forwarded request."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import zlib
+
+import pytest
+
+from ge_plugin.serve.front import strict_json
+from ge_plugin.serve.front.encoding import content_coding, inflate
+from ge_plugin.serve.front.forward import Incoming, Rules, accept_encoding, origin_form, prepare
+from ge_plugin.serve.front.policy import MAX_INPUT_BYTES, Refused, check_infer_header
+
+
+def one(**item) -> dict:
+    return {"inputs": [{"name": "input_ids", "datatype": "INT64", **item}]}
+
+
+# -- policy -----------------------------------------------------------------------------------------------
+
+
+def test_policy_refuses_a_shape_its_data_does_not_fill():
+    # the request that aborts tritonserver 2.51 in its HTTP front end (std::bad_alloc)
+    with pytest.raises(Refused) as caught:
+        check_infer_header(one(shape=[1, 1099511627776], data=[1, 2]))
+    assert str(caught.value).startswith(
+        "input 'input_ids': shape [1, 1099511627776] declares 8796093022208 bytes"
+    )
+    assert caught.value.status == 400
+
+
+def test_policy_refuses_data_of_another_size_and_counts_nested_data():
+    with pytest.raises(
+        Refused, match=r"input 'input_ids': shape \[1, 3\] holds 3 elements but its data has 2"
+    ):
+        check_infer_header(one(shape=[1, 3], data=[1, 2]))
+    check_infer_header(one(shape=[2, 2], data=[[1, 2], [3, 4]]))
+    with pytest.raises(Refused, match="holds 4 elements but its data has 3"):
+        check_infer_header(one(shape=[2, 2], data=[[1, 2], [3]]))
+
+
+def test_policy_refuses_negative_and_non_integer_dims():
+    with pytest.raises(Refused, match=r"shape \[1, -4\] has a negative dim"):
+        check_infer_header(one(shape=[1, -4], data=[]))
+    for shape in ([1.5], "1,2", [True], [[1]]):
+        with pytest.raises(Refused, match="shape must be a list of integers"):
+            check_infer_header(one(shape=shape, data=[1]))
+
+
+def test_policy_refuses_more_than_the_limit_even_with_binary_data():
+    header = one(shape=[1, MAX_INPUT_BYTES // 8 + 1], parameters={"binary_data_size": 16})
+    with pytest.raises(Refused, match="more than the 4294967296 an input may have"):
+        check_infer_header(header)
+    check_infer_header(one(shape=[1, 16], parameters={"binary_data_size": 128}), max_input_bytes=128)
+
+
+def test_policy_leaves_what_triton_refuses_itself_to_triton():
+    for header in ({}, {"inputs": "x"}, {"inputs": [1]}, {"inputs": [{"name": "x"}]}):
+        check_infer_header(header)
+
+
+# -- strict JSON ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b'{"inputs":[],"inputs":[{"shape":[1]}]}', 'the key "inputs" more than once'),
+        (b'{"a":{"b":1,"b":2}}', 'the key "b" more than once'),
+        (b'{"a":"\xff"}', "not UTF-8: byte 0xff at offset 6"),
+        (b'{"a":"\xed\xa0\x80"}', "not UTF-8"),  # a surrogate encoded in UTF-8 (CESU)
+        (b"\xef\xbb\xbf{}", "does not parse"),  # a BOM
+        (b'{"a":1} {"a":2}', "Extra data"),
+        (b'{"a":1}\x00', "Extra data"),
+        (b'{"a":NaN}', "NaN, which is not a JSON number"),
+        (b'{"a":-Infinity}', "-Infinity, which is not a JSON number"),
+    ],
+)
+def test_strict_json_refuses_what_two_parsers_read_differently(body, message):
+    with pytest.raises(Refused, match=re.escape(message)):
+        strict_json.dumps(strict_json.loads(body))
+
+
+def test_strict_json_refuses_what_has_no_json_form_on_the_way_out():
+    with pytest.raises(Refused, match="does not fit a double"):
+        strict_json.dumps(strict_json.loads(b'{"a":1e400}'))
+    with pytest.raises(Refused, match="lone surrogate"):
+        strict_json.dumps(strict_json.loads(b'{"a":"\\ud800"}'))
+
+
+def test_strict_json_bounds_nesting_before_any_parser_recurses():
+    limit = strict_json.MAX_DEPTH
+    strict_json.loads(b"[" * limit + b"]" * limit)
+    strict_json.loads(b'{"a":"' + b"[" * 10_000 + b'"}')  # brackets inside a string do not nest
+    strict_json.loads(b"[" + b"[1],[2]," * 10_000 + b"[3]]")  # many brackets, two levels
+    for deep in (
+        b"[" * (limit + 1) + b"]" * (limit + 1),
+        b'{"a":' * (limit + 1) + b"1" + b"}" * (limit + 1),
+        b"[" * 1_000_000,  # would be a RecursionError in json, a SIGSEGV in a parser recursing in C
+        b"[[]," * 200_000 + b"1" + b"]" * 200_000,
+    ):
+        with pytest.raises(Refused, match=f"nests deeper than {limit} levels"):
+            strict_json.loads(deep)
+
+
+def test_strict_json_round_trip_is_compact_utf8():
+    value = strict_json.loads('{"name":"ü", "data":[1, 2.5, -3e-7, true, null]}'.encode())
+    assert strict_json.dumps(value) == '{"name":"ü","data":[1,2.5,-3e-07,true,null]}'.encode()
+
+
+# -- content codings --------------------------------------------------------------------------------------
+
+
+def test_inflate_reads_what_tritonclient_sends():
+    body = b'{"inputs":[]}'
+    assert inflate(gzip.compress(body), "gzip", 100) == body
+    assert inflate(zlib.compress(body), "deflate", 100) == body  # tritonclient's deflate is zlib's
+
+
+def test_inflate_stops_at_the_limit_whatever_the_ratio():
+    bomb = gzip.compress(b"\0" * (64 << 20))  # 64 MiB in ~64 KiB
+    with pytest.raises(Refused, match="decodes to more than 1048576 bytes") as caught:
+        inflate(bomb, "gzip", 1 << 20)
+    assert caught.value.status == 413
+
+
+@pytest.mark.parametrize(
+    ("body", "coding", "message"),
+    [
+        (gzip.compress(b"{}")[:-3], "gzip", "cut short"),
+        (gzip.compress(b"{}") + gzip.compress(b"[]"), "gzip", "bytes after its end"),
+        (b"not compressed", "gzip", "does not decode"),
+        (zlib.compress(b"{}"), "gzip", "does not decode"),
+    ],
+)
+def test_inflate_refuses_what_is_not_one_whole_stream(body, coding, message):
+    with pytest.raises(Refused, match=message):
+        inflate(body, coding, 1 << 20)
+
+
+def test_content_coding_names_what_triton_accepts():
+    assert content_coding(None) is None
+    assert content_coding(b"identity") is None
+    assert content_coding(b"GZIP") == "gzip"
+    for value in (b"br", b"gzip, gzip", b"x-gzip", b"compress"):
+        with pytest.raises(Refused, match="only 'gzip', 'deflate' and 'identity' are supported") as caught:
+            content_coding(value)
+        assert caught.value.status == 415
+
+
+# -- what is forwarded ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("target", "expected"),
+    [
+        (b"/v2/models/m/infer", b"/v2/models/m/infer"),
+        (b"http://127.0.0.1/v2/models/m/infer", b"/v2/models/m/infer"),
+        (b"HTTP://example:80/v2/health/ready?x=1", b"/v2/health/ready?x=1"),
+    ],
+)
+def test_targets_become_origin_form(target, expected):
+    assert origin_form(target) == expected
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        b"*",
+        b"127.0.0.1:8000",
+        b"ftp://x/v2",
+        b"/v2//models/m/infer",
+        b"/v2/models/../health/ready",
+        b"/v2/models/m%2Finfer",
+        b"/v2/models/m/infer#frag",
+        b"http://user@x/v2/models/m/infer",
+        b"/v2/models/\xff/infer",
+    ],
+)
+def test_targets_that_cannot_be_classified_are_refused(target):
+    with pytest.raises(Refused):
+        origin_form(target)
+
+
+def request(
+    body: bytes, *headers: tuple[bytes, bytes], target=b"/v2/models/m/infer", method="POST"
+) -> Incoming:
+    return Incoming(method, target, list(headers), body)
+
+
+def test_prepare_re_encodes_and_reframes():
+    header = json.dumps(
+        {
+            "inputs": [
+                {"name": "x", "shape": [1, 4], "datatype": "FP32", "parameters": {"binary_data_size": 16}}
+            ]
+        },
+        indent=2,
+    ).encode()
+    incoming = request(
+        gzip.compress(header + b"\1" * 16),
+        (b"content-encoding", b"gzip"),
+        (b"inference-header-content-length", str(len(header)).encode()),
+        (b"accept-encoding", b"br, gzip;q=0.5"),
+        (b"x-secret", b"1"),
+        target=b"http://h/v2/models/m/versions/2/infer",
+    )
+    out = prepare(incoming, Rules())
+    compact = json.dumps(json.loads(header), separators=(",", ":")).encode()
+    assert out.json == compact and bytes(out.tail) == b"\1" * 16
+    assert out.head == (
+        b"POST /v2/models/m/versions/2/infer HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Length: %d\r\nInference-Header-Content-Length: %d\r\nAccept-Encoding: gzip;q=0.5\r\n\r\n"
+        % (len(compact) + 16, len(compact))
+    )
+
+
+def test_prepare_forwards_only_the_headers_it_was_told_triton_reads():
+    rules = Rules(forward_headers=frozenset({"admin-key"}), forward_pattern=re.compile("^x-trace", re.I))
+    out = prepare(
+        request(
+            b"",
+            (b"admin-key", b"s3cret"),
+            (b"x-trace-id", b"7"),
+            (b"x-other", b"no"),
+            (b"content-length", b"0"),
+        ),
+        rules,
+    )
+    assert out.head.endswith(b"admin-key: s3cret\r\nx-trace-id: 7\r\n\r\n")
+
+
+@pytest.mark.parametrize(
+    ("incoming", "status", "message"),
+    [
+        (
+            request(b"{}", (b"content-encoding", b"gzip"), (b"content-encoding", b"gzip")),
+            400,
+            "appears 2 times",
+        ),
+        (request(b"{}", (b"inference-header-content-length", b"9")), 400, "not a length within"),
+        (request(b"{}", (b"inference-header-content-length", b"-1")), 400, "not a length within"),
+        (
+            request(b"{}", (b"inference-header-content-length", b"1"), target=b"/v2/repository/index"),
+            400,
+            "only for inference",
+        ),
+        (request(b"[]"), 400, "must be an object"),
+        (request(b"x", method="GET", target=b"/v2/health/ready"), 400, "has no body"),
+        (request(b"", method="PUT"), 405, "method PUT"),
+        (request(b"{}", (b"accept-encoding", b"gzip;q=\x01")), 400, "does not parse"),
+    ],
+)
+def test_prepare_refuses_what_it_cannot_read_one_way(incoming, status, message):
+    with pytest.raises(Refused, match=re.escape(message)) as caught:
+        prepare(incoming, Rules())
+    assert caught.value.status == status
+
+
+def test_prepare_checks_every_json_body_not_only_inference():
+    with pytest.raises(Refused, match='key "parameters" more than once'):
+        prepare(
+            request(b'{"parameters":{},"parameters":{}}', target=b"/v2/repository/models/m/load"), Rules()
+        )
+    out = prepare(request(b' { "parameters" : { } } ', target=b"/v2/repository/models/m/load"), Rules())
+    assert out.json == b'{"parameters":{}}'
+
+
+def test_accept_encoding_keeps_what_triton_can_do():
+    assert accept_encoding(b"gzip, deflate") == b"gzip, deflate"
+    assert accept_encoding(b"br;q=1.0, identity;q=0.5") == b"identity;q=0.5"
