@@ -1,8 +1,11 @@
 """Typed surface of the compiled ``ge_plugin._fastpath``; mirrors ``ge_plugin._fastpath_py`` (a test checks)."""
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
+
+from ge_plugin.errors import RequestError
 
 IMPLEMENTATION: str
 
@@ -11,6 +14,8 @@ CASTS: frozenset[tuple[str, str]]
 __all__ = [
     "CASTS",
     "IMPLEMENTATION",
+    "Chunk",
+    "Planner",
     "TensorSpec",
     "bf16_capsule",
     "bf16_view",
@@ -60,3 +65,51 @@ def copy_bytes(dst, src) -> None: ...
 def fill(dst, type: str, value: float, start: int = 0, count: int = -1) -> None: ...
 def bf16_view(tensor: object) -> np.ndarray: ...
 def bf16_capsule(words: np.ndarray) -> object: ...
+
+class Chunk:
+    indices: list[int]
+    arrays: list[list[np.ndarray]] | None
+    shapes: list[tuple[tuple[int, ...], ...]]
+    need: tuple[int, ...]
+    gear: int
+    rows: int
+    elements: int
+    in_bytes: list[int]
+    outputs: list[int]
+    out_index: list[int]
+    out_bytes: list[int]
+    wanted: list[list[int]] | None
+    staged: bool
+
+class Planner:
+    def __init__(
+        self,
+        specs: Sequence[TensorSpec],
+        om_types: Sequence[str],
+        gears: Sequence[tuple[Sequence[Sequence[int]], Sequence[Sequence[int]]]],
+        outputs: Sequence[tuple[str, int, str, str, Sequence[tuple[int, int, int]]]],
+        *,
+        batched: bool = True,
+        exact: Sequence[bool] = (),
+        pad_value: float = 0,
+        refusal: Callable[[list], str] | None = None,
+    ) -> None: ...
+    def choose(self, need: Sequence[int]) -> int | None: ...
+    def plan(
+        self, requests: Sequence[Mapping[str, object]], wanted: Sequence[Any] | None = None
+    ) -> tuple[list[Chunk], list[tuple[int, RequestError]]]: ...
+    def chunk(
+        self,
+        indices: Sequence[int],
+        arrays: Sequence[Sequence[np.ndarray]],
+        wanted: Sequence[Sequence[int]] | None = None,
+        *,
+        staged: bool = False,
+    ) -> Chunk: ...
+    def extend(self, chunk: Chunk, more: Chunk) -> Chunk | None: ...
+    def stage(self, chunk: Chunk, staging: Sequence[object], first: int = 0) -> None: ...
+    def count(self, chunk: Chunk) -> None: ...
+    def split(
+        self, chunk: Chunk, staging: Sequence[np.ndarray], views: bool = False
+    ) -> tuple[list[dict[str, np.ndarray]], bool]: ...
+    def tally(self) -> tuple[list[int], int, int, int]: ...

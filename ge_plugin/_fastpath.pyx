@@ -34,7 +34,13 @@ import sys
 
 import numpy as np
 
-from ge_plugin._fastpath_py import _check_ties, _pair_names, _range_problem, _value_range
+from ge_plugin._fastpath_py import (
+    _check_ties,
+    _pair_names,
+    _planner_tables,
+    _range_problem,
+    _value_range,
+)
 from ge_plugin.errors import RequestError
 
 cnp.import_array()
@@ -47,6 +53,8 @@ IMPLEMENTATION = "c"
 __all__ = [
     "CASTS",
     "IMPLEMENTATION",
+    "Chunk",
+    "Planner",
     "TensorSpec",
     "bf16_capsule",
     "bf16_view",
@@ -711,6 +719,10 @@ def validate(specs: Sequence[TensorSpec], tensors: Mapping[str, object]) -> list
     """Check one request against the model's inputs before it joins a batch, so that one bad request fails
     alone with a message its client can act on. Returns the request's arrays in spec order, C-contiguous,
     viewed rather than copied whenever they already are (only a non-contiguous array is copied)."""
+    return _validate(specs, tensors)
+
+
+cdef list _validate(object specs, object tensors):
     cdef list arrays = []
     cdef TensorSpec spec
     cdef cnp.ndarray array
@@ -827,13 +839,9 @@ def gather(
     fit an int32 destination is found during the copy (the buffer is then half written, and unused)."""
     cdef Move mv
     cdef char pad[8]
-    cdef Py_buffer out
     cdef Py_ssize_t gear[MAX_DIMS]
-    cdef Py_ssize_t ndim, nbytes, row_bytes, rows = 0, i, n, k
+    cdef Py_ssize_t ndim
     cdef int dst_code, src_code
-    cdef Source* sources = NULL
-    cdef cnp.ndarray array
-    cdef list keep = None
 
     # twin: the order of the checks, so that both report the same problem first
     dst_code = _type_code(dst_type, "gather: dst_type")
@@ -841,6 +849,22 @@ def gather(
     mv.cast = _cast_code(src_code, dst_code, "gather")
     ndim = _shape(dst_shape, gear, "gather: dst_shape")
     _init_pad(&mv, pad, pad_value, dst_code, "gather: pad_value")
+    return _gather_into(dst, gear, ndim, dst_code, src_code, &mv, srcs, -1, 0)
+
+
+cdef Py_ssize_t _gather_into(
+    object dst, const Py_ssize_t* gear, Py_ssize_t ndim, int dst_code, int src_code, Move* mv, object seq,
+    Py_ssize_t column, Py_ssize_t offset,
+) except -1:
+    """gather's copy, its cast and pad already in ``mv``: the sources are ``seq``'s items, or with a
+    ``column`` >= 0 item ``column`` of each (a chunk's requests, each a list of arrays), written ``offset``
+    bytes into ``dst``; the bytes written."""
+    cdef Py_buffer out
+    cdef Py_ssize_t nbytes, row_bytes, rows = 0, i, n, k
+    cdef Source* sources = NULL
+    cdef cnp.ndarray array
+    cdef list keep = None
+
     nbytes = _ITEMSIZE[dst_code]
     for k in range(ndim):
         nbytes *= gear[k]
@@ -848,19 +872,22 @@ def gather(
 
     _get_buffer(dst, &out, "gather: dst", True)
     try:
-        if out.len < nbytes:
+        if out.len - offset < nbytes:
             gear_list = [gear[k] for k in range(ndim)]
+            held = max(out.len - offset, 0)
             raise ValueError(
-                f"gather: dst holds {out.len} bytes, the destination {gear_list} {dst_type} needs {nbytes}"
+                f"gather: dst holds {held} bytes, the destination {gear_list} {_NAMES[dst_code]} needs {nbytes}"
             )
-        seq = srcs if type(srcs) is list or type(srcs) is tuple else list(srcs)
+        if type(seq) is not list and type(seq) is not tuple:
+            seq = list(seq)
         n = len(seq)
         sources = <Source*>PyMem_Malloc(max(n, 1) * sizeof(Source))
         if sources == NULL:
             raise MemoryError()
         for i in range(n):
-            array = _source(seq[i], i, src_code, gear, ndim)
-            if array is not seq[i]:  # a view or a copy made here: keep it alive until the copy is done
+            value = seq[i] if column < 0 else seq[i][column]
+            array = _source(value, i, src_code, gear, ndim)
+            if array is not value:  # a view or a copy made here: keep it alive until the copy is done
                 keep = keep if keep is not None else []
                 keep.append(array)
             sources[i].data = cnp.PyArray_BYTES(array)
@@ -878,9 +905,9 @@ def gather(
         if nbytes > GIL_RELEASE_BYTES:
             _released()
             with nogil:
-                i = _gather_all(&mv, sources, n, gear, <char*>out.buf, row_bytes, rows)
+                i = _gather_all(mv, sources, n, gear, <char*>out.buf + offset, row_bytes, rows)
         else:
-            i = _gather_all(&mv, sources, n, gear, <char*>out.buf, row_bytes, rows)
+            i = _gather_all(mv, sources, n, gear, <char*>out.buf + offset, row_bytes, rows)
         if i >= 0:
             bad = (<const int64_t*>sources[i].data)[mv.bad]
             where = _unravel(mv.bad, [sources[i].shape[k] for k in range(ndim)])
@@ -1055,6 +1082,753 @@ def fill(dst, type: str, value: float, start: int = 0, count: int = -1) -> None:
     finally:
         PyBuffer_Release(&target)
 
+
+# --- one window's executes: the planner (twin: the same section) ------------------------------------------
+#
+# The engine's per-execute bookkeeping in C: which requests share a gear, the bytes each copy moves, and each
+# request's outputs back. The Planner's tables are worked out once, by the twin's _planner_tables (so both
+# check their arguments with the same words), and copied into C arrays here; plan, stage and split then
+# read only those and the request arrays' own dims.
+
+
+cdef class Chunk:
+    """One execute: requests that share a gear, their rows stacked in the order they came (twin: Chunk,
+    whose docstring says what each attribute holds). Made by Planner.plan and Planner.chunk only."""
+
+    cdef readonly list indices
+    cdef public object arrays
+    cdef readonly tuple need
+    cdef readonly Py_ssize_t gear
+    cdef readonly Py_ssize_t rows
+    cdef readonly Py_ssize_t elements
+    cdef readonly list in_bytes
+    cdef readonly list outputs
+    cdef readonly list out_index
+    cdef readonly list out_bytes
+    cdef readonly object wanted
+    cdef readonly bint staged
+    cdef Py_ssize_t d2h  # sum of out_bytes, for the planner's tally
+    cdef Py_ssize_t count  # requests
+    cdef Py_ssize_t width  # flat dims per request
+    cdef Py_ssize_t* needs  # count x width: each request's own dims, every input's in order
+    cdef tuple ranks  # dims per input
+
+    def __cinit__(self):
+        self.needs = NULL
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("a Chunk is made by Planner.plan or Planner.chunk")
+
+    def __dealloc__(self):
+        PyMem_Free(self.needs)
+
+    @property
+    def shapes(self) -> list:
+        """Per request, the shape of each of its inputs (twin: a list kept from plan)."""
+        cdef Py_ssize_t i, at, d
+        out = []
+        for i in range(self.count):
+            at = i * self.width
+            dims = []
+            for rank in self.ranks:
+                dims.append(tuple([self.needs[at + d] for d in range(<Py_ssize_t>rank)]))
+                at += <Py_ssize_t>rank
+            out.append(tuple(dims))
+        return out
+
+    def __repr__(self) -> str:
+        return f"Chunk(indices={self.indices}, gear={self.gear}, need={self.need}, rows={self.rows})"
+
+
+cdef inline void* _table(Py_ssize_t n, Py_ssize_t item) except NULL:
+    cdef void* p = PyMem_Malloc(max(n, 1) * item)
+    if p == NULL:
+        raise MemoryError()
+    return p
+
+
+cdef class Planner:
+    """One model's executes, planned and moved without Python per request (twin: Planner, whose docstring
+    says what each argument means)."""
+
+    cdef list specs
+    cdef list om_type_names
+    cdef object refusal
+    cdef bint batched
+    cdef double pad
+    cdef tuple ranks
+    cdef list names  # config outputs
+    cdef list every  # config positions of every output
+    cdef list every_index  # their OM indices
+    cdef list gear_in_bytes  # per gear: bytes per input
+    cdef list gear_out_bytes  # per gear: bytes per output (config order)
+    cdef list gear_out_dims  # per gear: dims per output (config order), tuples, for scatter
+    cdef Py_ssize_t n_in, width, n_gears, n_out
+    cdef Py_ssize_t* flat  # n_gears x width: every gear's input dims
+    cdef Py_ssize_t* gear_rows  # n_gears
+    cdef char* exact  # width
+    cdef char* rows_at  # width
+    cdef Py_ssize_t* in_offset  # n_in: where input k's dims start in a flat need
+    cdef int* in_ndim  # n_in
+    cdef int* in_code  # n_in: the config's type
+    cdef int* in_om_code  # n_in: the OM's
+    cdef char* pads  # n_in x 8: the pad value as one element of each input's OM type
+    cdef int* out_j  # n_out: OM index
+    cdef int* out_code  # n_out
+    cdef int* out_om_code  # n_out
+    cdef int* out_ndim  # n_out
+    cdef Py_ssize_t* out_dims  # n_gears x n_out x MAX_DIMS
+    cdef Py_ssize_t* out_full  # n_gears x n_out: bytes of each output at each gear
+    cdef char* out_rows  # n_gears x n_out: output dim 0 is the gear's rows
+    cdef int* tie_start  # n_out + 1: output k's ties are tie_start[k] .. tie_start[k + 1]
+    cdef int* ties  # 3 per tie: output dim, input, input dim
+    # the tally of what was staged (twin: Planner.tally)
+    cdef Py_ssize_t* staged_by_gear  # n_gears
+    cdef Py_ssize_t staged_rows, staged_elements, staged_d2h
+
+    def __cinit__(self):
+        self.flat = NULL
+        self.gear_rows = NULL
+        self.exact = NULL
+        self.rows_at = NULL
+        self.in_offset = NULL
+        self.in_ndim = NULL
+        self.in_code = NULL
+        self.in_om_code = NULL
+        self.pads = NULL
+        self.out_j = NULL
+        self.out_code = NULL
+        self.out_om_code = NULL
+        self.out_ndim = NULL
+        self.out_dims = NULL
+        self.out_full = NULL
+        self.out_rows = NULL
+        self.tie_start = NULL
+        self.ties = NULL
+        self.staged_by_gear = NULL
+
+    def __dealloc__(self):
+        PyMem_Free(self.flat)
+        PyMem_Free(self.gear_rows)
+        PyMem_Free(self.exact)
+        PyMem_Free(self.rows_at)
+        PyMem_Free(self.in_offset)
+        PyMem_Free(self.in_ndim)
+        PyMem_Free(self.in_code)
+        PyMem_Free(self.in_om_code)
+        PyMem_Free(self.pads)
+        PyMem_Free(self.out_j)
+        PyMem_Free(self.out_code)
+        PyMem_Free(self.out_om_code)
+        PyMem_Free(self.out_ndim)
+        PyMem_Free(self.out_dims)
+        PyMem_Free(self.out_full)
+        PyMem_Free(self.out_rows)
+        PyMem_Free(self.tie_start)
+        PyMem_Free(self.ties)
+        PyMem_Free(self.staged_by_gear)
+
+    def __init__(
+        self,
+        specs: Sequence[TensorSpec],
+        om_types: Sequence[str],
+        gears: Sequence[tuple[Sequence[Sequence[int]], Sequence[Sequence[int]]]],
+        outputs: Sequence[tuple[str, int, str, str, Sequence[tuple[int, int, int]]]],
+        *,
+        batched: bool = True,
+        exact: Sequence[bool] = (),
+        pad_value: float = 0,
+        refusal: Callable[[list], str] | None = None,
+    ) -> None:
+        """Checks the arguments once (with the twin's own checks) and keeps what plan, stage and split read
+        in C arrays."""
+        cdef Py_ssize_t g, k, d, at, n_ties
+        cdef Move mv
+        t = _planner_tables(specs, om_types, gears, outputs, batched, exact, pad_value, TensorSpec)
+        self.specs = t.specs
+        self.om_type_names = t.om_types
+        self.refusal = refusal
+        self.batched = t.batched
+        self.pad = t.pad
+        self.ranks = tuple(t.ranks)
+        self.names = t.names
+        self.every = t.every
+        self.every_index = t.every_index
+        self.n_in = len(t.specs)
+        self.width = t.width
+        self.n_gears = len(t.gears)
+        self.n_out = len(t.outputs)
+        self.gear_in_bytes = [gear.in_bytes for gear in t.gears]
+        self.gear_out_bytes = [gear.out_bytes for gear in t.gears]
+        self.gear_out_dims = [[gear.output_dims[o[1]] for o in t.outputs] for gear in t.gears]
+
+        self.flat = <Py_ssize_t*>_table(self.n_gears * self.width, sizeof(Py_ssize_t))
+        self.gear_rows = <Py_ssize_t*>_table(self.n_gears, sizeof(Py_ssize_t))
+        self.staged_by_gear = <Py_ssize_t*>_table(self.n_gears, sizeof(Py_ssize_t))
+        memset(self.staged_by_gear, 0, max(self.n_gears, 1) * sizeof(Py_ssize_t))
+        self.staged_rows = self.staged_elements = self.staged_d2h = 0
+        for g, gear in enumerate(t.gears):
+            for d, value in enumerate(gear.flat):
+                self.flat[g * self.width + d] = value
+            self.gear_rows[g] = gear.rows
+        self.exact = <char*>_table(self.width, 1)
+        self.rows_at = <char*>_table(self.width, 1)
+        for d in range(self.width):
+            self.exact[d] = t.exact[d]
+            self.rows_at[d] = t.rows_at[d]
+        self.in_offset = <Py_ssize_t*>_table(self.n_in, sizeof(Py_ssize_t))
+        self.in_ndim = <int*>_table(self.n_in, sizeof(int))
+        self.in_code = <int*>_table(self.n_in, sizeof(int))
+        self.in_om_code = <int*>_table(self.n_in, sizeof(int))
+        self.pads = <char*>_table(self.n_in * 8, 1)
+        at = 0
+        for k, spec in enumerate(t.specs):
+            self.in_offset[k] = at
+            self.in_ndim[k] = t.ranks[k]
+            at += t.ranks[k]
+            self.in_code[k] = (<TensorSpec>spec).code
+            self.in_om_code[k] = _TYPE_CODES[t.om_types[k]]
+            _typed_value(self.pad, self.in_om_code[k], self.pads + 8 * k, "Planner: pad_value")
+        self.out_j = <int*>_table(self.n_out, sizeof(int))
+        self.out_code = <int*>_table(self.n_out, sizeof(int))
+        self.out_om_code = <int*>_table(self.n_out, sizeof(int))
+        self.out_ndim = <int*>_table(self.n_out, sizeof(int))
+        self.tie_start = <int*>_table(self.n_out + 1, sizeof(int))
+        n_ties = sum(len(o[4]) for o in t.outputs)
+        self.ties = <int*>_table(3 * n_ties, sizeof(int))
+        at = 0
+        for k, (name, j, out_type, out_om_type, tied) in enumerate(t.outputs):
+            self.out_j[k] = j
+            self.out_code[k] = _TYPE_CODES[out_type]
+            self.out_om_code[k] = _TYPE_CODES[out_om_type]
+            self.out_ndim[k] = len(t.gears[0].output_dims[j])
+            self.tie_start[k] = at
+            for out_d, in_k, in_d in tied:
+                self.ties[3 * at] = out_d
+                self.ties[3 * at + 1] = in_k
+                self.ties[3 * at + 2] = in_d
+                at += 1
+        self.tie_start[self.n_out] = at
+        self.out_dims = <Py_ssize_t*>_table(self.n_gears * self.n_out * MAX_DIMS, sizeof(Py_ssize_t))
+        self.out_full = <Py_ssize_t*>_table(self.n_gears * self.n_out, sizeof(Py_ssize_t))
+        self.out_rows = <char*>_table(self.n_gears * self.n_out, 1)
+        for g, gear in enumerate(t.gears):
+            for k, o in enumerate(t.outputs):
+                dims = gear.output_dims[o[1]]
+                if len(dims) != self.out_ndim[k]:
+                    raise ValueError(
+                        f"Planner: gear {g}: output {o[0]!r} has {len(dims)} dims, {self.out_ndim[k]} at gear 0"
+                    )
+                for d, value in enumerate(dims):
+                    self.out_dims[(g * self.n_out + k) * MAX_DIMS + d] = value
+                self.out_full[g * self.n_out + k] = gear.out_bytes[k]
+                self.out_rows[g * self.n_out + k] = gear.out_rows[k]
+
+    # -- the pure part: needs and gears ----------------------------------------------------------------
+
+    cdef Py_ssize_t _choose(self, const Py_ssize_t* need) noexcept:
+        cdef Py_ssize_t g, d, v
+        cdef const Py_ssize_t* f
+        for g in range(self.n_gears):
+            f = self.flat + g * self.width
+            for d in range(self.width):
+                v = f[d]
+                if v < need[d] or (self.exact[d] and v != need[d]):
+                    break
+            else:
+                return g
+        return -1
+
+    cdef void _merge(self, const Py_ssize_t* a, const Py_ssize_t* b, Py_ssize_t* out) noexcept:
+        cdef Py_ssize_t d
+        for d in range(self.width):
+            if self.rows_at[d]:
+                out[d] = a[d] + b[d]
+            elif self.exact[d]:
+                out[d] = a[d] if a[d] == b[d] else -1
+            else:
+                out[d] = a[d] if a[d] >= b[d] else b[d]
+
+    def choose(self, need: Sequence[int]) -> int | None:
+        """The position of the cheapest gear that covers ``need`` (flat), or None."""
+        cdef Py_ssize_t d, g
+        cdef Py_ssize_t* c_need = <Py_ssize_t*>_table(self.width, sizeof(Py_ssize_t))
+        try:
+            values = tuple(need)
+            for d in range(self.width):
+                c_need[d] = operator.index(values[d]) if d < len(values) else 0
+            g = self._choose(c_need)
+            return None if g < 0 else g
+        finally:
+            PyMem_Free(c_need)
+
+    cdef object _wanted(self, object wanted, Py_ssize_t n):
+        """twin: Planner._wanted."""
+        cdef Py_ssize_t i, k, m
+        cdef bint complete
+        if wanted is None:
+            return None
+        asked = wanted if type(wanted) is list or type(wanted) is tuple else list(wanted)
+        m = len(asked)
+        complete = m >= n
+        i = 0
+        while complete and i < n:
+            names = asked[i]
+            if names is not None:
+                for k in range(self.n_out):
+                    if self.names[k] not in names:
+                        complete = False
+                        break
+            i += 1
+        if complete:
+            return None
+        lists = []
+        for i in range(n):
+            names = asked[i] if i < m else None
+            if names is None:
+                lists.append(self.every)
+            else:
+                lists.append([k for k in range(self.n_out) if self.names[k] in names])
+        return lists
+
+    cdef object _refuse(self, list arrays):
+        if self.refusal is not None:
+            return self.refusal(arrays)
+        shapes = ", ".join(f"{spec.name} {list(a.shape)}" for spec, a in zip(self.specs, arrays))
+        return f"no gear of the model fits this request ({shapes})"
+
+    def plan(
+        self, requests: Sequence[Mapping[str, object]], wanted: Sequence[Any] | None = None
+    ) -> tuple[list[Chunk], list[tuple[int, RequestError]]]:
+        """The window's chunks, each on the cheapest gear that covers it, and the requests refused with why
+        (twin: Planner.plan)."""
+        cdef Py_ssize_t n, i, g, d, k, gear, n_groups = 0
+        cdef Py_ssize_t width = self.width
+        cdef Py_ssize_t* own_needs = NULL
+        cdef Py_ssize_t* group_needs = NULL
+        cdef Py_ssize_t* group_gear = NULL
+        cdef Py_ssize_t* group_of = NULL
+        cdef Py_ssize_t* own
+        cdef Py_ssize_t* merged
+        cdef bint placed
+        cdef cnp.ndarray array
+        cdef const cnp.npy_intp* dims
+        seq = requests if type(requests) is list or type(requests) is tuple else list(requests)
+        n = len(seq)
+        per_request = self._wanted(wanted, n)
+        cdef list errors = []
+        cdef list validated = [None] * n
+        try:
+            own_needs = <Py_ssize_t*>_table(n * width, sizeof(Py_ssize_t))
+            group_needs = <Py_ssize_t*>_table((n + 1) * width, sizeof(Py_ssize_t))
+            group_gear = <Py_ssize_t*>_table(n, sizeof(Py_ssize_t))
+            group_of = <Py_ssize_t*>_table(n, sizeof(Py_ssize_t))
+            merged = group_needs + n * width  # scratch: a group's need with one more request
+            for i in range(n):
+                group_of[i] = -1
+                try:
+                    arrays = _validate(self.specs, seq[i])
+                except RequestError as exc:
+                    errors.append((i, _detached(exc)))
+                    continue
+                own = own_needs + i * width
+                for k in range(self.n_in):
+                    array = <cnp.ndarray>(<list>arrays)[k]
+                    dims = cnp.PyArray_DIMS(array)
+                    for d in range(self.in_ndim[k]):
+                        own[self.in_offset[k] + d] = dims[d]
+                placed = False
+                if self.batched:
+                    for g in range(n_groups):
+                        self._merge(group_needs + g * width, own, merged)
+                        gear = self._choose(merged)
+                        if gear >= 0:
+                            memcpy(group_needs + g * width, merged, width * sizeof(Py_ssize_t))
+                            group_gear[g] = gear
+                            group_of[i] = g
+                            placed = True
+                            break
+                if not placed:
+                    gear = self._choose(own)
+                    if gear < 0:
+                        errors.append((i, RequestError(self._refuse(arrays))))
+                        continue
+                    memcpy(group_needs + n_groups * width, own, width * sizeof(Py_ssize_t))
+                    group_gear[n_groups] = gear
+                    group_of[i] = n_groups
+                    n_groups += 1
+                validated[i] = arrays
+            chunks = []
+            for g in range(n_groups):
+                members = [i for i in range(n) if group_of[i] == g]
+                chunks.append(
+                    self._chunk(
+                        group_needs + g * width, group_gear[g], members, own_needs, validated, per_request, False
+                    )
+                )
+            return chunks, errors
+        finally:
+            PyMem_Free(own_needs)
+            PyMem_Free(group_needs)
+            PyMem_Free(group_gear)
+            PyMem_Free(group_of)
+
+    cdef Chunk _chunk(
+        self,
+        const Py_ssize_t* need,
+        Py_ssize_t gear,
+        list members,
+        const Py_ssize_t* needs,
+        list arrays,
+        object per_request,
+        bint staged,
+    ):
+        """A chunk of ``members`` (request indices into ``needs`` and ``arrays``); ``per_request`` maps a
+        request index to the config positions it wants, or is None."""
+        cdef Chunk c = Chunk.__new__(Chunk)
+        cdef Py_ssize_t m, i, k, d, count = len(members), width = self.width, elements = 0, prod, rows
+        cdef Py_ssize_t base = gear * self.n_out
+        cdef const Py_ssize_t* own
+        cdef char[MAX_DIMS] union_
+        c.count = count
+        c.width = width
+        c.ranks = self.ranks
+        c.needs = <Py_ssize_t*>_table(count * width, sizeof(Py_ssize_t))
+        for m in range(count):
+            i = members[m]
+            own = needs + i * width
+            memcpy(c.needs + m * width, own, width * sizeof(Py_ssize_t))
+            for k in range(self.n_in):
+                prod = 1
+                for d in range(self.in_ndim[k]):
+                    prod *= own[self.in_offset[k] + d]
+                elements += prod
+        c.indices = members
+        c.arrays = [arrays[i] for i in members]
+        c.need = tuple([need[d] for d in range(width)])
+        c.gear = gear
+        rows = need[0] if self.batched else self.gear_rows[gear]
+        c.rows = rows
+        c.elements = elements
+        c.in_bytes = self.gear_in_bytes[gear]
+        c.staged = staged
+        if per_request is None:
+            c.wanted = None
+            c.outputs = self.every
+        else:
+            c.wanted = [per_request[i] for i in members]
+            union = set()
+            for positions in c.wanted:
+                union.update(positions)
+            c.outputs = sorted(union)
+        every = c.outputs == self.every
+        c.out_index = self.every_index if every else [self.out_j[<Py_ssize_t>k] for k in c.outputs]
+        full = self.gear_out_bytes[gear]
+        if not self.batched or rows >= self.gear_rows[gear]:
+            c.out_bytes = full if every else [full[k] for k in c.outputs]
+        else:
+            c.out_bytes = [
+                self.out_full[base + <Py_ssize_t>k] // self.gear_rows[gear] * rows
+                if self.out_rows[base + <Py_ssize_t>k]
+                else self.out_full[base + <Py_ssize_t>k]
+                for k in c.outputs
+            ]
+        c.d2h = 0
+        for nbytes in c.out_bytes:
+            c.d2h += <Py_ssize_t>nbytes
+        return c
+
+    def chunk(
+        self,
+        indices: Sequence[int],
+        arrays: Sequence[Sequence[np.ndarray]],
+        wanted: Sequence[Sequence[int]] | None = None,
+        *,
+        staged: bool = False,
+    ) -> Chunk:
+        """One chunk of these requests together, a failed execute's requests run again (twin:
+        Planner.chunk)."""
+        cdef Py_ssize_t m, d, count, width = self.width
+        cdef Py_ssize_t* needs = NULL
+        cdef Py_ssize_t* need = NULL
+        cdef Py_ssize_t* merged = NULL
+        if not indices or len(indices) != len(arrays):
+            raise ValueError(f"chunk: {len(indices)} indices for {len(arrays)} requests; give one per request")
+        if wanted is not None and len(wanted) != len(indices):
+            raise ValueError(f"chunk: {len(wanted)} wanted lists for {len(indices)} requests")
+        count = len(indices)
+        try:
+            needs = <Py_ssize_t*>_table(count * width, sizeof(Py_ssize_t))
+            need = <Py_ssize_t*>_table(width, sizeof(Py_ssize_t))
+            merged = <Py_ssize_t*>_table(width, sizeof(Py_ssize_t))
+            requests = []
+            for m in range(count):
+                i = indices[m]
+                request = list(arrays[m])
+                if len(request) != self.n_in:
+                    raise ValueError(
+                        f"chunk: request {i} has {len(request)} arrays, the model {self.n_in} inputs"
+                    )
+                own = tuple([operator.index(v) for a in request for v in np.shape(a)])
+                if len(own) != width:
+                    raise ValueError(f"chunk: request {i} has {len(own)} dims in all, the inputs {width}")
+                for d in range(width):
+                    needs[m * width + d] = own[d]
+                if m == 0:
+                    memcpy(need, needs, width * sizeof(Py_ssize_t))
+                elif self.batched:
+                    self._merge(need, needs + m * width, merged)
+                    memcpy(need, merged, width * sizeof(Py_ssize_t))
+                else:
+                    for d in range(width):
+                        need[d] = -1
+                requests.append(request)
+            gear = self._choose(need)
+            if gear < 0:
+                need_list = [need[d] for d in range(width)]
+                raise ValueError(f"chunk: no gear takes requests {list(indices)} together (need {need_list})")
+            per_request = None if wanted is None else [list(w) for w in wanted]
+            c = self._chunk(need, gear, list(range(count)), needs, requests, per_request, staged)
+            c.indices = [operator.index(i) for i in indices]
+            return c
+        finally:
+            PyMem_Free(needs)
+            PyMem_Free(need)
+            PyMem_Free(merged)
+
+    # -- the byte moves: into a lane's staging, and back out of it ----------------------------------------
+
+    def extend(self, Chunk chunk, Chunk more) -> Chunk | None:
+        """``chunk`` with ``more``'s requests after its own, as one execute, or None (twin: Planner.extend)."""
+        cdef Py_ssize_t d, width = self.width, gear, count, n1
+        cdef Py_ssize_t* needs = NULL
+        cdef Py_ssize_t* a = NULL
+        cdef Py_ssize_t* b = NULL
+        cdef Py_ssize_t* need = NULL
+        if not self.batched or chunk.staged or more.staged or more.arrays is None:
+            return None
+        n1 = chunk.count
+        count = n1 + more.count
+        try:
+            a = <Py_ssize_t*>_table(width, sizeof(Py_ssize_t))
+            b = <Py_ssize_t*>_table(width, sizeof(Py_ssize_t))
+            need = <Py_ssize_t*>_table(width, sizeof(Py_ssize_t))
+            for d in range(width):
+                a[d] = chunk.need[d]
+                b[d] = more.need[d]
+            self._merge(a, b, need)
+            gear = self._choose(need)
+            if gear < 0:
+                return None
+            for d in range(width):
+                if not self.rows_at[d] and self.flat[chunk.gear * width + d] != self.flat[gear * width + d]:
+                    return None
+            needs = <Py_ssize_t*>_table(count * width, sizeof(Py_ssize_t))
+            memcpy(needs, chunk.needs, n1 * width * sizeof(Py_ssize_t))
+            memcpy(needs + n1 * width, more.needs, more.count * width * sizeof(Py_ssize_t))
+            arrays = (chunk.arrays if chunk.arrays is not None else [None] * n1) + list(more.arrays)
+            if chunk.wanted is None and more.wanted is None:
+                per_request = None
+            else:
+                per_request = [
+                    *(chunk.wanted if chunk.wanted is not None else [self.every] * n1),
+                    *(more.wanted if more.wanted is not None else [self.every] * more.count),
+                ]
+            merged = self._chunk(need, gear, list(range(count)), needs, arrays, per_request, False)
+            merged.indices = chunk.indices + more.indices
+            return merged
+        finally:
+            PyMem_Free(a)
+            PyMem_Free(b)
+            PyMem_Free(need)
+            PyMem_Free(needs)
+
+    def stage(self, Chunk chunk, staging: Sequence[object], first: int = 0) -> None:
+        """Gather ``chunk``'s requests (from ``first`` on) into ``staging`` at its gear, padded and cast to the
+        OM's types (twin: Planner.stage)."""
+        cdef Move mv
+        cdef Py_ssize_t k, d, m, row, offset, start = operator.index(first)
+        cdef Py_ssize_t gear_dims[MAX_DIMS]
+        cdef int src_code, dst_code, ndim
+        if chunk.arrays is None:
+            raise ValueError("stage: the chunk's request arrays were released; it cannot be staged again")
+        if not 0 <= start < chunk.count:
+            raise ValueError(f"stage: first is {start}, but the chunk has {chunk.count} requests")
+        sources = chunk.arrays[start:] if start else chunk.arrays
+        if start:
+            for arrays in sources:
+                if arrays is None:
+                    raise ValueError("stage: a request after first was released; it cannot be staged again")
+        buffers = staging if type(staging) is list or type(staging) is tuple else list(staging)
+        if len(buffers) != self.n_in:
+            raise ValueError(f"stage: {len(buffers)} staging buffers for {self.n_in} inputs")
+        for k in range(self.n_in):
+            dst_code = self.in_om_code[k]
+            src_code = dst_code if chunk.staged else self.in_code[k]
+            mv.cast = _cast_code(src_code, dst_code, "gather")
+            mv.pad_value = self.pads + 8 * k
+            mv.pad_zero = _all_zero(mv.pad_value, _ITEMSIZE[dst_code])
+            ndim = self.in_ndim[k]
+            memcpy(gear_dims, self.flat + chunk.gear * self.width + self.in_offset[k], ndim * sizeof(Py_ssize_t))
+            row = 0
+            for m in range(start):
+                row += chunk.needs[m * self.width + self.in_offset[k]]
+            offset = row * _ITEMSIZE[dst_code]
+            for d in range(1, ndim):
+                offset *= gear_dims[d]
+            gear_dims[0] -= row
+            _gather_into(buffers[k], gear_dims, ndim, dst_code, src_code, &mv, sources, k, offset)
+
+    def count(self, Chunk chunk) -> None:
+        """Count ``chunk`` as one execute (twin: Planner.count)."""
+        self.staged_by_gear[chunk.gear] += 1
+        self.staged_rows += chunk.rows
+        self.staged_elements += chunk.elements
+        self.staged_d2h += chunk.d2h
+
+    def tally(self) -> tuple[list[int], int, int, int]:
+        """The executes ``count`` has counted (twin: Planner.tally)."""
+        return (
+            [self.staged_by_gear[g] for g in range(self.n_gears)],
+            self.staged_rows,
+            self.staged_elements,
+            self.staged_d2h,
+        )
+
+    def split(
+        self, Chunk chunk, staging: Sequence[np.ndarray], views: bool = False
+    ) -> tuple[list[dict[str, np.ndarray]], bool]:
+        """Per request of ``chunk``, a dict of the outputs it asked for, and whether any is a view of the
+        staging (twin: Planner.split)."""
+        cdef Py_ssize_t m, d, t, n_buffers, count = chunk.count, width = self.width, row
+        cdef Py_ssize_t k, j, nbytes, gear = chunk.gear
+        cdef int ndim
+        cdef bint lent = False
+        cdef const Py_ssize_t* full
+        cdef const Py_ssize_t* own
+        cdef Py_ssize_t* rows = NULL
+        cdef Py_ssize_t* shapes = NULL
+        cdef Py_ssize_t* shape
+        cdef Py_ssize_t value_d
+        cdef cnp.ndarray buffer
+        buffers = staging if type(staging) is list or type(staging) is tuple else list(staging)
+        n_buffers = len(buffers)
+        cdef list outputs = [{} for _ in range(count)]
+        wanted = chunk.wanted
+        try:
+            rows = <Py_ssize_t*>_table(count, sizeof(Py_ssize_t))
+            shapes = <Py_ssize_t*>_table(count * MAX_DIMS, sizeof(Py_ssize_t))
+            for item in chunk.outputs:
+                k = item
+                j = self.out_j[k]
+                name = self.names[k]
+                if not 0 <= j < n_buffers:
+                    raise ValueError(
+                        f"split: output {name!r} is OM output {j}, but {n_buffers} staging buffers"
+                    )
+                value = buffers[j]
+                if (
+                    not cnp.PyArray_Check(value)
+                    or cnp.PyArray_TYPE(<cnp.ndarray>value) != cnp.NPY_UINT8
+                    or not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>value)
+                ):
+                    raise ValueError(f"split: staging {j} must be a C-contiguous numpy uint8 array")
+                buffer = <cnp.ndarray>value
+                ndim = self.out_ndim[k]
+                full = self.out_dims + (gear * self.n_out + k) * MAX_DIMS
+                nbytes = self.out_full[gear * self.n_out + k]
+                if cnp.PyArray_SIZE(buffer) < nbytes:
+                    raise ValueError(
+                        f"split: staging {j} holds {cnp.PyArray_SIZE(buffer)} bytes, output {name!r} "
+                        f"{[full[d] for d in range(ndim)]} needs {nbytes}"
+                    )
+                for m in range(count):
+                    own = chunk.needs + m * width
+                    shape = shapes + m * MAX_DIMS  # the request's dims 1.. of this output
+                    for d in range(1, ndim):
+                        shape[d - 1] = full[d]
+                    row = full[0]
+                    for t in range(self.tie_start[k], self.tie_start[k + 1]):
+                        d = self.ties[3 * t]
+                        value_d = own[self.in_offset[self.ties[3 * t + 1]] + self.ties[3 * t + 2]]
+                        if d == 0:
+                            row = value_d
+                        else:
+                            shape[d - 1] = value_d
+                    rows[m] = own[0] if self.batched else row
+                parts = None
+                if views and self.out_om_code[k] == self.out_code[k]:
+                    parts = _views(buffer, full, ndim, self.out_code[k], count, rows, shapes)
+                if parts is None:
+                    try:
+                        parts = scatter(
+                            buffer,
+                            self.gear_out_dims[gear][k],
+                            _NAMES[self.out_om_code[k]],
+                            _NAMES[self.out_code[k]],
+                            [rows[m] for m in range(count)],
+                            [tuple([shapes[m * MAX_DIMS + d] for d in range(ndim - 1)]) for m in range(count)],
+                        )
+                    except ValueError as exc:
+                        raise ValueError(f"output {name!r}: {exc}") from None
+                else:
+                    lent = True
+                for m in range(count):
+                    if wanted is None or item in wanted[m]:
+                        (<dict>outputs[m])[name] = (<list>parts)[m]
+            return outputs, lent
+        finally:
+            PyMem_Free(rows)
+            PyMem_Free(shapes)
+
+
+cdef object _views(
+    cnp.ndarray buffer, const Py_ssize_t* full, int ndim, int code, Py_ssize_t count, const Py_ssize_t* rows,
+    const Py_ssize_t* shapes,
+):
+    """Each request's part of a gear-shaped output in ``buffer`` as a view (the strides a numpy slice of the
+    whole would have); None when one is not contiguous or does not fit (twin: _views)."""
+    cdef cnp.npy_intp dims[MAX_DIMS]
+    cdef cnp.npy_intp strides[MAX_DIMS]
+    cdef cnp.npy_intp expected
+    cdef Py_ssize_t m, d, row = 0, n
+    cdef Py_ssize_t item = _ITEMSIZE[code]
+    cdef int flags = cnp.NPY_ARRAY_WRITEABLE if cnp.PyArray_ISWRITEABLE(buffer) else 0
+    cdef char* data = cnp.PyArray_BYTES(buffer)
+    strides[ndim - 1] = item
+    for d in range(ndim - 2, -1, -1):
+        strides[d] = strides[d + 1] * full[d + 1]
+    parts = []
+    for m in range(count):
+        n = rows[m]
+        if row + n > full[0]:
+            return None
+        dims[0] = n
+        for d in range(1, ndim):
+            dims[d] = shapes[m * MAX_DIMS + d - 1]
+            if dims[d] > full[d]:
+                return None
+        expected = item  # numpy's C-contiguity: dims of length 1 do not count
+        for d in range(ndim - 1, -1, -1):
+            if dims[d] != 1:
+                if strides[d] != expected:
+                    return None
+                expected *= dims[d]
+        part = cnp.PyArray_New(
+            np.ndarray, ndim, dims, _TYPENUM[code], strides, data + row * strides[0], 0, flags, None
+        )
+        cnp.set_array_base(<cnp.ndarray>part, buffer)
+        parts.append(part)
+        row += n
+    return parts
+
+
+cdef object _detached(object exc):
+    """twin: _detached."""
+    exc.__traceback__ = None
+    exc.__context__ = None
+    exc.__cause__ = None
+    return exc
 
 
 # --- bf16 through DLPack (twin: the same section, with ctypes) ----------------------------------------------

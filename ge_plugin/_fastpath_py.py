@@ -26,6 +26,8 @@ IMPLEMENTATION = "py"
 __all__ = [
     "CASTS",
     "IMPLEMENTATION",
+    "Chunk",
+    "Planner",
     "TensorSpec",
     "bf16_capsule",
     "bf16_view",
@@ -673,6 +675,543 @@ def fill(dst, type: str, value: float, start: int = 0, count: int = -1) -> None:
             f"fill: elements {start}..{start + count} are outside dst, which holds {capacity} {type} elements"
         )
     target[: capacity * dtype.itemsize].view(dtype)[start : start + count] = typed[0]
+
+
+# --- one window's executes: requests validated, grouped on gears, gathered, and answered ------------------
+#
+# What the engine does per execute, in the fast path so that no Python bookkeeping runs per request: the
+# Planner is built once per model from the OM's gears and the config's tensors. ``plan`` takes a window of
+# requests (what Triton's batcher handed over) and returns its chunks (one execute each) and the refusals;
+# it touches no device and no staging, so it is testable on its own. ``stage`` gathers one chunk into a
+# lane's pinned staging; the chunk then carries the launch (gear, bytes per copy, OM indices of the outputs
+# copied back). ``split`` hands each request its outputs back, as views of the staging or as copies.
+
+
+class Chunk:
+    """One execute: requests that share a gear, their rows stacked in the order they came.
+
+    ``indices`` are the requests' places in the window; ``arrays`` their validated arrays in the OM's input
+    order (None once released: the caller may not read a request after it returns); ``shapes`` each one's
+    input shapes. ``need`` is the flat minimum of every dim of every input (``Planner.choose`` takes it),
+    ``gear`` the position of the gear that runs it, ``rows`` the rows the requests brought, ``elements`` their
+    input elements (the rest of the gear is padding). The launch: ``in_bytes`` per input, ``outputs`` the
+    config positions copied back, ``out_index`` their OM indices, ``out_bytes`` their bytes (only the rows the
+    requests brought). ``wanted`` is None when every request wants every output, else per request the config
+    positions it asked for. ``staged``: the arrays are in the OM's types (taken back out of a staging)."""
+
+    __slots__ = (
+        "arrays",
+        "elements",
+        "gear",
+        "in_bytes",
+        "indices",
+        "need",
+        "out_bytes",
+        "out_index",
+        "outputs",
+        "rows",
+        "shapes",
+        "staged",
+        "wanted",
+    )
+
+    def __init__(
+        self,
+        indices: list[int],
+        arrays: list[list[np.ndarray]] | None,
+        shapes: list[tuple[tuple[int, ...], ...]],
+        need: tuple[int, ...],
+        gear: int,
+        rows: int,
+        elements: int,
+        in_bytes: list[int],
+        outputs: list[int],
+        out_index: list[int],
+        out_bytes: list[int],
+        wanted: list[list[int]] | None,
+        staged: bool,
+    ):
+        self.indices = indices
+        self.arrays = arrays
+        self.shapes = shapes
+        self.need = need
+        self.gear = gear
+        self.rows = rows
+        self.elements = elements
+        self.in_bytes = in_bytes
+        self.outputs = outputs
+        self.out_index = out_index
+        self.out_bytes = out_bytes
+        self.wanted = wanted
+        self.staged = staged
+
+    def __repr__(self) -> str:
+        return f"Chunk(indices={self.indices}, gear={self.gear}, need={self.need}, rows={self.rows})"
+
+
+class _Gear:
+    """What the planner keeps of one gear: dims, rows, and bytes per tensor."""
+
+    __slots__ = ("flat", "in_bytes", "input_dims", "out_bytes", "out_rows", "output_dims", "rows")
+
+    def __init__(self, flat, input_dims, output_dims, rows, in_bytes, out_bytes, out_rows):
+        self.flat = flat
+        self.input_dims = input_dims
+        self.output_dims = output_dims
+        self.rows = rows
+        self.in_bytes = in_bytes
+        self.out_bytes = out_bytes
+        self.out_rows = out_rows
+
+
+class _Tables:
+    """A Planner's constant tables, checked once (the compiled Planner builds its C arrays from them)."""
+
+    def __init__(self, specs, om_types, gears, outputs, batched, exact, pad_value, spec_class) -> None:
+        specs = list(specs)
+        if not specs:
+            raise ValueError("Planner: a model has at least one input")
+        for k, spec in enumerate(specs):
+            if not isinstance(spec, spec_class):
+                raise ValueError(f"Planner: specs[{k}] is {type(spec).__name__}, not a TensorSpec")
+        om = [str(t) for t in om_types]
+        if len(om) != len(specs):
+            raise ValueError(f"Planner: {len(om)} OM types for {len(specs)} inputs")
+        for spec, om_type in zip(specs, om):
+            _dtype(om_type, f"Planner: input {spec.name!r} OM type")
+            _cast(spec.type, om_type, f"Planner: input {spec.name!r}")
+        self.specs = specs
+        self.om_types = om
+        self.pad = _number(pad_value, "Planner: pad_value")
+        for om_type in om:
+            _typed_value(self.pad, om_type, "Planner: pad_value")
+        self.batched = bool(batched)
+        self.ranks = [len(spec.dims) for spec in specs]
+        self.width = sum(self.ranks)
+        flags = [bool(e) for e in exact]
+        if flags and len(flags) != self.width:
+            raise ValueError(f"Planner: exact lists {len(flags)} dims; the inputs have {self.width}")
+        self.exact = flags or [False] * self.width
+        self.rows_at = [self.batched and d == 0 for rank in self.ranks for d in range(rank)]
+        self.outputs: list[tuple[str, int, str, str, tuple[tuple[int, int, int], ...]]] = []
+        for output in outputs:
+            name, om_index, out_type, out_om_type, ties = output
+            _dtype(out_type, f"Planner: output {name!r} type")
+            _dtype(out_om_type, f"Planner: output {name!r} OM type")
+            _cast(out_om_type, out_type, f"Planner: output {name!r}")
+            tied = tuple((operator.index(a), operator.index(b), operator.index(c)) for a, b, c in ties)
+            self.outputs.append((str(name), operator.index(om_index), out_type, out_om_type, tied))
+        self.names = [o[0] for o in self.outputs]
+        self.every = list(range(len(self.outputs)))
+        self.every_index = [o[1] for o in self.outputs]
+        self.gears = [self._gear(g, k) for k, g in enumerate(gears)]
+        if not self.gears:
+            raise ValueError("Planner: a model has at least one gear")
+
+    def _gear(self, gear, position: int) -> _Gear:
+        where = f"Planner: gear {position}"
+        inputs, outputs = gear
+        input_dims = tuple(_dims(d, f"{where} input {k}") for k, d in enumerate(inputs))
+        output_dims = tuple(_dims(d, f"{where} output {j}") for j, d in enumerate(outputs))
+        if [len(d) for d in input_dims] != self.ranks:
+            raise ValueError(
+                f"{where}: input ranks {[len(d) for d in input_dims]}, the specs have {self.ranks}"
+            )
+        rows = input_dims[0][0]
+        in_bytes = [_nbytes(d, _NUMPY[t].itemsize) for d, t in zip(input_dims, self.om_types)]
+        out_bytes, out_rows = [], []
+        for name, j, _, om_type, ties in self.outputs:
+            if not 0 <= j < len(output_dims):
+                raise ValueError(
+                    f"{where}: output {name!r} is OM output {j}, the gear has {len(output_dims)}"
+                )
+            dims = output_dims[j]
+            for out_d, in_k, in_d in ties:
+                if not (
+                    0 <= out_d < len(dims) and 0 <= in_k < len(self.ranks) and 0 <= in_d < self.ranks[in_k]
+                ):
+                    raise ValueError(f"{where}: output {name!r} tie {(out_d, in_k, in_d)} names no dim")
+            out_bytes.append(_nbytes(dims, _NUMPY[om_type].itemsize))
+            out_rows.append(dims[0] == rows)
+        flat = tuple(d for dims in input_dims for d in dims)
+        return _Gear(flat, input_dims, output_dims, rows, in_bytes, out_bytes, out_rows)
+
+
+def _planner_tables(specs, om_types, gears, outputs, batched, exact, pad_value, spec_class) -> _Tables:
+    """Check a Planner's arguments once and work out its tables (the compiled Planner calls this too)."""
+    return _Tables(specs, om_types, gears, outputs, batched, exact, pad_value, spec_class)
+
+
+def _dims(value: object, what: str) -> tuple[int, ...]:
+    dims = tuple(operator.index(d) for d in value)  # type: ignore[attr-defined]
+    if not dims or len(dims) > _MAX_DIMS or any(d < 1 for d in dims):
+        raise ValueError(f"{what} {list(dims)}: 1 to {_MAX_DIMS} dims, each at least 1")
+    return dims
+
+
+def _detached(exc: RequestError) -> RequestError:
+    """The error without its traceback: it is kept in the plan, and a traceback would keep every frame of
+    the call alive, with the request arrays they reference."""
+    exc.__traceback__ = None
+    exc.__context__ = None
+    exc.__cause__ = None
+    return exc
+
+
+def _contiguous(shape: Sequence[int], strides: Sequence[int], itemsize: int) -> bool:
+    """numpy's rule for C-contiguity (dims of length 1 do not count); twin: the compiled view check."""
+    expected = itemsize
+    for size, stride in zip(reversed(shape), reversed(strides)):
+        if size != 1:
+            if stride != expected:
+                return False
+            expected *= size
+    return True
+
+
+class Planner:
+    """One model's executes, planned and moved without Python per request.
+
+    ``specs`` validate each input (in the OM's order) and ``om_types`` are the OM's types for them; ``gears``
+    are the OM's compiled shapes, cheapest first, each (input dims per input, output dims per OM output);
+    ``outputs`` are the config's outputs in its order, each (name, OM index, type, OM type, ties), a tie
+    (output dim, input, input dim) giving an output dim the length of a request's input dim. ``batched``:
+    dim 0 of every input is rows, which add up when requests share an execute. ``exact`` marks, per flat dim
+    (every dim of every input, in order), the dims a gear must match exactly rather than hold (padding there
+    would change the answer). ``pad_value`` fills what requests leave of a gear; ``refusal(arrays)`` words why
+    no gear takes a request that passed validation."""
+
+    def __init__(
+        self,
+        specs: Sequence[TensorSpec],
+        om_types: Sequence[str],
+        gears: Sequence[tuple[Sequence[Sequence[int]], Sequence[Sequence[int]]]],
+        outputs: Sequence[tuple[str, int, str, str, Sequence[tuple[int, int, int]]]],
+        *,
+        batched: bool = True,
+        exact: Sequence[bool] = (),
+        pad_value: float = 0,
+        refusal: Callable[[list], str] | None = None,
+    ) -> None:
+        t = _planner_tables(specs, om_types, gears, outputs, batched, exact, pad_value, TensorSpec)
+        self._specs, self._om_types, self._pad, self._batched = t.specs, t.om_types, t.pad, t.batched
+        self._ranks, self._width, self._exact, self._rows_at = t.ranks, t.width, t.exact, t.rows_at
+        self._outputs, self._names, self._every, self._every_index = (
+            t.outputs,
+            t.names,
+            t.every,
+            t.every_index,
+        )
+        self._gears = t.gears
+        self._refusal = refusal
+        self._staged_by_gear = [0] * len(t.gears)
+        self._staged = [0, 0, 0]  # rows, input elements, D2H bytes
+
+    def choose(self, need: Sequence[int]) -> int | None:
+        """The position of the cheapest gear that covers ``need`` (flat), or None."""
+        exact = self._exact
+        for position, gear in enumerate(self._gears):
+            if all(g >= n and (g == n or not e) for g, n, e in zip(gear.flat, need, exact)):
+                return position
+        return None
+
+    def _merge(self, a: Sequence[int], b: Sequence[int]) -> tuple[int, ...]:
+        """Two needs together: rows add up, every other dim takes the longer, and a dim that must match a
+        gear exactly keeps its length when both agree and is -1 (which no gear matches) when they do not."""
+        return tuple(
+            (x + y) if row else ((x if x == y else -1) if exact else (x if x >= y else y))
+            for x, y, row, exact in zip(a, b, self._rows_at, self._exact)
+        )
+
+    def _wanted(self, wanted, n: int) -> list[list[int]] | None:
+        """Per request, the config positions of the outputs it names (in config order); None when every
+        request wants every output (Triton passes each request's names, usually all of them)."""
+        if wanted is None:
+            return None
+        asked = list(wanted)
+        lists = []
+        for i in range(n):
+            names = asked[i] if i < len(asked) else None
+            lists.append(
+                self._every if names is None else [k for k, name in enumerate(self._names) if name in names]
+            )
+        if len(asked) >= n and all(len(positions) == len(self._every) for positions in lists):
+            return None
+        return lists
+
+    def _refuse(self, arrays: list) -> str:
+        if self._refusal is not None:
+            return self._refusal(arrays)
+        shapes = ", ".join(f"{spec.name} {list(a.shape)}" for spec, a in zip(self._specs, arrays))
+        return f"no gear of the model fits this request ({shapes})"
+
+    def plan(
+        self, requests: Sequence[Mapping[str, object]], wanted: Sequence[Any] | None = None
+    ) -> tuple[list[Chunk], list[tuple[int, RequestError]]]:
+        """The window's chunks, each on the cheapest gear that covers it, and the requests refused with why.
+
+        Each request joins the first chunk it fits with (so requests that cannot share an execute with their
+        neighbour still share one with a later request); its rows go after the rows already there. A request
+        no gear takes on its own, or that fails validation, is refused alone. ``wanted[i]`` names the outputs
+        request i asks for (None: all)."""
+        n = len(requests)
+        per_request = self._wanted(wanted, n)
+        errors: list[tuple[int, RequestError]] = []
+        groups: list[list] = []  # [need, gear, members], members: (index, arrays, own need)
+        for i in range(n):
+            try:
+                arrays = validate(self._specs, requests[i])
+            except RequestError as exc:
+                errors.append((i, _detached(exc)))
+                continue
+            own = tuple(d for a in arrays for d in a.shape)
+            member = (i, arrays, own)
+            placed = False
+            if self._batched:
+                for group in groups:
+                    merged = self._merge(group[0], own)
+                    gear = self.choose(merged)
+                    if gear is not None:
+                        group[0], group[1] = merged, gear
+                        group[2].append(member)
+                        placed = True
+                        break
+            if placed:
+                continue
+            gear = self.choose(own)
+            if gear is None:
+                errors.append((i, RequestError(self._refuse(arrays))))
+                continue
+            groups.append([own, gear, [member]])
+        chunks = [self._chunk(need, gear, members, per_request, False) for need, gear, members in groups]
+        return chunks, errors
+
+    def chunk(
+        self,
+        indices: Sequence[int],
+        arrays: Sequence[Sequence[np.ndarray]],
+        wanted: Sequence[Sequence[int]] | None = None,
+        *,
+        staged: bool = False,
+    ) -> Chunk:
+        """One chunk of these requests together (a failed execute's requests run again): their arrays in the
+        OM's input order, in the OM's types when ``staged``; ``wanted`` as ``Chunk.wanted``. ValueError when no
+        gear takes them together."""
+        if not indices or len(indices) != len(arrays):
+            raise ValueError(
+                f"chunk: {len(indices)} indices for {len(arrays)} requests; give one per request"
+            )
+        if wanted is not None and len(wanted) != len(indices):
+            raise ValueError(f"chunk: {len(wanted)} wanted lists for {len(indices)} requests")
+        members = []
+        need: tuple[int, ...] | None = None
+        for i, request in zip(indices, arrays):
+            request = list(request)
+            if len(request) != len(self._specs):
+                raise ValueError(
+                    f"chunk: request {i} has {len(request)} arrays, the model {len(self._specs)} inputs"
+                )
+            own = tuple(operator.index(d) for a in request for d in np.shape(a))
+            if len(own) != self._width:
+                raise ValueError(f"chunk: request {i} has {len(own)} dims in all, the inputs {self._width}")
+            need = own if need is None else (self._merge(need, own) if self._batched else (-1,) * self._width)
+            members.append((operator.index(i), request, own))
+        assert need is not None
+        gear = self.choose(need)
+        if gear is None:
+            raise ValueError(f"chunk: no gear takes requests {list(indices)} together (need {list(need)})")
+        per_request = None if wanted is None else {i: list(w) for i, w in zip(indices, wanted)}
+        return self._chunk(need, gear, members, per_request, bool(staged))
+
+    def _chunk(self, need, position: int, members, per_request, staged: bool) -> Chunk:
+        gear = self._gears[position]
+        indices = [i for i, _, _ in members]
+        shapes = []
+        elements = 0
+        for _, _, own in members:
+            dims, at = [], 0
+            for rank in self._ranks:
+                part = own[at : at + rank]
+                at += rank
+                dims.append(part)
+                elements += _nbytes(part, 1)
+            shapes.append(tuple(dims))
+        if per_request is None:
+            wanted, outputs = None, self._every
+        else:
+            wanted = [per_request[i] for i in indices]
+            outputs = sorted({k for positions in wanted for k in positions})
+        every = outputs == self._every
+        out_index = self._every_index if every else [self._outputs[k][1] for k in outputs]
+        rows = need[0] if self._batched else gear.rows
+        if not self._batched or rows >= gear.rows:
+            out_bytes = gear.out_bytes if every else [gear.out_bytes[k] for k in outputs]
+        else:
+            out_bytes = [
+                gear.out_bytes[k] // gear.rows * rows if gear.out_rows[k] else gear.out_bytes[k]
+                for k in outputs
+            ]
+        return Chunk(
+            indices=indices,
+            arrays=[arrays for _, arrays, _ in members],
+            shapes=shapes,
+            need=tuple(need),
+            gear=position,
+            rows=rows,
+            elements=elements,
+            in_bytes=gear.in_bytes,
+            outputs=outputs,
+            out_index=out_index,
+            out_bytes=out_bytes,
+            wanted=wanted,
+            staged=staged,
+        )
+
+    def extend(self, chunk: Chunk, more: Chunk) -> Chunk | None:
+        """``chunk`` with ``more``'s requests after its own, as one execute: the chunk a lane's staging holds
+        while the device is busy, taking the requests that come meanwhile. None when no gear takes them all
+        with the dims ``chunk`` was staged at (its rows may grow, nothing else: the rows already staged stay
+        where they are), when the model is unbatched, or when either was taken back out of a staging."""
+        if not self._batched or chunk.staged or more.staged or more.arrays is None:
+            return None
+        need = self._merge(chunk.need, more.need)
+        position = self.choose(need)
+        if position is None:
+            return None
+        before, after = self._gears[chunk.gear].flat, self._gears[position].flat
+        if any(b != a for b, a, row in zip(before, after, self._rows_at) if not row):
+            return None
+        held: list[Any] = list(chunk.arrays) if chunk.arrays is not None else [None] * len(chunk.indices)
+        arrays = [*held, *more.arrays]
+        shapes = chunk.shapes + more.shapes
+        members = [(m, arrays[m], tuple(d for dims in shape for d in dims)) for m, shape in enumerate(shapes)]
+        if chunk.wanted is None and more.wanted is None:
+            per_request = None
+        else:
+            per_request = [
+                *(chunk.wanted or [self._every] * len(chunk.indices)),
+                *(more.wanted or [self._every] * len(more.indices)),
+            ]
+        merged = self._chunk(need, position, members, per_request, False)
+        merged.indices = chunk.indices + more.indices
+        return merged
+
+    def stage(self, chunk: Chunk, staging: Sequence[object], first: int = 0) -> None:
+        """Gather ``chunk``'s requests into ``staging`` (one writable buffer per input, the OM's order) at its
+        gear, padded and cast to the OM's types: what its launch copies to the device. With ``first``, only
+        requests ``first``.. are gathered, at the rows after those before them (staged before, by a stage of
+        the chunk this one extends, and not touched), and the rows after them padded. ValueError names what
+        does not fit (the staging is then half written, and unused)."""
+        if chunk.arrays is None:
+            raise ValueError("stage: the chunk's request arrays were released; it cannot be staged again")
+        if not 0 <= first < len(chunk.indices):
+            raise ValueError(f"stage: first is {first}, but the chunk has {len(chunk.indices)} requests")
+        sources = chunk.arrays[first:]
+        if any(arrays is None for arrays in sources):
+            raise ValueError("stage: a request after first was released; it cannot be staged again")
+        buffers = list(staging)
+        if len(buffers) != len(self._specs):
+            raise ValueError(f"stage: {len(buffers)} staging buffers for {len(self._specs)} inputs")
+        gear = self._gears[chunk.gear]
+        for k, (spec, om_type) in enumerate(zip(self._specs, self._om_types)):
+            dims = gear.input_dims[k]
+            buffer = buffers[k]
+            row = sum(shape[k][0] for shape in chunk.shapes[:first])
+            if row:
+                offset = row * _nbytes(dims[1:], _NUMPY[om_type].itemsize)
+                buffer = _bytes_of(buffer, "gather: dst", writable=True)[offset:]
+            gather(
+                buffer,
+                (dims[0] - row, *dims[1:]),
+                om_type,
+                [arrays[k] for arrays in sources],
+                om_type if chunk.staged else spec.type,
+                self._pad,
+            )
+
+    def count(self, chunk: Chunk) -> None:
+        """Count ``chunk`` as one execute (the engine calls it as it launches the chunk)."""
+        self._staged_by_gear[chunk.gear] += 1
+        self._staged[0] += chunk.rows
+        self._staged[1] += chunk.elements
+        self._staged[2] += sum(chunk.out_bytes)
+
+    def tally(self) -> tuple[list[int], int, int, int]:
+        """The executes ``count`` has counted: per gear position, and their rows, input elements and D2H
+        bytes in all. The engine's execute counters are read from it, so that counting an execute costs the
+        request path no Python."""
+        return list(self._staged_by_gear), self._staged[0], self._staged[1], self._staged[2]
+
+    def split(
+        self, chunk: Chunk, staging: Sequence[np.ndarray], views: bool = False
+    ) -> tuple[list[dict[str, np.ndarray]], bool]:
+        """Per request of ``chunk`` (in its order), a dict of the outputs it asked for, read from ``staging``
+        (one uint8 array per OM output, the OM's order) where the launch copied them; and whether any of them
+        is a view of the staging. With ``views``, an output is a view where that needs no copy (no cast, and
+        every request's part contiguous); else each request gets a copy of its part, trimmed and cast."""
+        gear = self._gears[chunk.gear]
+        buffers = list(staging)
+        outputs: list[dict[str, np.ndarray]] = [{} for _ in chunk.indices]
+        lent = False
+        for k in chunk.outputs:
+            name, j, out_type, om_type, ties = self._outputs[k]
+            if not 0 <= j < len(buffers):
+                raise ValueError(
+                    f"split: output {name!r} is OM output {j}, but {len(buffers)} staging buffers"
+                )
+            buffer = buffers[j]
+            if (
+                not isinstance(buffer, np.ndarray)
+                or buffer.dtype != np.uint8
+                or not buffer.flags.c_contiguous
+            ):
+                raise ValueError(f"split: staging {j} must be a C-contiguous numpy uint8 array")
+            gear_dims = gear.output_dims[j]
+            nbytes = gear.out_bytes[k]
+            if buffer.size < nbytes:
+                raise ValueError(
+                    f"split: staging {j} holds {buffer.size} bytes, output {name!r} {list(gear_dims)} needs {nbytes}"
+                )
+            rows, shapes = [], []
+            for shape in chunk.shapes:
+                dims = list(gear_dims)
+                for out_d, in_k, in_d in ties:
+                    dims[out_d] = shape[in_k][in_d]
+                rows.append(shape[0][0] if self._batched else dims[0])
+                shapes.append(tuple(dims[1:]))
+            parts = None
+            if views and om_type == out_type:
+                whole = buffer[:nbytes].view(_NUMPY[out_type]).reshape(gear_dims)
+                parts = _views(whole, rows, shapes)
+            if parts is None:
+                try:
+                    parts = scatter(buffer, gear_dims, om_type, out_type, rows, shapes)
+                except ValueError as exc:
+                    raise ValueError(f"output {name!r}: {exc}") from None
+            else:
+                lent = True
+            wanted = chunk.wanted
+            for position, (mine, part) in enumerate(zip(outputs, parts)):
+                if wanted is None or k in wanted[position]:
+                    mine[name] = part
+        return outputs, lent
+
+
+def _views(whole: np.ndarray, rows: list[int], shapes: list[tuple[int, ...]]) -> list[np.ndarray] | None:
+    """Each request's part of the gear-shaped output ``whole``, as views; None if one is not contiguous or
+    does not fit (the copying path then says what)."""
+    full = whole.shape[1:]
+    parts = []
+    row = 0
+    for n, shape in zip(rows, shapes):
+        if row + n > whole.shape[0] or any(s > f for s, f in zip(shape, full)):
+            return None
+        part = whole[(slice(row, row + n), *(slice(0, d) for d in shape))]
+        if not _contiguous(part.shape, part.strides, part.itemsize):
+            return None
+        parts.append(part)
+        row += n
+    return parts
 
 
 # --- bf16 through DLPack -------------------------------------------------------------------------------

@@ -1,11 +1,16 @@
 """``TritonPythonModel`` of the ``ge`` backend: serves an Ascend OM model for any config with ``backend: "ge"``.
 
 Installed as ``<backend-dir>/ge/model.py`` (``ge-plugin install-backend``). It stays thin: parse the config
-once, hand each batch of requests to the engine, map outcomes to responses. Request tensors are read as
-zero-copy DLPack views of Triton's shared memory (``as_numpy()`` would copy every input once more). TYPE_BF16
-tensors cross only as DLPack in Triton 2.51 (``as_numpy()`` refuses them, numpy cannot read them): the fast
-path views their words as uint16 (``bf16_view``) and hands bf16 outputs back as DLPack capsules over the same
-memory (``bf16_capsule``), so a bf16 model is served without a conversion or a copy of its own.
+once, hand each batch of requests to the engine, map outcomes to responses, and per request do no more than
+the least a Python backend does (the bench's floor: ``as_numpy()`` in, ``Tensor`` and ``InferenceResponse``
+out). Request tensors are read with ``as_numpy()``: the stub copied each input out of shared memory when it
+loaded the request, and ``as_numpy()`` hands that array over, where a DLPack view would make a capsule and a
+second array per input on top. A model with one output does not ask for each request's output names (there is
+only one to ask for). TYPE_BF16 tensors cross only as DLPack in Triton 2.51 (``as_numpy()`` refuses them,
+numpy cannot read them): the fast path views their words as uint16 (``bf16_view``) and hands bf16 outputs back
+as DLPack capsules over the same memory (``bf16_capsule``), so a bf16 model is served without a conversion or
+a copy of its own. ``GE_PLUGIN_STUB_TIMING`` (``timing``) times reading, the engine and responding, per
+execute, when set at initialize; unset, nothing is timed.
 Bad input fails only its own request (INVALID_ARG, naming the input); a device failure fails the requests
 of the execute it hit (INTERNAL) and the engine rebuilds what broke, so the instance stays usable.
 """
@@ -16,10 +21,10 @@ import json
 import logging
 import os
 
-import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from ge_plugin import __version__, device, fastpath
+from ge_plugin.backend import timing
 from ge_plugin.backend.metrics import MetricsPublisher
 from ge_plugin.engine import Engine
 from ge_plugin.errors import GePluginError, RequestError, UnavailableError
@@ -64,6 +69,14 @@ class TritonPythonModel:
         #: the TYPE_BF16 tensors, which cross as DLPack only (empty for most models: no cost per request)
         self.bf16_inputs = frozenset(io.name for io in serving.inputs if io.dtype.short == "bf16")
         self.bf16_outputs = frozenset(io.name for io in serving.outputs if io.dtype.short == "bf16")
+        #: with one output every request asks for it: its requested names are not worth reading
+        self.one_output = len(serving.outputs) == 1
+        #: the one input's name (Triton checks each request's input names against the config before execute,
+        #: so a request of a one-input model holds exactly that tensor), or None
+        self.only_input = (
+            serving.inputs[0].name if len(serving.inputs) == 1 and not self.bf16_inputs else None
+        )
+        self.only_output = serving.outputs[0].name if self.one_output and not self.bf16_outputs else None
         labels = {
             "model": self.name,
             "version": str(args.get("model_version", "1")),
@@ -89,6 +102,9 @@ class TritonPythonModel:
             f"({device.kind()}), gears {', '.join(g.label for g in self.engine.gears.gears)}, "
             f"{self.engine.stats.device_bytes} device bytes allocated once, fast path {fastpath.describe()}"
         )
+        self.timer = timing.from_environment(self.name, labels["instance"])
+        if self.timer is not None:  # the stub calls the instance's execute: the timed one, from now on
+            self.execute = self._timed_execute  # type: ignore[method-assign]
 
     def _naming_the_model(self, message: str) -> str:
         """The message with the model's name in front, once: most engine errors already start with it."""
@@ -99,25 +115,53 @@ class TritonPythonModel:
         """With one lane: run the batch and return its responses. With more (``streams_per_instance``),
         return as soon as the batch is on the device and send each response when it is done, so that
         Triton calls ``execute`` again with the next batch meanwhile."""
+        batch, requested = self._read(requests)
+        outcomes = self._run(requests, batch, requested)
+        return None if outcomes is None else self._respond(outcomes)
+
+    def _timed_execute(self, requests: list) -> list | None:
+        """``execute`` with each phase timed (GE_PLUGIN_STUB_TIMING)."""
+        clock, timer, stats = timing.clock, self.timer, self.engine.stats
+        started = timing.wall()
+        t0 = clock()
+        batch, requested = self._read(requests)
+        t1 = clock()
+        stream_before = stats.execute_us_sum
+        outcomes = self._run(requests, batch, requested)
+        t2 = clock()
+        if outcomes is None:  # submitted: the completion thread waits for the stream and answers
+            assert timer is not None
+            timer.record(started, len(requests), t1 - t0, t2 - t1, float("nan"), float("nan"))
+            return None
+        stream = stats.execute_us_sum - stream_before
+        responses = self._respond(outcomes)
+        t3 = clock()
+        assert timer is not None
+        timer.record(started, len(requests), t1 - t0, t2 - t1, t3 - t2, stream)
+        return responses
+
+    def _read(self, requests: list) -> tuple[list[dict], list | None]:
+        """Each request's tensors by name, and the output names each asks for (None: all, one output)."""
+        only = self.only_input
+        if only is not None:
+            batch = [{only: request.inputs()[0].as_numpy()} for request in requests]
+            return batch, None if self.one_output else [r.requested_output_names() for r in requests]
         batch = []
-        requested = []
         bf16 = self.bf16_inputs
         for request in requests:
             tensors = {}
             for tensor in request.inputs():
                 name = tensor.name()
-                if bf16 and name in bf16:
-                    tensors[name] = _bf16_words(tensor)
-                    continue
-                try:
-                    tensors[name] = np.from_dlpack(tensor)
-                except (BufferError, TypeError, RuntimeError):
-                    tensors[name] = tensor.as_numpy()
+                tensors[name] = _bf16_words(tensor) if bf16 and name in bf16 else tensor.as_numpy()
             batch.append(tensors)
-            requested.append(request.requested_output_names())
-        bf16_out = self.bf16_outputs
+        requested = None if self.one_output else [request.requested_output_names() for request in requests]
+        return batch, requested
+
+    def _run(self, requests: list, batch: list, requested: list | None) -> list | None:
+        """The engine's outcomes, or None when they are sent later from the completion thread."""
         if len(self.engine.lanes) > 1:
             senders = [request.get_response_sender() for request in requests]
+            bf16_out = self.bf16_outputs
 
             def send(index: int, outcome: object) -> None:
                 senders[index].send(
@@ -127,9 +171,29 @@ class TritonPythonModel:
             self.engine.submit(batch, requested, send)
             return None
         # Views of the engine's staging: the stub copies returned responses before the next execute.
-        return [_response(outcome, bf16_out) for outcome in self.engine.execute(batch, requested, views=True)]
+        return self.engine.execute(batch, requested, views=True)
+
+    def _respond(self, outcomes: list) -> list:
+        if self.bf16_outputs:
+            return [_response(outcome, self.bf16_outputs) for outcome in outcomes]
+        response, tensor = pb_utils.InferenceResponse, pb_utils.Tensor
+        only = self.only_output
+        if only is not None:
+            return [
+                response([tensor(only, outcome[only])]) if type(outcome) is dict else _response(outcome)
+                for outcome in outcomes
+            ]
+        return [
+            response([tensor(name, array) for name, array in outcome.items()])
+            if type(outcome) is dict
+            else _response(outcome)
+            for outcome in outcomes
+        ]
 
     def finalize(self) -> None:
+        timer = getattr(self, "timer", None)
+        if timer is not None:
+            timer.write()
         metrics = getattr(self, "metrics", None)
         if metrics is not None:
             metrics.close()

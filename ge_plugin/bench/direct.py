@@ -28,12 +28,16 @@ import attrs
 import numpy as np
 
 from ge_plugin.bench.allocations import mallocs
-from ge_plugin.bench.records import Allocations, DirectRow
+from ge_plugin.bench.records import Allocations, DirectRow, Pass
 from ge_plugin.errors import BenchError
 
 #: timed calls per batch size, at least, however short the time budget
 MIN_ITERATIONS = 20
 WARMUP_CALLS = 5
+#: the timed calls are cut into at most this many consecutive stretches of at least WINDOW_CALLS each, the
+#: direct engine's windows for the targets' intervals
+WINDOWS = 8
+WINDOW_CALLS = 5
 
 
 def time_calls(call, *, seconds: float, min_iterations: int = MIN_ITERATIONS) -> list[float]:
@@ -61,6 +65,18 @@ def summarize(
         p50_ms=float(np.percentile(values, 50)) * 1e3,
         p99_ms=float(np.percentile(values, 99)) * 1e3,
         stream_ms=stream_ms,
+        windows=windows(values, batch),
+    )
+
+
+def windows(latencies: np.ndarray, batch: int) -> tuple[Pass, ...]:
+    """The calls in consecutive stretches (as perf_analyzer's windows are): each its rows/s and p50."""
+    count = min(WINDOWS, len(latencies) // WINDOW_CALLS)
+    if count < 2:
+        return ()
+    return tuple(
+        Pass(throughput=batch * len(part) / float(part.sum()), p50_us=float(np.percentile(part, 50)) * 1e6)
+        for part in np.array_split(latencies, count)
     )
 
 
@@ -196,9 +212,14 @@ def run_child(
         raise BenchError(f"the direct engine run failed (exit {out.returncode}):\n{tail}")
     data = json.loads(output.read_text())
     return (
-        [DirectRow(**row) for row in data["rows"]],
+        [direct_row(row) for row in data["rows"]],
         [Allocations(**a) for a in data["allocations"]],
     )
+
+
+def direct_row(data: Mapping) -> DirectRow:
+    """A DirectRow from its JSON (``attrs.asdict``), its windows included."""
+    return DirectRow(**{**data, "windows": tuple(Pass(**w) for w in data.get("windows", ()))})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,7 +7,13 @@ columns are looked up by name, never by position.
 
 perf_analyzer repeats a measurement window until three in a row agree within ``--stability-percentage``
 and gives up with no CSV at all after ``--max-trials``. On a small shared VM that happens; the run is then
-repeated once with stability checks off and the row is marked unstable, rather than losing the point.
+repeated once with stability checks off and the row is marked unstable, rather than losing the point. A
+window in which no request completed (the host stalled for longer than a short window, as ``--quick``'s are)
+makes perf_analyzer give up too: that run is repeated once with windows twice as long.
+
+Each window's own throughput and p50 (``-v --percentile=50`` prints them, one "Pass" line each) are kept
+for the targets' intervals (``intervals``): every window of every run of a point, the failed stable run's
+included, since each is a measurement of that point like any other.
 """
 
 from __future__ import annotations
@@ -16,16 +22,18 @@ import csv
 import importlib.util
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
 import attrs
 
-from ge_plugin.bench.records import BenchModel, Measurement, PerfRow
+from ge_plugin.bench.records import BenchModel, Measurement, Pass, PerfRow
 from ge_plugin.errors import BenchError
 
 CONCURRENCY = "Concurrency"
@@ -47,8 +55,12 @@ COLUMNS = {
 }
 _N = TypeVar("_N", int, float)
 UNSTABLE = "Failed to obtain stable measurement"
+#: a window in which no request completed (a stall of the shared host longer than a short window)
+EMPTY_WINDOW = "No valid requests recorded within time interval"
 #: a --stability-percentage no three windows can miss: how the bench switches the check off
 NO_STABILITY_CHECK = 999
+#: one window in perf_analyzer's verbose output (with --percentile=50)
+PASS = re.compile(r"Pass \[\d+\] throughput: ([0-9.]+) infer/sec\. p50 latency: ([0-9]+) usec")
 
 
 @attrs.frozen
@@ -87,6 +99,11 @@ def _row(record: Mapping[str, str | None], *, where: str) -> PerfRow:
     concurrency = number(CONCURRENCY, int)  # first: the columns are checked in COLUMNS' order
     times = {field: number(column, float) for column, field in COLUMNS.items() if column != CONCURRENCY}
     return PerfRow(concurrency=concurrency, **times)
+
+
+def parse_passes(text: str) -> list[Pass]:
+    """Every window of a run, from perf_analyzer's verbose output (``-v --percentile=50``), in order."""
+    return [Pass(throughput=float(rate), p50_us=float(p50)) for rate, p50 in PASS.findall(text)]
 
 
 def binary() -> Path:
@@ -152,6 +169,8 @@ def command(
         model.name,
         "-b",
         str(batch),
+        "-v",
+        "--percentile=50",
         f"--concurrency-range={concurrency}:{concurrency}",
         f"--input-data={input_data}",
         f"--measurement-interval={settings.measurement_ms}",
@@ -174,14 +193,23 @@ def measure(
     input_data: Path,
     work: Path,
     batch: int = 1,
+    check_stability: bool = True,
+    tag: str = "",
 ) -> Measurement:
-    """One perf_analyzer run at one concurrency and client batch; its console output is kept next to the CSV."""
+    """One perf_analyzer run at one concurrency and client batch (two when the stable one fails); its
+    console output is kept next to the CSV. ``check_stability=False`` measures three windows without the
+    check (a point measured a second time); ``tag`` tells the files of such runs apart."""
     work.mkdir(parents=True, exist_ok=True)
-    stem = work / f"{model.name}-b{batch}-c{concurrency}"
+    stem = work / f"{model.name}-b{batch}-c{concurrency}{tag}"
     csv_path = stem.with_suffix(".csv")
     log_path = stem.with_suffix(".log")
-    stable = True
-    for check_stability in (True, False):
+    stable = check_stability
+    passes: list[Pass] = []
+    spans: list[tuple[float, float]] = []
+    attempts = [True, False] if check_stability else [False]
+    stretched = False
+    while attempts:
+        checking = attempts.pop(0)
         csv_path.unlink(missing_ok=True)
         cmd = command(
             model,
@@ -190,19 +218,30 @@ def measure(
             settings=settings,
             input_data=input_data,
             csv_path=csv_path,
-            check_stability=check_stability,
+            check_stability=checking,
             batch=batch,
         )
         timeout = 60 + settings.measurement_ms / 1000 * (settings.max_trials + 2) * 3
+        started = time.time()
         out = _run(cmd, timeout=timeout)
+        spans.append((started, time.time()))
         log_path.write_text(" ".join(cmd) + "\n\n" + out.stdout + out.stderr)
+        passes += parse_passes(out.stdout)
         if out.returncode == 0 and csv_path.is_file():
             break
-        if UNSTABLE not in out.stdout + out.stderr or not check_stability:
+        said = out.stdout + out.stderr
+        if EMPTY_WINDOW in said and not stretched:
+            stretched = True
+            settings = attrs.evolve(settings, measurement_ms=settings.measurement_ms * 2)
+            attempts.insert(0, checking)
+            continue
+        if UNSTABLE not in said or not checking:
             raise BenchError(_failure(model.name, concurrency, out, log_path))
         stable = False
     rows = parse_csv(csv_path.read_text(), source=str(csv_path))
-    return Measurement(model=model.name, row=rows[0], stable=stable, batch=batch)
+    return Measurement(
+        model=model.name, row=rows[0], stable=stable, batch=batch, windows=tuple(passes), spans=tuple(spans)
+    )
 
 
 def _run(cmd: list[str], *, timeout: float) -> subprocess.CompletedProcess:

@@ -3,15 +3,17 @@
 Targets, not tests: a missed target is reported with its value and the numbers it came from, never raised.
 A target whose inputs were not measured (``--quick`` measures one point per model) has no value and no
 verdict. Every latency target reads ge against a floor measured in the same run: the Python backend doing
-the least Triton allows for a response of the same size.
+the least Triton allows for a response of the same size (for P4a/P4c, at the device's pace). Each value
+comes with its 95 % interval from the points' windows (``intervals``), and the verdict is the interval's:
+met, missed, or within noise when it straddles the threshold.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ge_plugin.bench import seed
-from ge_plugin.bench.records import Allocations, DirectRow, Measurement, Target
+from ge_plugin.bench import intervals, seed
+from ge_plugin.bench.records import Allocations, DirectRow, Measurement, Pass, Target
 from ge_plugin.bench.repository import (
     FLOOR,
     GE_IDENTITY,
@@ -90,16 +92,45 @@ def paced_added_ms(triton: Sequence[Measurement], batch: int) -> float | None:
     return paced - seed.DIRECT_MS[batch]
 
 
+def p50s_ms(windows: Sequence[Pass], fallback_us: float) -> list[float]:
+    """The windows' p50s in ms; the point's own p50 when it has no windows (then no spread is known)."""
+    return [w.p50_us / 1e3 for w in windows] or [fallback_us / 1e3]
+
+
+def rates(windows: Sequence[Pass], fallback: float) -> list[float]:
+    """The windows' rows/s; the point's own when it has no windows."""
+    return [w.throughput for w in windows] or [fallback]
+
+
+def _counted(*groups: Sequence[Pass]) -> str:
+    return " and ".join(str(max(len(g), 1)) for g in groups) + " windows"
+
+
+def _judged(key: str, what: str, op: str, limit: float, unit: str, estimate, detail: str) -> Target:
+    return Target(
+        key,
+        what,
+        op,
+        limit,
+        unit,
+        estimate.value,
+        detail,
+        low=estimate.low,
+        high=estimate.high,
+        judged=estimate.verdict(op, limit),
+    )
+
+
 def _p50_over_floor(
     triton: Sequence[Measurement], key: str, what: str, ge_model: str, floor_model: str, limit: float
 ) -> Target:
-    """A ge model's p50 over its floor's, both at c=1 (P3a, P7)."""
+    """A ge model's p50 over its floor's, both at c=1 (P3a, P7): the ratio of the windows' p50s."""
     ge, floor = at(triton, ge_model, 1), at(triton, floor_model, 1)
     if ge is None or floor is None:
         return Target(key, what, "<=", limit, "x", None, _missing(f"{ge_model} c=1", f"{floor_model} c=1"))
-    value = ge.row.p50_us / floor.row.p50_us
-    detail = f"{ge.row.p50_us / 1e3:.3f} ms / {floor.row.p50_us / 1e3:.3f} ms"
-    return Target(key, what, "<=", limit, "x", value, detail)
+    estimate = intervals.ratio(p50s_ms(ge.windows, ge.row.p50_us), p50s_ms(floor.windows, floor.row.p50_us))
+    detail = f"{ge.row.p50_us / 1e3:.3f} ms / {floor.row.p50_us / 1e3:.3f} ms; {_counted(ge.windows, floor.windows)}"
+    return _judged(key, what, "<=", limit, "x", estimate, detail)
 
 
 def _identity_p50(triton: Sequence[Measurement]) -> Target:
@@ -112,9 +143,33 @@ def _identity_throughput(triton: Sequence[Measurement]) -> Target:
     ge, floor = at(triton, GE_IDENTITY, 8), at(triton, PY_IDENTITY, 8)
     if ge is None or floor is None:
         return Target("P3b", what, ">=", 0.9, "x", None, _missing(f"{GE_IDENTITY} c=8", f"{PY_IDENTITY} c=8"))
-    value = ge.row.throughput / floor.row.throughput
-    detail = f"{ge.row.throughput:.0f} / {floor.row.throughput:.0f} infer/s"
-    return Target("P3b", what, ">=", 0.9, "x", value, detail)
+    estimate = intervals.ratio(
+        rates(ge.windows, ge.row.throughput), rates(floor.windows, floor.row.throughput)
+    )
+    detail = (
+        f"{ge.row.throughput:.0f} / {floor.row.throughput:.0f} infer/s; {_counted(ge.windows, floor.windows)}"
+    )
+    return _judged("P3b", what, ">=", 0.9, "x", estimate, detail)
+
+
+def paced_difference(
+    triton: Sequence[Measurement], direct: Sequence[DirectRow], batch: int
+) -> intervals.Interval | None:
+    """What ge adds over the direct engine at client batch ``batch`` (c=1, replica) less what the paced
+    floor adds to its wait, with its interval: (ge - direct) - (paced - device time), in ms."""
+    ge = at(triton, REPLICA_GE, 1, batch)
+    paced = at(triton, PACED_FLOOR, 1, batch)
+    alone = direct_at(direct, REPLICA_GE, batch)
+    if ge is None or paced is None or alone is None:
+        return None
+    return intervals.linear(
+        [
+            (1.0, p50s_ms(ge.windows, ge.row.p50_us)),
+            (-1.0, p50s_ms(alone.windows, alone.p50_ms * 1e3)),
+            (-1.0, p50s_ms(paced.windows, paced.row.p50_us)),
+        ],
+        constant=seed.DIRECT_MS[batch],
+    )
 
 
 def _added(
@@ -124,15 +179,18 @@ def _added(
     batches: tuple[int, ...],
     limit: float,
 ) -> Target:
-    """Added p50 (Triton minus direct, replica) minus the same-size floor's p50; the worst of ``batches``."""
+    """Added p50 (Triton minus direct, replica) less what the paced floor adds to its wait, at each of
+    ``batches``: met when every batch's interval is under ``limit``, missed when one is wholly above."""
     sizes = " and ".join(map(str, batches))
-    what = f"replica: Triton p50 - direct p50 at batch {sizes}, over the same-size floor's p50 (c=1)"
-    worst = None
+    what = (
+        f"replica: Triton p50 - direct p50 at batch {sizes}, less what the paced floor adds to its device "
+        "time (c=1)"
+    )
+    estimates = []
     parts = []
     for batch in batches:
-        added = added_ms(triton, direct, batch)
-        floor = p50_ms(triton, FLOOR, 1, batch)
-        if added is None or floor is None:
+        estimate = paced_difference(triton, direct, batch)
+        if estimate is None:
             return Target(
                 key,
                 what,
@@ -143,13 +201,30 @@ def _added(
                 _missing(
                     f"{REPLICA_GE} batch {batch} c=1",
                     f"direct {REPLICA_GE} batch {batch}",
-                    f"{FLOOR} batch {batch}",
+                    f"{PACED_FLOOR} batch {batch}",
                 ),
             )
-        over = added - floor
-        worst = over if worst is None else max(worst, over)
-        parts.append(f"batch {batch}: added {added:+.2f} ms, floor {floor:.2f} ms")
-    return Target(key, what, "<=", limit, "ms", worst, "; ".join(parts))
+        estimates.append(estimate)
+        added, paced = added_ms(triton, direct, batch), paced_added_ms(triton, batch)
+        parts.append(
+            f"batch {batch}: {estimate.value:+.2f} ms ({estimate.low:+.2f} to {estimate.high:+.2f}; added "
+            f"{added:+.2f} ms, the paced floor {paced:+.2f} ms)"
+        )
+    verdicts = [e.verdict("<=", limit) for e in estimates]
+    judged = "missed" if "missed" in verdicts else ("within noise" if "within noise" in verdicts else "met")
+    worst = max(estimates, key=lambda e: e.high)
+    return Target(
+        key,
+        what,
+        "<=",
+        limit,
+        "ms",
+        max(e.value for e in estimates),
+        "; ".join(parts),
+        low=worst.low,
+        high=worst.high,
+        judged=judged,
+    )
 
 
 def _best_throughput(triton: Sequence[Measurement], direct: Sequence[DirectRow]) -> Target:
@@ -157,12 +232,15 @@ def _best_throughput(triton: Sequence[Measurement], direct: Sequence[DirectRow])
     best, best_direct = fastest(triton, REPLICA_GE), fastest_direct(direct, REPLICA_GE)
     if best is None or best_direct is None:
         return Target("P4b", what, ">=", 1.0, "x", None, _missing(REPLICA_GE, f"direct {REPLICA_GE}"))
-    value = best.row.throughput / best_direct.throughput
+    estimate = intervals.ratio(
+        rates(best.windows, best.row.throughput), rates(best_direct.windows, best_direct.throughput)
+    )
     detail = (
         f"{best.row.throughput:.1f} rows/s at c={best.row.concurrency}, batch {best.batch} / "
-        f"{best_direct.throughput:.1f} rows/s at batch {best_direct.batch}"
+        f"{best_direct.throughput:.1f} rows/s at batch {best_direct.batch}; "
+        f"{_counted(best.windows, best_direct.windows)}"
     )
-    return Target("P4b", what, ">=", 1.0, "x", value, detail)
+    return _judged("P4b", what, ">=", 1.0, "x", estimate, detail)
 
 
 def _naive(triton: Sequence[Measurement]) -> Target:
@@ -173,9 +251,13 @@ def _naive(triton: Sequence[Measurement]) -> Target:
         return Target(
             "P5", what, ">=", 2.5, "x", None, _missing(f"{REPLICA_GE} c={c}", f"{REPLICA_NAIVE} c={c}")
         )
-    value = ge.row.throughput / naive.row.throughput
-    detail = f"{ge.row.throughput:.1f} / {naive.row.throughput:.1f} infer/s"
-    return Target("P5", what, ">=", 2.5, "x", value, detail)
+    estimate = intervals.ratio(
+        rates(ge.windows, ge.row.throughput), rates(naive.windows, naive.row.throughput)
+    )
+    detail = (
+        f"{ge.row.throughput:.1f} / {naive.row.throughput:.1f} infer/s; {_counted(ge.windows, naive.windows)}"
+    )
+    return _judged("P5", what, ">=", 2.5, "x", estimate, detail)
 
 
 def _allocations(allocations: Sequence[Allocations]) -> Target:

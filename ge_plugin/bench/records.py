@@ -30,11 +30,13 @@ class BenchModel:
 
 @attrs.frozen
 class Point:
-    """One perf_analyzer run: a model, rows per request, requests in flight."""
+    """One perf_analyzer run: a model, rows per request, requests in flight. ``again``: the point is measured
+    a second time (three windows, no stability check), its windows added to the first run's."""
 
     model: str
     batch: int
     concurrency: int
+    again: bool = False
 
 
 @attrs.frozen
@@ -66,6 +68,9 @@ class Counters:
     engine_us: float = 0.0
     #: executions per batch size (rows in one execute), as Triton's batch_stats count them
     batches: dict[int, int] = attrs.field(factory=dict)
+    #: the ge backend's own executes per gear label (``ge_executes_total``): with a batch held open across
+    #: several ``execute`` calls (streams_per_instance > 1), these are the device's executes, Triton's are not
+    gears: dict[str, int] = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -77,6 +82,33 @@ class Window:
     engine_ms_per_execute: float | None = None
     #: executions per batch size during the run ("8": 12 means twelve executes of 8 rows)
     batch_sizes: dict[str, int] | None = None
+    #: the ge backend's executes per gear during the run ("8x16": 12), and its rows per execute
+    gear_executes: dict[str, int] | None = None
+    rows_per_device_execute: float | None = None
+
+
+@attrs.frozen
+class Pass:
+    """One measurement window: rows per second and the p50 in µs (perf_analyzer's pass; a stretch of the
+    direct engine's calls)."""
+
+    throughput: float
+    p50_us: float
+
+
+@attrs.frozen
+class StubPhases:
+    """What the stub's ``execute`` spent during one point, from its timer (``ge_plugin.backend.timing``):
+    medians over the point's executes, per request for reading and responding, per execute for the model's
+    own work and (ge only) the part of it on the simulated device's stream."""
+
+    executes: int
+    requests_per_execute: float
+    read_us: float
+    work_us: float
+    #: None when the responses are sent from the engine's completion thread (streams_per_instance > 1)
+    respond_us: float | None
+    stream_us: float | None = None
 
 
 @attrs.frozen
@@ -90,6 +122,12 @@ class Measurement:
     batch: int = 1
     #: from the server's counters over the run (ge_plugin.bench.serverstats)
     server: Window = Window()
+    #: every measurement window of the point's runs (a point a target compares is measured twice)
+    windows: tuple[Pass, ...] = ()
+    #: wall clock (time.time()) at the start and end of each perf_analyzer run of the point
+    spans: tuple[tuple[float, float], ...] = ()
+    #: the stub's own timing of the point's executes, when the server ran with it
+    stub: StubPhases | None = None
 
 
 @attrs.frozen
@@ -104,6 +142,8 @@ class DirectRow:
     p99_ms: float
     #: mean ms per call the engine spent on the stream (launch until synchronize returned: H2D, execute, D2H)
     stream_ms: float | None = None
+    #: the calls in consecutive stretches, each its p50 and rows/s (for the targets' intervals)
+    windows: tuple[Pass, ...] = ()
 
     @property
     def host_us(self) -> float | None:
@@ -143,27 +183,43 @@ class Target:
     unit: str  #: "x" (a ratio), "ms" or "allocations/request"
     value: float | None
     detail: str  #: the raw numbers the value came from, or why there is none
+    #: the 95 % interval of the value, from the points' windows (None: exact, or not measured)
+    low: float | None = None
+    high: float | None = None
+    #: the verdict the interval gives ("met", "missed", "within noise"); None: from the value alone
+    judged: str | None = None
 
     @property
     def passed(self) -> bool | None:
+        """The point estimate against the threshold (the verdict also weighs the interval)."""
         if self.value is None:
             return None
         return bool(_OPS[self.op](round(self.value, 6), self.threshold))
 
-    def show_value(self) -> str:
-        if self.value is None:
-            return "–"
+    def _show(self, value: float) -> str:
         if self.unit == "x":
-            return f"{self.value:.2f}×"
+            return f"{value:.2f}×"
         if self.unit == "ms":
-            return f"{self.value:+.2f} ms"
-        return f"{self.value:g}"
+            return f"{value:+.2f} ms"
+        return f"{value:g}"
+
+    def show_value(self) -> str:
+        return "–" if self.value is None else self._show(self.value)
+
+    def show_interval(self) -> str:
+        if self.low is None or self.high is None:
+            return "–"
+        if self.low == float("-inf") or self.high == float("inf"):
+            return "unbounded (one window)"
+        return f"{self._show(self.low)} to {self._show(self.high)}"
 
     def show_target(self) -> str:
         unit = "×" if self.unit == "x" else f" {self.unit}"
         return f"{self.op} {self.threshold:g}{unit}"
 
     def verdict(self) -> str:
+        if self.judged is not None:
+            return self.judged
         return {True: "met", False: "missed", None: "n/a"}[self.passed]
 
 

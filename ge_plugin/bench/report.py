@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 
 from ge_plugin.bench import seed
+from ge_plugin.bench.direct import direct_row
 from ge_plugin.bench.perf import NO_STABILITY_CHECK
 from ge_plugin.bench.ratios import (
     NAIVE_CONCURRENCY,
@@ -31,8 +32,10 @@ from ge_plugin.bench.records import (
     BenchModel,
     DirectRow,
     Measurement,
+    Pass,
     PerfRow,
     Result,
+    StubPhases,
     Target,
     Window,
 )
@@ -43,18 +46,18 @@ from ge_plugin.bench.repository import (
     PACED_FLOOR,
     PY_IDENTITY,
     REPLICA_1X1,
-    REPLICA_1X2,
+    REPLICA_2X1,
     REPLICA_GE,
     REPLICA_NAIVE,
 )
 from ge_plugin.errors import BenchError
 
-SCHEMA = "ge-plugin-bench/2"
+SCHEMA = "ge-plugin-bench/3"
 MARKDOWN = "report.md"
 JSON = "report.json"
 PLOT = "latency_throughput.png"
-#: instances × streams of the replica's LLaMA models (§5), in the order tables list them
-LAYOUTS = {REPLICA_1X1: "1 × 1", REPLICA_1X2: "1 × 2", REPLICA_GE: "2 × 1"}
+#: instances × streams of the replica's LLaMA models, in the order tables list them
+LAYOUTS = {REPLICA_1X1: "1 × 1", REPLICA_2X1: "2 × 1", REPLICA_GE: "1 × 2 (as served)"}
 
 
 def to_json(result: Result) -> dict[str, Any]:
@@ -70,6 +73,7 @@ def to_json(result: Result) -> dict[str, Any]:
         "allocations": [{**attrs.asdict(a), "per_request": a.per_request} for a in result.allocations],
         "targets": [{**attrs.asdict(t), "passed": t.passed, "verdict": t.verdict()} for t in result.targets],
         "seed": seed_json(result),
+        "inside_stub": stub_rows(result),
         "notes": list(result.notes),
         "files": {"markdown": MARKDOWN, "plot": PLOT},
     }
@@ -82,6 +86,9 @@ def _measurement_json(m: Measurement) -> dict[str, Any]:
         "stable": m.stable,
         **attrs.asdict(m.server),
         **attrs.asdict(m.row),
+        "windows": [attrs.asdict(w) for w in m.windows],
+        "spans": [list(span) for span in m.spans],
+        "stub": attrs.asdict(m.stub) if m.stub is not None else None,
     }
 
 
@@ -156,9 +163,12 @@ def from_json(data: Mapping[str, Any], *, source: str = "report.json") -> Result
                 stable=m["stable"],
                 batch=m["batch"],
                 server=Window(**fields(Window, m)),
+                windows=tuple(Pass(**w) for w in m["windows"]),
+                spans=tuple((float(a), float(b)) for a, b in m["spans"]),
+                stub=StubPhases(**m["stub"]) if m["stub"] is not None else None,
             ),
         ),
-        direct=each("direct", lambda r: DirectRow(**fields(DirectRow, r))),
+        direct=each("direct", lambda r: direct_row(fields(DirectRow, r))),
         allocations=each("allocations", lambda a: Allocations(**fields(Allocations, a))),
         targets=each("targets", lambda t: Target(**fields(Target, t))),
         notes=tuple(data.get("notes", ())),
@@ -178,6 +188,7 @@ def markdown(result: Result, *, plot: str | None = PLOT) -> str:
     lines += _seed_section(result)
     lines += _targets_section(result)
     lines += _host_section(result)
+    lines += _stub_section(result)
     lines += _layouts_section(result)
     lines += _triton_section(result)
     lines += _direct_section(result)
@@ -284,7 +295,7 @@ def _our_rows(result: Result) -> list[str]:
             _opt(best_d, ".1f") + (f" (batch {ours['direct_max_at_batch']})" if best_d else ""),
         ),
         _table_row(
-            "ours: Triton + ge backend (2 instances × 1 stream)",
+            "ours: Triton + ge backend (1 instance × 2 streams, as served)",
             (_opt(t[str(b)], ".2f") for b in seed.BATCHES),
             _opt(best_t, ".1f") + (f" (c={ours['triton_max_at_concurrency']})" if best_t else ""),
         ),
@@ -328,12 +339,18 @@ def _targets_section(result: Result) -> list[str]:
         "",
         f"## Targets: {result.label}",
         "",
-        "| id | what | target | measured | from | verdict |",
-        "|---|---|---|--:|---|---|",
+        "Each value with its 95 % interval from the windows of the points it compares (perf_analyzer's "
+        "measurement windows, stretches of the direct engine's calls; `intervals`). Verdict: *met* when the "
+        "whole interval meets the target, *missed* when none of it does, *within noise* when it straddles "
+        "the threshold.",
+        "",
+        "| id | what | target | measured | 95 % interval | from | verdict |",
+        "|---|---|---|--:|--:|---|---|",
     ]
     for t in result.targets:
         lines.append(
-            f"| {t.id} | {t.what} | {t.show_target()} | {t.show_value()} | {t.detail} | {t.verdict()} |"
+            f"| {t.id} | {t.what} | {t.show_target()} | {t.show_value()} | {t.show_interval()} | {t.detail} "
+            f"| {t.verdict()} |"
         )
     return lines
 
@@ -370,7 +387,11 @@ def host_rows(result: Result) -> list[dict[str, Any]]:
                 "direct_host_us": alone.host_us if alone else None,
                 "compute_infer_us": infer,
                 "stream_us": stream,
-                "host_us": infer - stream if infer is not None and stream is not None else None,
+                # with streams_per_instance > 1 execute returns once the batch is staged and the completion
+                # thread answers it: compute infer then ends before the stream does, and says nothing here
+                "host_us": infer - stream
+                if infer is not None and stream is not None and infer >= stream
+                else None,
                 "floor_compute_infer_us": base.row.server_compute_infer_us if base else None,
                 "floor": floor,
             }
@@ -389,7 +410,10 @@ def _host_section(result: Result) -> list[str]:
         "Concurrency 1, one request per execute, µs. *Stream* is the engine's time from queueing the copies and "
         "the execute until the stream is synchronized: the simulator's H2D, execute (its device time, and its "
         "own Python and memsets) and D2H. *Host* is the rest: what ge-plugin's backend and engine spend. The "
-        "floor's compute infer is the Python backend's `execute` for the same response with nothing to run.",
+        "floor's compute infer is the Python backend's `execute` for the same response with nothing to run. "
+        "A model with `streams_per_instance` > 1 returns from `execute` once its batch is staged and answers "
+        "from its completion thread: its compute infer ends before its stream, and its served host time cannot "
+        "be read from it (–).",
         "",
         "| model | batch | direct µs | direct: stream | direct: host | served: compute infer | served: stream "
         "| served: host | floor | floor's compute infer |",
@@ -401,6 +425,64 @@ def _host_section(result: Result) -> list[str]:
             f"| {_opt(r['direct_host_us'], '.0f')} | {_opt(r['compute_infer_us'], '.0f')} "
             f"| {_opt(r['stream_us'], '.0f')} | {_opt(r['host_us'], '.0f')} | {r['floor'] or '–'} "
             f"| {_opt(r['floor_compute_infer_us'], '.0f')} |"
+        )
+    return lines
+
+
+def stub_rows(result: Result) -> list[dict[str, Any]]:
+    """Inside the stub, at concurrency 1: ge and its floor, point by point (from the stubs' timers)."""
+    pairs: list[tuple[str, str, int]] = [(GE_IDENTITY, PY_IDENTITY, 1)]
+    pairs += [(GE_LLAMA, FLOOR, b) for b in seed.BATCHES]
+    pairs += [(REPLICA_GE, PACED_FLOOR, b) for b in seed.BATCHES]
+    rows = []
+    for ge, floor, batch in pairs:
+        ours, theirs = at(result.triton, ge, 1, batch), at(result.triton, floor, 1, batch)
+        if (ours is None or ours.stub is None) and (theirs is None or theirs.stub is None):
+            continue
+        rows.append(
+            {
+                "model": ge,
+                "floor": floor,
+                "batch": batch,
+                "ge": attrs.asdict(ours.stub) if ours is not None and ours.stub is not None else None,
+                "floor_stub": attrs.asdict(theirs.stub)
+                if theirs is not None and theirs.stub is not None
+                else None,
+            }
+        )
+    return rows
+
+
+def _stub_section(result: Result) -> list[str]:
+    rows = stub_rows(result)
+    if not rows:
+        return []
+    lines = [
+        "",
+        f"## Inside the stub: {result.label}",
+        "",
+        "The stubs' own timers (`GE_PLUGIN_STUB_TIMING`, on for every model of the run), concurrency 1, medians "
+        "over the point's executes, µs. *Read*: from the requests to the arrays the model takes, per request; "
+        "*work*: the model's own part of `execute` (ge: the engine, the simulated stream included; the floors: "
+        "finding the logits, and for the paced floor its wait); *respond*: building the responses, per request. "
+        "A ge model with `streams_per_instance` > 1 answers from its completion thread: its work is the submit "
+        "(validating, staging, launching) and it has no responding inside `execute` (–).",
+        "",
+        "| model | floor | batch | read: ge | read: floor | respond: ge | respond: floor | work: ge "
+        "| of which stream | work: floor | executes: ge / floor |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+
+    def cell(stub: dict | None, key: str) -> str:
+        return "–" if stub is None or stub.get(key) is None else f"{stub[key]:.1f}"
+
+    for r in rows:
+        ge, floor = r["ge"], r["floor_stub"]
+        lines.append(
+            f"| {r['model']} | {r['floor']} | {r['batch']} | {cell(ge, 'read_us')} | {cell(floor, 'read_us')} "
+            f"| {cell(ge, 'respond_us')} | {cell(floor, 'respond_us')} | {cell(ge, 'work_us')} "
+            f"| {cell(ge, 'stream_us')} | {cell(floor, 'work_us')} "
+            f"| {ge['executes'] if ge else '–'} / {floor['executes'] if floor else '–'} |"
         )
     return lines
 
@@ -421,12 +503,33 @@ def device_bound(batch_sizes: Mapping[str, int] | None) -> float | None:
     return rows / ms * 1e3 if ms else None
 
 
+def device_bound_gears(gears: Mapping[str, int] | None, rows_per_execute: float | None) -> float | None:
+    """Rows per second the replica's device allows for the executes it ran, from the ge backend's executes by
+    gear (``8x16``: the gear's rows first) and the rows they carried."""
+    if not gears or rows_per_execute is None:
+        return None
+    ms = 0.0
+    for label, count in gears.items():
+        rows = _leading(label)
+        if rows not in seed.DIRECT_MS:
+            return None
+        ms += seed.DIRECT_MS[rows] * count
+    return rows_per_execute * sum(gears.values()) / ms * 1e3
+
+
+def _leading(label: str) -> int:
+    """The rows a batch size or gear label starts with (``8``, ``8x16``)."""
+    head = label.split("x")[0]
+    return int(head) if head.isdigit() else 0
+
+
 def _sizes(batch_sizes: Mapping[str, int] | None) -> str:
-    """``8×20, 7×2``: executes per batch size, largest first."""
+    """``8×20, 7×2``: executes per batch size (or gear), largest first."""
     if not batch_sizes:
         return "–"
     return ", ".join(
-        f"{size}×{count}" for size, count in sorted(batch_sizes.items(), key=lambda x: -int(x[0]))
+        f"{size}×{count}"
+        for size, count in sorted(batch_sizes.items(), key=lambda x: (-_leading(x[0]), x[0]))
     )
 
 
@@ -438,10 +541,10 @@ def _layouts_section(result: Result) -> list[str]:
         "",
         f"## Instances × streams in the replica: {result.label}",
         "",
-        "The replica's LLaMA with 1 instance × 1 stream, 1 × 2 (`streams_per_instance: 2`) and 2 × 1 (as served), "
+        "The replica's LLaMA with 1 instance × 1 stream, 2 × 1 and 1 × 2 (`streams_per_instance: 2`, as served), "
         "client batch 1. All three share the one simulated device, which computes one execute at a time. Each "
-        "cell: rows/s measured / rows/s the device allows for the batches it was given (their rows over the "
-        "seed's time of their gears); p50 ms; rows per execute.",
+        "cell: rows/s measured / rows/s the device allows for the executes it ran (their rows over the seed's "
+        "time of their gears); p50 ms; rows per device execute.",
         "",
         "| instances × streams | " + " | ".join(f"c={c}" for c in cs) + " |",
         "|---|" + "--:|" * len(cs),
@@ -450,11 +553,16 @@ def _layouts_section(result: Result) -> list[str]:
         cells = []
         for c in cs:
             m = at(result.triton, name, c)
+            if m is None:
+                cells.append("–")
+                continue
+            if m.server.gear_executes:
+                bound = device_bound_gears(m.server.gear_executes, m.server.rows_per_device_execute)
+                per_execute = m.server.rows_per_device_execute
+            else:
+                bound, per_execute = device_bound(m.server.batch_sizes), m.server.rows_per_execute
             cells.append(
-                "–"
-                if m is None
-                else f"{m.row.throughput:.1f} / {_opt(device_bound(m.server.batch_sizes), '.1f')}; "
-                f"{m.row.p50_us / 1e3:.1f} ms; {_opt(m.server.rows_per_execute, '.2f')}"
+                f"{m.row.throughput:.1f} / {_opt(bound, '.1f')}; {m.row.p50_us / 1e3:.1f} ms; {_opt(per_execute, '.2f')}"
             )
         lines.append(f"| {layout} | " + " | ".join(cells) + " |")
     return lines
@@ -465,13 +573,15 @@ def _triton_section(result: Result) -> list[str]:
         "",
         f"## Through Triton (perf_analyzer): {result.label}",
         "",
-        'Averages per request except p50/p99; rows/s counts rows (a client batch of 4 is 4). "ge stream ms" is one '
+        'Averages per request except p50/p99; rows/s counts rows (a client batch of 4 is 4). "Executes by rows" '
+        "are Triton's (`execute` calls); \"ge executes by gear\" the device's, which differ when a batch held open "
+        'takes the requests of several `execute` calls (`streams_per_instance` > 1). "ge stream ms" is one '
         "engine execute on the simulated stream.",
         "",
         "| model | what | phase | batch | c | rows/s | p50 ms | p99 ms | client send+recv ms "
         "| network + server send/recv ms | queue ms | compute input ms | compute infer ms | compute output ms "
-        "| rows per execute | executes by rows | ge stream ms per execute |",
-        "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|",
+        "| rows per execute | executes by rows | ge executes by gear | ge stream ms per execute |",
+        "|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|---|--:|",
     ]
     order = {model.name: k for k, model in enumerate(result.models)}
     rows = sorted(result.triton, key=lambda x: (order.get(x.model, 99), x.batch, x.row.concurrency))
@@ -484,7 +594,8 @@ def _triton_section(result: Result) -> list[str]:
             f"| {_ms(r.p50_us)} | {_ms(r.p99_us)} | {_ms(r.client_send_us + r.client_recv_us)} | {_ms(r.network_us)} "
             f"| {_ms(r.server_queue_us)} | {_ms(r.server_compute_input_us)} | {_ms(r.server_compute_infer_us)} "
             f"| {_ms(r.server_compute_output_us)} | {_opt(meas.server.rows_per_execute, '.2f')} "
-            f"| {_sizes(meas.server.batch_sizes)} | {_opt(meas.server.engine_ms_per_execute, '.2f')} |"
+            f"| {_sizes(meas.server.batch_sizes)} | {_sizes(meas.server.gear_executes)} "
+            f"| {_opt(meas.server.engine_ms_per_execute, '.2f')} |"
         )
     if any(not x.stable for x in result.triton):
         lines += [

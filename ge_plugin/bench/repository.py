@@ -8,9 +8,11 @@ no onnxruntime time, as an NPU would not):
   Triton allows for the same tensors: ``py_identity`` hands its input back, ``py_logits`` returns precomputed
   logits of the size ``ge_llama`` returns. What ge costs on top of a floor is the plugin's host cost.
 - **replica**: the seed's direct AscendCL times as the device time of each batch gear (``seed.py``). The
-  served LLaMA (2 instances × 1 stream, as ``specs/llama.yaml``), the same with 1 × 1 and 1 × 2, the naive
+  served LLaMA (1 instance × 2 streams, as ``specs/llama.yaml``), the same with 1 × 1 and 2 × 1, the naive
   per-request pyACL model (the GE backend's published path) under the same device, and ``replica_py_logits``,
-  the same-size floor at the device's pace (it waits the device time, then returns precomputed logits).
+  the same-size floor at the device's pace (it waits the device time, then returns precomputed logits). The
+  two Python models are rendered from the 2 × 1 layout: two stubs, each with the device to itself in turn,
+  as many loads of the model as the served layout's lanes.
 
 The ``ge`` models come from the specs in ``ge_plugin/bench/specs/`` (``llama.yaml`` is ``specs/llama.yaml`` as
 served), rendered and compiled to sim OMs as users do it. Each Python-backend model is rendered from a ``ge``
@@ -53,10 +55,10 @@ GE_IDENTITY = "ge_identity"
 PY_IDENTITY = "py_identity"  #: the identity's floor
 GE_LLAMA = "ge_llama"
 FLOOR = "py_logits"  #: the LLaMA's same-size floor: precomputed logits, no device
-REPLICA_GE = "replica_ge_llama"  #: the served LLaMA on the seed's device, 2 instances × 1 stream
+REPLICA_GE = "replica_ge_llama"  #: the served LLaMA on the seed's device, 1 instance × 2 streams
 PACED_FLOOR = "replica_py_logits"  #: the same-size floor at the device's pace (waits the seed's time)
 REPLICA_1X1 = "replica_ge_llama_1x1"
-REPLICA_1X2 = "replica_ge_llama_1x2"
+REPLICA_2X1 = "replica_ge_llama_2x1"
 REPLICA_NAIVE = "replica_naive_llama"  #: the per-request pyACL model, the GE backend's path
 
 
@@ -80,7 +82,7 @@ def models(seq: int) -> tuple[BenchModel, ...]:
             REPLICA_GE,
             "ge",
             phase=REPLICA,
-            what="ge backend, 2 instances × 1 stream (as served)",
+            what="ge backend, 1 instance × 2 streams (as served)",
             **llama,
         ),
         BenchModel(
@@ -91,7 +93,7 @@ def models(seq: int) -> tuple[BenchModel, ...]:
             **llama,
         ),
         BenchModel(REPLICA_1X1, "ge", phase=REPLICA, what="ge backend, 1 instance × 1 stream", **llama),
-        BenchModel(REPLICA_1X2, "ge", phase=REPLICA, what="ge backend, 1 instance × 2 streams", **llama),
+        BenchModel(REPLICA_2X1, "ge", phase=REPLICA, what="ge backend, 2 instances × 1 stream", **llama),
         BenchModel(
             REPLICA_NAIVE,
             "python",
@@ -127,13 +129,13 @@ GE_MODELS = {
     GE_LLAMA: GeRecipe("llama.yaml", HOST),
     REPLICA_GE: GeRecipe("llama.yaml", REPLICA),
     REPLICA_1X1: GeRecipe("llama.yaml", REPLICA, (1, 1)),
-    REPLICA_1X2: GeRecipe("llama.yaml", REPLICA, (1, 2)),
+    REPLICA_2X1: GeRecipe("llama.yaml", REPLICA, (2, 1)),
 }
 TWINS = {
     PY_IDENTITY: TwinRecipe(GE_IDENTITY, "py_identity.py", keep_parameters=False, copy_om=False),
     FLOOR: TwinRecipe(GE_LLAMA, "py_logits.py", keep_parameters=False, copy_om=False),
-    PACED_FLOOR: TwinRecipe(REPLICA_GE, "py_logits_paced.py", keep_parameters=True, copy_om=False),
-    REPLICA_NAIVE: TwinRecipe(REPLICA_GE, "naive_llama.py", keep_parameters=True, copy_om=True),
+    PACED_FLOOR: TwinRecipe(REPLICA_2X1, "py_logits_paced.py", keep_parameters=True, copy_om=False),
+    REPLICA_NAIVE: TwinRecipe(REPLICA_2X1, "naive_llama.py", keep_parameters=True, copy_om=True),
 }
 
 

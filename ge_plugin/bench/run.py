@@ -7,13 +7,15 @@ cores, as an NPU computes off them):
    against Python-backend floors for the same tensors (targets P3, P7, and ge's host time per execute).
 2. **replica**: the seed's direct AscendCL times (78 / 145 / 220 ms at batch 1 / 4 / 8) as the device time,
    the seed's table measured again: the direct engine, Triton at client batches 1 / 4 / 8 and at the
-   concurrency that serves the most, the naive per-request model, and 1 × 1 / 1 × 2 / 2 × 1 instances ×
-   streams (targets P4, P5).
+   concurrency that serves the most, the naive per-request model, and 1 × 1 / 2 × 1 / 1 × 2 (as served)
+   instances × streams (targets P4, P5).
 
 Order matters for fairness. The direct engine runs before the server starts, so nothing else competes for
 the cores. Through Triton, the points a ratio compares are measured back to back, so drift on a shared VM
-hits both sides alike. The server is stopped before the simulator reports are read, because the stubs write
-them when the server unloads their models.
+hits both sides alike, and the pairs of the targets that sit near their thresholds are measured twice,
+alternating, for more windows (each target's interval comes from the windows, ``intervals``). The server
+runs with the stubs' own timers on (``GE_PLUGIN_STUB_TIMING``); it is stopped before the simulator reports
+and the timers are read, because the stubs write them when the server unloads their models.
 """
 
 from __future__ import annotations
@@ -21,13 +23,15 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import attrs
 
+from ge_plugin.backend import timing
 from ge_plugin.bench import allocations as alloc
-from ge_plugin.bench import direct, machine, perf, plot, ratios, report, seed
+from ge_plugin.bench import direct, machine, perf, plot, ratios, report, seed, stubtimes
 from ge_plugin.bench.progress import Progress
 from ge_plugin.bench.records import Allocations, BenchModel, DirectRow, Measurement, Point, Result
 from ge_plugin.bench.repository import (
@@ -39,7 +43,7 @@ from ge_plugin.bench.repository import (
     PY_IDENTITY,
     REPLICA,
     REPLICA_1X1,
-    REPLICA_1X2,
+    REPLICA_2X1,
     REPLICA_GE,
     REPLICA_NAIVE,
     SEQ_GEARS,
@@ -51,12 +55,17 @@ from ge_plugin.bench.serverstats import ServerStats, window
 from ge_plugin.errors import BenchError, ServeError
 from ge_plugin.serve import ServerOptions, TritonServer, free_port
 
-#: the identity pair's concurrencies (host phase): P3a reads c=1, P3b c=8
-CONCURRENCIES = (1, 4, 8, 16)
-#: the replica's batch-1 concurrencies, for the most throughput (P4b) and P5 (c=16)
-REPLICA_CONCURRENCIES = (16, 32, 48)
-#: 1 × 1 and 1 × 2 are measured at these (2 × 1 is the replica's own sweep)
-STREAMS_CONCURRENCIES = (1, 16, 32)
+#: the identity pair's concurrencies (host phase): P3a reads c=1, P3b c=8; c=16 for the curve
+CONCURRENCIES = (1, 8, 16)
+#: the replica's batch-1 concurrencies, for the most throughput (P4b; every run so far had it at 32, with
+#: more only queueing) and P5 (c=16)
+REPLICA_CONCURRENCIES = (16, 32)
+#: 1 × 1 and 2 × 1 are measured at these, next to 1 × 2 (as served, the replica's own sweep): at c=16 the
+#: batches are not full unless they form while the device is busy; at c=1 the layouts do not differ, at 32
+#: and more every layout fills its batches (the budget of ``make bench`` is 10 minutes)
+STREAMS_CONCURRENCIES = (16,)
+#: where the stubs' timers write, in the work folder
+STUB_TIMING = "stub-timing"
 #: models whose allocations are counted when served: the ge models and the naive baseline
 _COUNTED = (*GE_MODELS, REPLICA_NAIVE)
 
@@ -70,7 +79,9 @@ class BenchOptions:
     measurement_ms: int = 2000
     replica_measurement_ms: int = 4000
     stability_percentage: int = 20
-    max_trials: int = 8
+    #: at most this many windows before a point is measured again without the stability check (the targets'
+    #: intervals come from the windows, so a point needs them more than it needs three that agree)
+    max_trials: int = 5
     seq: int = 16
     direct_seconds: float = 2.0
     direct_min_iterations: int = direct.MIN_ITERATIONS
@@ -141,23 +152,32 @@ class BenchOptions:
 
 
 def plan(options: BenchOptions) -> list[Point]:
-    """Every perf_analyzer run, in order; the points one ratio compares are next to each other."""
+    """Every perf_analyzer run, in order; the points one ratio compares are next to each other, and the
+    pairs of P7, P4a/P4c and P5, which sit near their thresholds, come twice (ge, floor, ge again, floor
+    again) for their intervals."""
     if options.smoke:
         return [Point(m.name, 1, 1) for m in options.selected()]
-    points = []
+    points: list[Point] = []
+
+    def pair(*compared: Point, twice: bool = False) -> None:
+        points.extend(compared)
+        if twice:
+            points.extend(attrs.evolve(p, again=True) for p in compared)
+
     for c in options.concurrencies:
-        points += [Point(GE_IDENTITY, 1, c), Point(PY_IDENTITY, 1, c)]
+        pair(Point(GE_IDENTITY, 1, c), Point(PY_IDENTITY, 1, c))
     for b in seed.BATCHES:
-        points += [Point(GE_LLAMA, b, 1), Point(FLOOR, b, 1)]
+        pair(Point(GE_LLAMA, b, 1), Point(FLOOR, b, 1), twice=b == 1)
     for b in seed.BATCHES:
-        points += [Point(REPLICA_GE, b, 1), Point(PACED_FLOOR, b, 1)]
+        pair(Point(REPLICA_GE, b, 1), Point(PACED_FLOOR, b, 1), twice=True)
     points.append(Point(REPLICA_NAIVE, 1, 1))
     for c in options.replica_concurrencies:
-        points.append(Point(REPLICA_GE, 1, c))
         if c == ratios.NAIVE_CONCURRENCY:
-            points.append(Point(REPLICA_NAIVE, 1, c))
+            pair(Point(REPLICA_GE, 1, c), Point(REPLICA_NAIVE, 1, c), twice=True)
+        else:
+            points.append(Point(REPLICA_GE, 1, c))
     for c in STREAMS_CONCURRENCIES:
-        points += [Point(REPLICA_1X1, 1, c), Point(REPLICA_1X2, 1, c)]
+        points += [Point(REPLICA_1X1, 1, c), Point(REPLICA_2X1, 1, c)]
     names = {m.name for m in options.selected()}
     return [p for p in points if p.model in names]
 
@@ -202,13 +222,15 @@ def run_bench(
         bar.advance()
 
     notes: list[str] = []
+    timings = repo.work / STUB_TIMING
+    shutil.rmtree(timings, ignore_errors=True)
     server_options = ServerOptions(
         repository=repo.root,
         http_port=free_port(),
         grpc_port=free_port(),
         metrics_port=free_port(),
         work_dir=repo.work / "triton",
-        environment={"GE_PLUGIN_SIM_REPORT_DIR": str(repo.reports), **sim_env},
+        environment={"GE_PLUGIN_SIM_REPORT_DIR": str(repo.reports), timing.ENV: str(timings), **sim_env},
     )
     log_path = repo.work / "tritonserver.log"
     bar.show(f"starting tritonserver (log: {log_path})")
@@ -226,6 +248,10 @@ def run_bench(
         measurements = _measure(options, points, by_name, server.grpc_url, stats, repo, bar)
         requests = {m.name: stats.read(m.name).inferences for m in counted}
         bar.show("stopping the server; reading the stubs' simulator reports")
+    if timings.is_dir():
+        measurements = stubtimes.attach(measurements, timing.read(timings))
+    else:
+        notes.append(f"the stubs wrote no timings to {timings}: nothing inside the stub is shown")
     if counted:
         try:
             allocations += alloc.served(
@@ -259,7 +285,7 @@ def run_bench(
 
 def _direct_groups(selected: Sequence[BenchModel]) -> dict[str, list[str]]:
     """The ge models timed in-process, one child process per phase (one acl.json per process): the served
-    LLaMA of each phase and the identity; the replica's 1 × 1 and 1 × 2 run the same executes."""
+    LLaMA of each phase and the identity; the replica's 1 × 1 and 2 × 1 run the same executes."""
     timed = (GE_IDENTITY, GE_LLAMA, REPLICA_GE)
     groups: dict[str, list[str]] = {}
     for m in selected:
@@ -297,13 +323,17 @@ def _measure(
     repo: Repository,
     bar: Progress,
 ) -> list[Measurement]:
-    """Every point in order, with the server's counters read around each."""
+    """Every point in order, with the server's counters read around each; a point measured again adds its
+    windows to its first run's."""
     host = perf.PerfSettings(options.measurement_ms, options.stability_percentage, options.max_trials)
     replica = attrs.evolve(host, measurement_ms=options.replica_measurement_ms)
-    measurements = []
+    measurements: list[Measurement] = []
     for point in points:
         model = models_by_name[point.model]
-        bar.show(f"{model.name} at batch {point.batch}, concurrency {point.concurrency}")
+        bar.show(
+            f"{model.name} at batch {point.batch}, concurrency {point.concurrency}"
+            + (" (again)" if point.again else "")
+        )
         before = stats.read(model.name)
         measured = perf.measure(
             model,
@@ -313,9 +343,26 @@ def _measure(
             input_data=repo.inputs[model.name],
             work=repo.work / "perf",
             batch=point.batch,
+            check_stability=not point.again,
+            tag="-again" if point.again else "",
         )
         after = stats.read(model.name)
-        measurements.append(attrs.evolve(measured, server=window(before, after)))
+        first = next(
+            (
+                k
+                for k, m in enumerate(measurements)
+                if point.again
+                and (m.model, m.batch, m.row.concurrency) == (point.model, point.batch, point.concurrency)
+            ),
+            None,
+        )
+        if first is None:
+            measurements.append(attrs.evolve(measured, server=window(before, after)))
+        else:
+            earlier = measurements[first]
+            measurements[first] = attrs.evolve(
+                earlier, windows=earlier.windows + measured.windows, spans=earlier.spans + measured.spans
+            )
         bar.advance()
     return measurements
 

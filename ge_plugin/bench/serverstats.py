@@ -21,6 +21,7 @@ from ge_plugin.promtext import Metrics, scrape
 
 ENGINE_EXECUTES = "ge_execute_duration_us_count"
 ENGINE_US = "ge_execute_duration_us_sum"
+GEAR_EXECUTES = "ge_executes_total"
 #: seconds a statistics request or a scrape may take
 TIMEOUT_S = 10.0
 
@@ -81,12 +82,17 @@ def counters(statistics: Mapping[str, Any], metrics: Metrics, model: str) -> Cou
         for entry in s.get("batch_stats", []):
             size = int(entry.get("batch_size", 0))
             batches[size] = batches.get(size, 0) + int(entry.get("compute_infer", {}).get("count", 0))
+    gears: dict[str, int] = {}
+    for labels, value in metrics.select(GEAR_EXECUTES, model=model):
+        gear = labels.get("gear", "")
+        gears[gear] = gears.get(gear, 0) + int(value)
     return Counters(
         inferences=sum(int(s.get("inference_count", 0)) for s in stats),
         executions=sum(int(s.get("execution_count", 0)) for s in stats),
         engine_executes=metrics.total(ENGINE_EXECUTES, model=model),
         engine_us=metrics.total(ENGINE_US, model=model),
         batches=batches,
+        gears=gears,
     )
 
 
@@ -98,8 +104,17 @@ def window(before: Counters, after: Counters) -> Window:
         for size, count in sorted(after.batches.items())
         if count > before.batches.get(size, 0)
     }
+    gears = {
+        gear: count - before.gears.get(gear, 0)
+        for gear, count in sorted(after.gears.items())
+        if count > before.gears.get(gear, 0)
+    }
+    device_executes = sum(gears.values())
+    rows = after.inferences - before.inferences
     return Window(
-        rows_per_execute=(after.inferences - before.inferences) / executions if executions > 0 else None,
+        rows_per_execute=rows / executions if executions > 0 else None,
         engine_ms_per_execute=(after.engine_us - before.engine_us) / engine / 1e3 if engine > 0 else None,
         batch_sizes=sizes or None,
+        gear_executes=gears or None,
+        rows_per_device_execute=rows / device_executes if device_executes else None,
     )

@@ -62,7 +62,7 @@ def register(subparsers) -> None:
         "--replica-concurrency",
         type=_concurrencies,
         metavar="C,C,...",
-        help="the replica LLaMA's batch-1 concurrencies for the most throughput (default: 16,32,48)",
+        help="the replica LLaMA's batch-1 concurrencies for the most throughput (default: 16,32)",
     )
     parser.add_argument(
         "--measurement-ms", type=int, metavar="MS", help="perf_analyzer window, host phase (default: 2000)"
@@ -77,7 +77,7 @@ def register(subparsers) -> None:
         "--stability", type=int, metavar="PERCENT", help="perf_analyzer --stability-percentage (default: 20)"
     )
     parser.add_argument(
-        "--max-trials", type=int, metavar="N", help="perf_analyzer windows at most (default: 8)"
+        "--max-trials", type=int, metavar="N", help="perf_analyzer windows at most (default: 5)"
     )
     parser.add_argument(
         "--seq",

@@ -51,8 +51,8 @@ class Binding:
     Inputs are kept in OM order (``in_*``), outputs in config order (``out_*``, with ``out_index`` the OM
     index of each); ``ties[k]`` lists, for output k, (output dim, input, input dim) in full dim numbering;
     ``in_bytes`` / ``out_bytes`` map a gear index to the bytes of each tensor at that gear. Per flat dim (as
-    ``Gear.flat``), ``rows_at`` marks the batch rows (which add up when requests share an execute) and
-    ``exact_at`` the dims a gear sets on an input the config does not let ge-plugin pad.
+    ``Gear.flat``), ``exact_at`` marks the dims a gear sets on an input the config does not let ge-plugin
+    pad.
     """
 
     def __init__(self, config: ServingConfig, om_path: str, lane: Lane):
@@ -64,13 +64,9 @@ class Binding:
         self._bind_tensors(model)
         self._check_precision(model)
         self.exact_at = self._exact_dims(model)
-        self.gears = read_gear_table(lane, self.where, self.exact_at)
+        self.gears = read_gear_table(lane, self.where)
         self._check_gears(self.gears, model)
         self.specs = [self._input_spec(k, io, model) for k, io in enumerate(self.in_cfg)]
-        extra = 1 if config.batched else 0
-        self.rows_at = tuple(
-            bool(extra and d == 0) for limits in self.gears.limits for d in range(len(limits))
-        )
         self._check_trims(model)
         self.in_bytes, self.out_bytes = self._sizes()
 
@@ -286,6 +282,23 @@ class Binding:
                         f"({', '.join(map(str, lengths))}) but follows no input (parameters.output_dim_ties): "
                         "a request padded up to a gear gets that dim at the gear's length"
                     )
+
+    def planner(self) -> fp.Planner:
+        """The fast path's planner for this binding: the gears cheapest first (a chunk's ``gear`` is a position
+        in ``gears.gears``), the config's outputs with their OM index, types and ties."""
+        return fp.Planner(
+            self.specs,
+            self.in_om_type,
+            [(g.input_dims, g.output_dims) for g in self.gears.gears],
+            [
+                (io.name, self.out_index[k], self.out_type[k], self.out_om_type[k], self.ties[k])
+                for k, io in enumerate(self.out_cfg)
+            ],
+            batched=self.config.batched,
+            exact=self.exact_at,
+            pad_value=self.config.params.pad_value,
+            refusal=self.refusal,
+        )
 
     def refusal(self, arrays: Sequence) -> str:
         """Why no gear takes a request that passed validation: a dim it must match exactly that no gear has

@@ -28,20 +28,17 @@ from typing import TypeVar
 import numpy as np
 
 from ge_plugin import device
-from ge_plugin import fastpath as fp
-from ge_plugin.engine import outputs
 from ge_plugin.engine.binding import Binding
 from ge_plugin.engine.completion import Completion
 from ge_plugin.engine.config import ServingConfig
-from ge_plugin.engine.gears import Gear
 from ge_plugin.engine.lane import InFlight, Lane, Put, staged_view
 from ge_plugin.engine.recovery import Recoveries
-from ge_plugin.engine.stats import EngineStats
-from ge_plugin.errors import GePluginError, RequestError, UnavailableError
+from ge_plugin.engine.stats import EngineStats, ExecuteTally
+from ge_plugin.errors import GePluginError, UnavailableError
 
 log = logging.getLogger("ge_plugin.engine")
 
-#: one request's place in a chunk: its index in the batch, and its arrays in the OM's input order
+#: one request of a chunk: its place in the chunk, and its arrays in the OM's input order
 Entry = tuple[int, Sequence[np.ndarray]]
 
 
@@ -104,8 +101,15 @@ class Engine:
         self.recovering = Recoveries(clock)
         self._next_lane = 0
         self._closed = False
-        #: guards lane ownership and the stats between the caller's thread and the completion thread
-        self._lock = threading.Condition()
+        #: guards lane ownership and the stats between the caller's thread and the completion thread; taken
+        #: as the RLock itself on the request path (a Condition's own ``with`` is two Python calls more)
+        self._mutex = threading.RLock()
+        self._lock = threading.Condition(self._mutex)
+        #: threads waiting on ``_lock`` for a lane to be freed (``_release`` notifies only when there are)
+        self._waiting = 0
+        #: submitted executes on the device, and the lane holding a staged chunk open meanwhile (``_hold``)
+        self._running = 0
+        self._open: Lane | None = None
         self._completion: Completion | None = None
         device.acquire(config.params.acl_json)
         try:
@@ -114,13 +118,13 @@ class Engine:
                 self.lanes.append(Lane(self.context, self.om_path, self.stats.busy))
             self.binding = Binding(config, self.om_path, self.lanes[0])
             self.gears = self.binding.gears
-            b = self.binding
-            #: config positions of every output (their OM indices are ``b.out_index``): what a request asking
-            #: for all of them (the usual case) copies back, computed once rather than per execute
-            self._every_output = list(range(len(b.out_cfg)))
-            self._output_names = frozenset(b.out_pos)
-            #: per gear index: the bytes H2D copies
-            self._in_total = {index: sum(sizes) for index, sizes in b.in_bytes.items()}
+            #: every execute's bookkeeping (validate, group, gear, gather, split, counting), compiled
+            self.planner = self.binding.planner()
+            self.stats.tally = ExecuteTally(
+                self.planner.tally,
+                self.gears.gears,
+                [sum(self.binding.in_bytes[gear.index]) for gear in self.gears.gears],
+            )
             #: start-up warnings about a config that serves but may surprise (the backend logs them)
             self.warnings = list(self.binding.warnings)
             for warning in self.warnings:
@@ -193,9 +197,11 @@ class Engine:
         the next call or ``close()``: Triton's stub copies responses before it calls ``execute`` again.
         """
         self._check_open()
+        if self._completion is not None:  # submitted batches are the completion thread's to finish
+            self.wait_idle()
         results: list = [None] * len(requests)
-        with self._lock:
-            for lane in self.lanes:
+        for lane in self.lanes:  # only this call's thread lends views: no lock
+            if lane.lent:
                 lane.lent.clear()  # the previous call's responses have been copied by now
         self._run(requests, requested_outputs, results.__setitem__, views, synchronous=True)
         return results
@@ -223,8 +229,12 @@ class Engine:
 
     def wait_idle(self) -> None:
         """Until every submitted batch is answered."""
-        with self._lock:
-            self._lock.wait_for(lambda: all(lane.pending is None for lane in self.lanes))
+        with self._mutex:
+            self._waiting += 1
+            try:
+                self._lock.wait_for(lambda: all(lane.pending is None for lane in self.lanes))
+            finally:
+                self._waiting -= 1
 
     def _check_open(self) -> device.Context:
         """The engine's context, or GePluginError once it is closed."""
@@ -233,146 +243,137 @@ class Engine:
         return self.context
 
     def _run(self, requests, requested_outputs, put: Put, views: bool, *, synchronous: bool) -> None:
-        n = len(requests)
+        """Plan the window (one compiled call), answer the refused requests, run each chunk on a lane."""
         stats = self.stats
-        stats.requests += n
         self._check_open().make_current()
         if len(self.recovering):
             for index in self.recovering.due():
-                with self._lock:
+                with self._mutex:
                     self._reopen(self.lanes[index])
-        wanted = self._wanted(requested_outputs, n)
-        validate = fp.validate
-        specs = self.binding.specs
-        chunk: list[Entry] = []
-        need: tuple[int, ...] = ()
-
-        def dispatch() -> None:
-            job = self._job(chunk, need, wanted, put, views, keep_views=views and synchronous)
-            self._dispatch(job, synchronous)
-
-        for i, request in enumerate(requests):
-            try:
-                arrays = validate(specs, request)
-            except RequestError as exc:
-                stats.request_errors += 1
-                put(i, detached(exc))
-                continue
-            own = self._need(arrays)
-            if chunk:
-                merged = self._merge(need, own) if self.config.batched else None
-                if merged is not None and self.gears.choose(merged) is not None:
-                    chunk.append((i, arrays))
-                    need = merged
-                    continue
-            if self.gears.choose(own) is None:
-                stats.request_errors += 1
-                put(i, self._uncovered(arrays))
-                continue
-            if chunk:
-                dispatch()
-            chunk, need = [(i, arrays)], own
-        if chunk:
-            dispatch()
+        chunks, refused = self.planner.plan(requests, requested_outputs)
+        stats.requests += len(requests)
+        if refused:
+            stats.request_errors += len(refused)
+            for index, error in refused:
+                put(index, error)
+        keep_views = views and synchronous
+        for chunk in chunks:
+            self._dispatch(InFlight(chunk, put, views, keep_views, queued=not synchronous), synchronous)
         if synchronous:
             for lane in self.lanes:
                 if lane.pending is not None:
                     self._finish(lane)
 
-    def _wanted(self, requested_outputs, n: int) -> list[list[int]] | None:
-        """Per request, the config positions of the outputs it asked for; None when every request asked
-        for every output (Triton passes each request's names, usually all of them)."""
-        b = self.binding
-        if requested_outputs is None:
-            return None
-        every = self._output_names
-        if len(requested_outputs) >= n and all(
-            names is None or every.issubset(names) for names in requested_outputs[:n]
-        ):
-            return None
-        everything = self._every_output
-        out = []
-        for i in range(n):
-            names = requested_outputs[i] if i < len(requested_outputs) else None
-            if names is None:
-                out.append(everything)
-            else:
-                out.append(sorted(b.out_pos[name] for name in names if name in b.out_pos))
-        return out
-
-    def _need(self, arrays: Sequence) -> tuple[int, ...]:
-        """Flat minimum dims (all inputs) for one request alone."""
-        if len(arrays) == 1:
-            return arrays[0].shape
-        return tuple(d for a in arrays for d in a.shape)
-
-    def _merge(self, a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
-        """Two requests' needs together: rows add up, every other dim takes the longer; a dim that must match
-        a gear exactly keeps its length when both agree and is -1 (which no gear matches) when they do not."""
-        rows_at = self.binding.rows_at
-        if not self.gears.exact_at:
-            return tuple((x + y) if row else (x if x >= y else y) for x, y, row in zip(a, b, rows_at))
-        exact_at = self.binding.exact_at
-        return tuple(
-            (x + y) if row else ((x if x == y else -1) if exact else (x if x >= y else y))
-            for x, y, row, exact in zip(a, b, rows_at, exact_at)
-        )
-
-    def _uncovered(self, arrays: Sequence) -> RequestError:
-        return RequestError(self.binding.refusal(arrays))
-
     # -- running chunks on lanes ---------------------------------------------------------------------
 
-    def _job(
-        self,
-        chunk: Sequence[Entry],
-        need: tuple[int, ...],
-        wanted,
-        put: Put,
-        views: bool,
-        keep_views: bool,
-        types: Sequence[str] | None = None,
-    ) -> InFlight:
-        out_sel = self._every_output if wanted is None else sorted({k for i, _ in chunk for k in wanted[i]})
-        gear = self.gears.choose(need)
-        if gear is None:  # every chunk is formed from needs a gear covers (execute checks each)
-            raise AssertionError(f"no gear covers {need}")
-        return InFlight(
-            indices=[i for i, _ in chunk],
-            shapes=[tuple([a.shape for a in arrays]) for _, arrays in chunk],
-            arrays=[arrays for _, arrays in chunk],
-            types=types or self.binding.in_type,
-            need=need,
-            gear=gear,
-            out_sel=out_sel,
-            wanted=wanted,
-            put=put,
-            views=views,
-            keep_views=keep_views,
-        )
-
     def _dispatch(self, job: InFlight, synchronous: bool) -> None:
-        """Start ``job`` on the next lane that can run it; its outcomes come from ``_finish``."""
+        """Start ``job`` on the next lane that can run it; its outcomes come from ``_finish``.
+
+        A submitted job (not ``synchronous``) first tries to join the chunk a lane holds open (``_join``);
+        if it does not fit, it is staged on a free lane and either launched or, while the device is busy
+        with another lane's execute, held open itself (``_hold``) to take the requests that come meanwhile."""
+        if not synchronous and self._join(job):
+            return
         lane = self._take_lane(job, synchronous)
         if lane is None:
             self._fail_all(job, self._unavailable())
             return
         try:
-            self._start(lane, job)
+            lane.reclaim()
+            self.planner.stage(job.chunk, lane.in_arrays)
+            if synchronous:
+                self._launch(lane, job)
+            else:
+                with self._mutex:
+                    if not self._hold(lane, job):
+                        self._launch(lane, job)
         except (GePluginError, ValueError) as exc:
             self._failed(lane, job, exc)
             self._release(lane)
             return
-        if not synchronous and self._completion is not None:
-            job.arrays = None  # gathered; Triton frees them once submit() returns
+        if not synchronous:
+            job.chunk.arrays = None  # gathered; Triton frees them once submit() returns
+
+    def _hold(self, lane: Lane, job: InFlight) -> bool:
+        """Keep ``job`` (staged on ``lane``) open instead of launching it, while another lane's execute keeps
+        the device busy: Triton keeps handing over requests meanwhile (``submit`` returns at once), and those
+        that fit join it (``_join``). It is launched when the device has nothing else (``_device_free``) or
+        once it is full. Without this, a lane freed by one answered batch takes whatever is queued at that
+        instant, before the clients it answered have sent again, and the device runs part-empty batches.
+        Called with the mutex held."""
+        if not (self._running and self._open is None and self.config.batched):
+            return False
+        if job.chunk.rows >= self.gears.max_rows:
+            return False  # full already: nothing could join it
+        self._open = lane
+        return True
+
+    def _join(self, job: InFlight) -> bool:
+        """Add ``job``'s requests to the chunk held open, when a gear takes them all without moving the rows
+        staged already: only theirs are gathered, after those. A full chunk is launched at once."""
+        with self._mutex:
+            lane = self._open
+            if lane is None or lane.pending is None:
+                return False
+            held = lane.pending
+            merged = self.planner.extend(held.chunk, job.chunk)
+            if merged is None:
+                return False
+            try:
+                self.planner.stage(merged, lane.in_arrays, len(held.chunk.indices))
+            except ValueError as exc:
+                # only the newcomers' rows and the padding after the held rows (never read back) were
+                # written: the held chunk is as it was, the newcomers fail alone
+                self._fail_all(job, as_error(exc))
+                return True
+            held.absorb(merged, job)
+            job.chunk.arrays = None  # gathered; Triton frees them once submit() returns
+            if merged.rows >= self.gears.max_rows:
+                self._launch_open()
+            return True
+
+    def _launch(self, lane: Lane, job: InFlight) -> None:
+        """Queue the staged chunk's copies and execute on ``lane``, and count the execute. A submitted job is
+        then the completion thread's to finish (called with the mutex held, so that jobs reach it in the
+        order they reach the device)."""
+        chunk = job.chunk
+        gear = self.gears.gears[chunk.gear]
+        job.started = time.perf_counter()
+        lane.launch(gear, chunk.in_bytes, chunk.out_index, chunk.out_bytes)
+        self.planner.count(chunk)
+        if job.queued:
+            self._running += 1
+            assert self._completion is not None  # submit() made it
             self._completion.push(lane)
+
+    def _launch_open(self) -> None:
+        """Launch the chunk held open, if any (called with the mutex held)."""
+        lane, self._open = self._open, None
+        if lane is None or lane.pending is None:
+            return
+        job = lane.pending
+        try:
+            self._launch(lane, job)
+        except (GePluginError, ValueError) as exc:
+            self._failed(lane, job, exc)
+            self._release(lane)
+
+    def _device_free(self, job: InFlight) -> None:
+        """A submitted execute is done on the device: when no other is in flight, launch the chunk held open,
+        which has taken every request that came meanwhile."""
+        if not job.queued:
+            return
+        with self._mutex:
+            self._running -= 1
+            if not self._running:
+                self._launch_open()
 
     def _take_lane(self, job: InFlight, synchronous: bool) -> Lane | None:
         """The next usable lane, now ``job``'s (``pending``, until ``_release``); None if no lane is usable.
 
         Synchronously, a lane still running is finished first, in this thread. Otherwise this waits until
         the completion thread frees one."""
-        with self._lock:
+        with self._mutex:
             while True:
                 for _ in range(len(self.lanes)):
                     lane = self.lanes[self._next_lane]
@@ -384,57 +385,17 @@ class Engine:
                         return lane
                 if synchronous or all(lane.pending is None for lane in self.lanes):
                     return None  # no lane is usable, and none is about to be freed
-                self._lock.wait()
+                self._waiting += 1
+                try:
+                    self._lock.wait()
+                finally:
+                    self._waiting -= 1
 
     def _start(self, lane: Lane, job: InFlight) -> None:
-        """Gather the chunk into the lane's staging and queue copies and the execute."""
-        b = self.binding
-        gear = job.gear
-        if job.arrays is None:
-            raise GePluginError("a job's request arrays are gone once it has started; it cannot start again")
-        arrays_of = job.arrays
+        """Gather the chunk into the lane's staging (one compiled call) and launch it."""
         lane.reclaim()
-        in_bytes = b.in_bytes[gear.index]
-        pad = self.config.params.pad_value
-        for k, host in enumerate(lane.in_host):
-            fp.gather(
-                host.array,
-                gear.input_dims[k],
-                b.in_om_type[k],
-                [arrays[k] for arrays in arrays_of],
-                job.types[k],
-                pad,
-            )
-        out_sel = job.out_sel
-        out_bytes = self._d2h_bytes(gear, job.need, out_sel)
-        out_index = b.out_index if out_sel is self._every_output else [b.out_index[k] for k in out_sel]
-        elements = 0
-        for shape in job.shapes:
-            for dims in shape:
-                elements += math.prod(dims)
-        job.started = time.perf_counter()
-        lane.launch(gear, in_bytes, out_index, out_bytes)
-        rows = job.need[0] if self.config.batched else gear.rows
-        with self._lock:
-            stats = self.stats
-            stats.executes += 1
-            by_gear = stats.executes_by_gear
-            by_gear[gear.label] = by_gear.get(gear.label, 0) + 1
-            stats.rows += rows
-            stats.padded_rows += gear.rows - rows
-            stats.padded_elements += gear.cost - elements
-            stats.h2d_bytes += self._in_total[gear.index]
-            stats.d2h_bytes += sum(out_bytes)
-
-    def _d2h_bytes(self, gear: Gear, need: tuple[int, ...], out_sel: list[int]) -> list[int]:
-        """Bytes to copy back per selected output: only the rows requests brought, not the batch padding
-        (batch is dim 0 and outputs are row-major, so those rows are a prefix of the device buffer)."""
-        b = self.binding
-        full = b.out_bytes[gear.index]
-        if not self.config.batched or need[0] >= gear.rows:
-            return full if out_sel is self._every_output else [full[k] for k in out_sel]
-        rows = [gear.output_dims[b.out_index[k]][0] for k in out_sel]
-        return [full[k] // gear.rows * need[0] if n == gear.rows else full[k] for k, n in zip(out_sel, rows)]
+        self.planner.stage(job.chunk, lane.in_arrays)
+        self._launch(lane, job)
 
     def _finish(self, lane: Lane) -> None:
         """Wait for the lane's job, answer its requests (or find which fail), then free the lane."""
@@ -442,7 +403,11 @@ class Engine:
         if job is None:
             return
         try:
-            self._complete(lane, job)
+            try:
+                lane.wait()
+            finally:
+                self._device_free(job)
+            self._answer(lane, job)
         except (GePluginError, ValueError) as exc:
             self._failed(lane, job, exc)
         finally:
@@ -450,22 +415,32 @@ class Engine:
 
     def _release(self, lane: Lane) -> None:
         """The lane is free for the next job: wake whoever waits for one (``_take_lane``, ``wait_idle``)."""
-        with self._lock:
+        with self._mutex:
             lane.pending = None
-            self._lock.notify_all()
+            if self._waiting:
+                self._lock.notify_all()
 
     def _complete(self, lane: Lane, job: InFlight) -> None:
-        """Wait for the execute and split its outputs to the requests; raises what failed."""
+        """Wait for the execute and answer its requests; raises what failed."""
         lane.wait()
+        self._answer(lane, job)
+
+    def _answer(self, lane: Lane, job: InFlight) -> None:
+        """Split the execute's outputs to its requests (one compiled call) and hand each its own."""
         micros = (time.perf_counter() - job.started) * 1e6
-        with self._lock:
+        with self._mutex:
             self.stats.observe_execute(micros)
-        split = outputs.split(self.binding, lane, job, self.config.batched)
-        put = job.put
-        for index, mine in zip(job.indices, split):
-            put(index, mine)
-        if not job.keep_views:
-            lane.lent.clear()  # put copied them
+        chunk = job.chunk
+        answers, lent = self.planner.split(chunk, lane.out_arrays, job.views)
+        if job.targets is None:
+            put = job.put
+            for index, mine in zip(chunk.indices, answers):
+                put(index, mine)
+        else:
+            for (put, index), mine in zip(job.targets, answers):
+                put(index, mine)
+        if lent and job.keep_views:
+            lane.lent.extend(answers)  # the caller keeps them: copied before the staging is written again
 
     # -- failures ------------------------------------------------------------------------------------
 
@@ -475,40 +450,44 @@ class Engine:
         The requests' inputs are taken back out of the lane's staging first (gathered there, untouched
         since): in Triton the request memory may already be gone, and rebuilding frees the staging."""
         error = as_error(exc)
+        chunk = job.chunk
         log.warning(
             "model %s: an execute of %d request(s) failed (%s); rebuilding the lane",
             self.config.name,
-            len(job.indices),
+            len(chunk.indices),
             error,
         )
-        if len(job.indices) == 1:
+        if len(chunk.indices) == 1:
             self._rebuild(lane)
             self._fail_all(job, error)
             return
-        if job.arrays is not None:
-            entries, types = list(zip(job.indices, job.arrays)), job.types
+        entries: list[Entry]
+        if chunk.arrays is not None and all(arrays is not None for arrays in chunk.arrays):
+            entries, staged = list(enumerate(chunk.arrays)), chunk.staged
         else:
-            entries, types = self._staged_entries(lane, job), self.binding.in_om_type
+            entries, staged = self._staged_entries(lane, job), True
         self._rebuild(lane)
         step = 2 * math.ceil(math.log2(len(entries)))
         budget = [step, step]  # executes left, and what each request found failing on its own adds
-        self._bisect(lane, job, entries, types, error, budget)
+        self._bisect(lane, job, entries, staged, error, budget)
 
     def _staged_entries(self, lane: Lane, job: InFlight) -> list[Entry]:
-        """Each request of a batched ``job`` as copies of its rows of the staged inputs, in the OM's types
-        (only batched jobs hold more than one request)."""
+        """Each request of a batched ``job`` (by its place in the chunk) as copies of its rows of the staged
+        inputs, in the OM's types (only batched jobs hold more than one request)."""
+        chunk = job.chunk
+        gear = self.gears.gears[chunk.gear]
         wholes = [
             staged_view(host, dims, om_type)
-            for host, dims, om_type in zip(lane.in_host, job.gear.input_dims, self.binding.in_om_type)
+            for host, dims, om_type in zip(lane.in_host, gear.input_dims, self.binding.in_om_type)
         ]
         entries: list[Entry] = []
         row = 0
-        for index, shapes in zip(job.indices, job.shapes):
+        for member, shapes in enumerate(chunk.shapes):
             arrays = [
                 whole[(slice(row, row + shape[0]), *(slice(0, d) for d in shape[1:]))].copy()
                 for whole, shape in zip(wholes, shapes)
             ]
-            entries.append((index, arrays))
+            entries.append((member, arrays))
             row += shapes[0][0]
         return entries
 
@@ -517,7 +496,7 @@ class Engine:
         lane: Lane,
         job: InFlight,
         group: list[Entry],
-        types: Sequence[str],
+        staged: bool,
         error: GePluginError,
         budget: list[int],
     ) -> None:
@@ -528,7 +507,7 @@ class Engine:
         shared."""
         half = len(group) // 2
         for part in (group[:half], group[half:]):
-            failed = self._rerun(lane, job, part, types, error, budget)
+            failed = self._rerun(lane, job, part, staged, error, budget)
             if failed is None:
                 continue
             # not searched further: one request, no lane left, or (``error`` itself) the budget is spent
@@ -537,14 +516,14 @@ class Engine:
                 if len(part) == 1 and failed is not error:
                     budget[0] += budget[1]
             else:
-                self._bisect(lane, job, part, types, failed, budget)
+                self._bisect(lane, job, part, staged, failed, budget)
 
     def _rerun(
         self,
         lane: Lane,
         job: InFlight,
         group: list[Entry],
-        types: Sequence[str],
+        staged: bool,
         error: GePluginError,
         budget: list[int],
     ) -> GePluginError | None:
@@ -556,26 +535,29 @@ class Engine:
         if budget[0] <= 0:
             return error
         budget[0] -= 1
-        with self._lock:
+        with self._mutex:
             self.stats.isolation_executes += 1
-        need = self._need(group[0][1])
-        for _, arrays in group[1:]:
-            need = self._merge(need, self._need(arrays))
-        part = self._job(group, need, job.wanted, job.put, job.views, job.keep_views, types)
+        members = [m for m, _ in group]
+        wanted = job.chunk.wanted
+        if wanted is not None:
+            wanted = [wanted[m] for m in members]
         try:
-            self._start(lane, part)
-            self._complete(lane, part)
+            part = self.planner.chunk(members, [arrays for _, arrays in group], wanted, staged=staged)
+            rerun = InFlight(part, job.deliver, job.views, job.keep_views)
+            self._start(lane, rerun)
+            self._complete(lane, rerun)
         except (GePluginError, ValueError) as exc:
             self._rebuild(lane)
             return as_error(exc)
         return None
 
-    def _fail_all(self, job: InFlight, error: GePluginError, indices: Sequence[int] | None = None) -> None:
-        indices = job.indices if indices is None else indices
-        with self._lock:
-            self.stats.device_errors += len(indices)
-        for index in indices:
-            job.put(index, error)
+    def _fail_all(self, job: InFlight, error: GePluginError, members: Sequence[int] | None = None) -> None:
+        """``error`` to the requests at these places of the job's chunk (all of them by default)."""
+        members = range(len(job.chunk.indices)) if members is None else members
+        with self._mutex:
+            self.stats.device_errors += len(members)
+        for member in members:
+            job.deliver(member, error)
 
     # -- recovery ------------------------------------------------------------------------------------
 
@@ -585,7 +567,7 @@ class Engine:
             lane.close()
         except GePluginError as exc:
             log.warning("model %s: closing the failed lane: %s", self.config.name, exc)
-        with self._lock:
+        with self._mutex:
             self._reopen(lane)
 
     def _reopen(self, lane: Lane) -> None:

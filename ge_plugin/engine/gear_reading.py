@@ -10,8 +10,6 @@ the lane refuses it when it loads it, ``shape_range.refusal``.)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import attrs
 
 from ge_plugin import device
@@ -28,16 +26,15 @@ class GearSetting:
     input_dims: tuple[tuple[int, ...], ...]
 
 
-def read_gear_table(lane: Lane, where: str, exact: Sequence[bool] = ()) -> GearTable:
-    """Every gear of the lane's OM, its output dims read with the gear selected. ``exact`` marks the flat
-    dims (as ``Gear.flat``) a request must match exactly (``GearTable``)."""
+def read_gear_table(lane: Lane, where: str) -> GearTable:
+    """Every gear of the lane's OM, its output dims read with the gear selected."""
     model = lane.loaded_model
     gears = []
     for index, gear in enumerate(gear_settings(model, where)):
         lane.select(Gear(index, gear.input_dims, (), gear.setting, gear.label))
         out_dims = tuple(model.cur_output_dims(info.index) for info in model.outputs)
         gears.append(Gear(index, gear.input_dims, out_dims, gear.setting, gear.label))
-    return GearTable(gears, mode=model.mode, exact=exact)
+    return GearTable(gears, mode=model.mode)
 
 
 def gear_settings(model: device.OmModel, where: str) -> list[GearSetting]:

@@ -1,10 +1,11 @@
-"""Gear choice: which compiled shape of the OM runs a batch, and at what padding cost.
+"""An OM's gears: the compiled shapes a batch can run on, and what each costs.
 
 An OM compiled with gears is a set of static graphs. A batch of requests runs on the cheapest gear that
 covers it: at least as many rows as the batch and, for each dim a gear sets, at least the longest request —
 or exactly the request's length where padding would change the answer (an image, a sequence the model does
-not mask): those dims are ``exact``. Cost is the number of input elements the gear computes on (padding
-included), which is what the device pays for.
+not mask). That choice is made per execute by the fast path (``fastpath.Planner``), from these gears in this
+order. Cost is the number of input elements the gear computes on (padding included), which is what the
+device pays for.
 """
 
 from __future__ import annotations
@@ -44,19 +45,14 @@ class Gear:
         """The batch (dim 0) this gear runs."""
         return self.input_dims[0][0] if self.input_dims and self.input_dims[0] else 1
 
-    def covers(self, need: Sequence[int]) -> bool:
-        """``need`` is flat like ``flat``: the minimum length of every dim of every input."""
-        return all(g >= n for g, n in zip(self.flat, need))
-
 
 class GearTable:
     """All gears of one model, cheapest first, with the limits request validation needs.
 
-    ``mode`` is the OM's (``OmModel.mode``); ``exact`` marks, per flat dim (as ``Gear.flat``), the dims where a
-    gear must equal the need rather than hold it (a need of -1 there matches no gear: two requests that
-    disagree on an exact dim cannot share an execute)."""
+    ``mode`` is the OM's (``OmModel.mode``). Which gear runs a batch is the fast path's choice
+    (``fastpath.Planner``, built from these gears in this order): the first that covers it."""
 
-    def __init__(self, gears: Sequence[Gear], *, mode: str = "static", exact: Sequence[bool] = ()):
+    def __init__(self, gears: Sequence[Gear], *, mode: str = "static"):
         if not gears:
             raise ValueError("a model has at least one gear")
         self.mode = mode
@@ -70,27 +66,6 @@ class GearTable:
             for i, dims in enumerate(self.gears[0].input_dims)
         )
         self.max_rows = max(g.rows for g in self.gears)
-        width = len(self.gears[0].flat)
-        if exact and len(exact) != width:
-            raise ValueError(f"exact lists {len(exact)} dims; the gears have {width}")
-        #: the flat positions of the exact dims (none: every dim only needs to be held)
-        self.exact_at: tuple[int, ...] = tuple(k for k, e in enumerate(exact) if e)
-        self._cache: dict[tuple[int, ...], Gear | None] = {}
 
     def __len__(self) -> int:
         return len(self.gears)
-
-    def choose(self, need: Sequence[int]) -> Gear | None:
-        """The cheapest gear covering ``need`` (flat, as ``Gear.flat``), or None if none does."""
-        key = tuple(need)
-        try:
-            return self._cache[key]
-        except KeyError:
-            pass
-        exact = self.exact_at
-        found = next(
-            (g for g in self.gears if g.covers(key) and all(g.flat[k] == key[k] for k in exact)), None
-        )
-        if len(self._cache) < 4096:
-            self._cache[key] = found
-        return found

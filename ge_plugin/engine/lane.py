@@ -15,6 +15,7 @@ import attrs
 import numpy as np
 
 from ge_plugin import device, dtypes
+from ge_plugin import fastpath as fp
 from ge_plugin.engine import shape_range
 from ge_plugin.engine.gears import Gear
 from ge_plugin.engine.stats import BusyClock
@@ -26,32 +27,38 @@ Put = Callable[[int, object], None]
 
 @attrs.define
 class InFlight:
-    """What a lane is running: the requests of one execute and how to answer them when it completes."""
+    """What a lane is running: one chunk of requests (``fp.Chunk``: which requests, on which gear, what the
+    launch copies) and how to answer them when it completes."""
 
-    #: request indices, in the order their rows sit in the gear
-    indices: list[int]
-    #: per request, the shape of each input in the OM's order (outputs are trimmed by them)
-    shapes: list[tuple[tuple[int, ...], ...]]
-    #: per request, its arrays in the OM's input order; dropped once gathered when they may not be read
-    #: after the call that brought them returns (Triton frees a request's inputs then)
-    arrays: list[Sequence[np.ndarray]] | None
-    #: the types of ``arrays``: the config's, or the OM's for arrays taken back out of the staging
-    types: Sequence[str]
-    #: the flat minimum dims of the whole chunk (as ``Gear.flat``)
-    need: tuple[int, ...]
-    gear: Gear
-    #: config output positions copied back
-    out_sel: list[int]
-    #: per request index, the config output positions it asked for (None: all, for every request)
-    wanted: list[list[int]] | None
+    chunk: fp.Chunk
+    #: ``put(index, outcome)`` for the chunk's requests (``chunk.indices``)
     put: Put
     #: outputs may be views of the lane's staging (valid until the lane runs again or closes)
     views: bool
     #: the caller keeps those views after ``put`` (execute() returns them), so the lane copies them before
     #: it runs again; False when ``put`` copies (a Triton response sender)
     keep_views: bool
+    #: submitted: finished by the completion thread rather than by the call that started it
+    queued: bool = False
+    #: per request of the chunk, its (put, index), once requests of later submits joined it (``absorb``)
+    targets: list[tuple[Put, int]] | None = None
     #: perf_counter() at launch
     started: float = 0.0
+
+    def deliver(self, member: int, outcome: object) -> None:
+        """The outcome of the chunk's request at place ``member``."""
+        if self.targets is None:
+            self.put(self.chunk.indices[member], outcome)
+        else:
+            put, index = self.targets[member]
+            put(index, outcome)
+
+    def absorb(self, merged: fp.Chunk, other: InFlight) -> None:
+        """Run ``merged`` (this job's chunk with ``other``'s requests after its own) and answer both."""
+        if self.targets is None:
+            self.targets = [(self.put, index) for index in self.chunk.indices]
+        self.targets += [(other.put, index) for index in other.chunk.indices]
+        self.chunk = merged
 
 
 def staged_view(buffer: device.PinnedBuffer, dims: Sequence[int], type_name: str) -> np.ndarray:
@@ -72,8 +79,8 @@ class Lane:
         self._on_device = False
         #: what is in flight on this lane: the engine's business, kept across a rebuild (close + open)
         self.pending: InFlight | None = None
-        #: outputs handed out as views of out_host: (the request's outputs, name), copied before reuse
-        self.lent: list[tuple[dict, str]] = []
+        #: requests' outputs holding views of out_host that the caller keeps: copied before reuse
+        self.lent: list[dict] = []
         self._reset_fields()
         try:
             self._open(om_path)
@@ -89,12 +96,12 @@ class Lane:
         self.in_host: list[device.PinnedBuffer] = []
         self.out_dev: list[device.DeviceBuffer] = []
         self.out_host: list[device.PinnedBuffer] = []
+        #: the staging as the fast path reads and writes it: each pinned buffer's bytes, in OM order
+        self.in_arrays: list[np.ndarray] = []
+        self.out_arrays: list[np.ndarray] = []
         self.mbatch: device.DeviceBuffer | None = None
         self.inputs: device.Dataset | None = None
         self.outputs: device.Dataset | None = None
-        #: typed, gear-shaped views of out_host, by (output index, gear index): made once, dropped with
-        #: the staging they show (engine/outputs.py)
-        self.out_views: dict[tuple[int, int], np.ndarray] = {}
         #: False while closed: from close() until open() succeeds nothing may run on the lane
         self.usable = False
 
@@ -110,6 +117,8 @@ class Lane:
         for info in model.outputs:
             self.out_dev.append(device.DeviceBuffer(info.size))
             self.out_host.append(device.PinnedBuffer(info.size))
+        self.in_arrays = [host.array for host in self.in_host]
+        self.out_arrays = [host.array for host in self.out_host]
         slots: list[tuple[int, int]] = [(0, 0)] * model.num_inputs
         for info, buf in zip(model.inputs, self.in_dev):
             slots[info.index] = (buf.ptr, buf.size)
@@ -183,8 +192,10 @@ class Lane:
     def reclaim(self) -> None:
         """Turn every output still lent out as a view of this lane's staging into a copy of its own, before
         the staging is written again or freed."""
-        for outputs, name in self.lent:
-            outputs[name] = outputs[name].copy()
+        for outputs in self.lent:
+            for name, array in outputs.items():
+                if not array.flags.owndata:  # a view of the staging (a copy made by scatter owns its data)
+                    outputs[name] = array.copy()
         self.lent.clear()
 
     def close(self) -> None:
@@ -203,7 +214,7 @@ class Lane:
         self._off_device()
         if self.lent:
             step(self.reclaim)
-        self.out_views = {}  # no view may outlive the pinned memory it shows
+        self.in_arrays, self.out_arrays = [], []  # no view may outlive the pinned memory it shows
         for ds in (self.inputs, self.outputs):
             if ds is not None:
                 step(ds.close)

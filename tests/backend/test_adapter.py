@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import shutil
 
 import numpy as np
 import pytest
@@ -79,17 +81,52 @@ def test_adapter_publishes_metrics_off_the_request_path(pb_utils, identity_repo,
     assert sent.count("ge_executes_total") == 1
 
 
-def test_adapter_returns_only_the_requested_outputs(pb_utils, identity_repo, args_for):
+def test_adapter_returns_only_the_requested_outputs(pb_utils, oms, tmp_path):
+    version = tmp_path / "two" / "1"
+    version.mkdir(parents=True)
+    shutil.copyfile(oms["two_outputs"], version / "two.om")
+    config = {
+        "name": "two",
+        "backend": "ge",
+        "max_batch_size": 4,
+        "input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [4]}],
+        "output": [
+            {"name": "doubled", "data_type": "TYPE_FP32", "dims": [4]},
+            {"name": "summed", "data_type": "TYPE_FP32", "dims": [1]},
+        ],
+        "parameters": {"om_model_path": {"string_value": "two.om"}},
+    }
+    args = {
+        "model_config": json.dumps(config),
+        "model_instance_name": "npu0_0",
+        "model_repository": str(tmp_path / "two"),
+        "model_version": "1",
+        "model_name": "two",
+    }
     model = load_model(pb_utils)
-    model.initialize(args_for(identity_repo))
+    model.initialize(args)
+    x = np.ones((1, 4), np.float32)
     responses = model.execute(
         [
-            pb_utils.InferenceRequest({"INPUT0": np.ones((1, 16), np.float32)}, requested={"OUTPUT0"}),
-            pb_utils.InferenceRequest({"INPUT0": np.ones((1, 16), np.float32)}, requested=set()),
+            pb_utils.InferenceRequest({"x": x}, requested={"summed"}),
+            pb_utils.InferenceRequest({"x": x}, requested={"doubled", "summed"}),
         ]
     )
-    assert [t.name() for t in responses[0].output_tensors()] == ["OUTPUT0"]
-    assert responses[1].output_tensors() == []
+    assert [t.name() for t in responses[0].output_tensors()] == ["summed"]
+    assert [t.name() for t in responses[1].output_tensors()] == ["doubled", "summed"]
+    model.finalize()
+
+
+def test_adapter_with_one_output_reads_no_requested_names(pb_utils, identity_repo, args_for):
+    # every request of a one-output model asks for that output (Triton fills in all outputs when a client
+    # names none): reading the names would be per-request work for nothing
+    model = load_model(pb_utils)
+    model.initialize(args_for(identity_repo))
+    request = pb_utils.InferenceRequest({"INPUT0": np.ones((1, 16), np.float32)}, requested={"OUTPUT0"})
+    asked = []
+    request.requested_output_names = lambda: asked.append(1) or {"OUTPUT0"}
+    (response,) = model.execute([request])
+    assert [t.name() for t in response.output_tensors()] == ["OUTPUT0"] and asked == []
     model.finalize()
 
 
@@ -156,3 +193,51 @@ def test_adapter_publishes_npu_busy_time_and_memory_on_the_timer(pb_utils, ident
     used, total = metrics["ge_device_memory_used_bytes"].value, metrics["ge_device_memory_total_bytes"].value
     assert model.engine.stats.device_bytes <= used < total
     model.finalize()
+
+
+def test_adapter_times_nothing_unless_asked_at_initialize(pb_utils, identity_repo, args_for, monkeypatch):
+    monkeypatch.delenv("GE_PLUGIN_STUB_TIMING", raising=False)
+    model = load_model(pb_utils)
+    model.initialize(args_for(identity_repo))
+    assert model.timer is None and "execute" not in vars(model)  # the plain execute, nothing per request
+    model.finalize()
+
+
+def test_adapter_timing_hook_records_each_phase_and_writes_them_at_finalize(
+    pb_utils, identity_repo, args_for, monkeypatch, tmp_path
+):
+    from ge_plugin.backend import timing
+
+    monkeypatch.setenv("GE_PLUGIN_STUB_TIMING", str(tmp_path / "timing"))
+    model = load_model(pb_utils)
+    model.initialize(args_for(identity_repo))
+    monkeypatch.delenv("GE_PLUGIN_STUB_TIMING")  # read once, at initialize
+    for rows in (1, 2):
+        requests = [pb_utils.InferenceRequest({"INPUT0": np.ones((1, 16), np.float32)}) for _ in range(rows)]
+        responses = model.execute(requests)
+        assert [len(r.output_tensors()) for r in responses] == [1] * rows
+    model.finalize()
+    (found,) = timing.read(tmp_path / "timing")
+    assert (found["model"], found["instance"]) == ("identity", "npu0_0")
+    samples = found["samples"]
+    assert [s["requests"] for s in samples] == [1, 2]
+    for s in samples:
+        assert s["read_us"] > 0 and s["respond_us"] > 0
+        assert 0 < s["stream_us"] < s["work_us"]  # the engine's time on the stream is part of its call
+
+
+def test_adapter_timing_hook_with_two_streams_times_the_submit_and_no_responding(
+    pb_utils, identity_repo, args_for, monkeypatch, tmp_path
+):
+    from ge_plugin.backend import timing
+
+    monkeypatch.setenv("GE_PLUGIN_STUB_TIMING", str(tmp_path / "timing"))
+    model = load_model(pb_utils)
+    model.initialize(args_for(identity_repo, streams_per_instance="2"))
+    request = pb_utils.InferenceRequest({"INPUT0": np.ones((1, 16), np.float32)})
+    assert model.execute([request]) is None  # answered by the response sender
+    model.engine.wait_idle()
+    assert len(request.sender.sent) == 1
+    model.finalize()
+    ((sample,),) = [found["samples"] for found in timing.read(tmp_path / "timing")]
+    assert sample["work_us"] > 0 and math.isnan(sample["respond_us"]) and math.isnan(sample["stream_us"])

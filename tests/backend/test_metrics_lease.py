@@ -45,12 +45,12 @@ def test_publisher_waits_for_its_predecessor_and_then_publishes_everything(pb_ut
     stats = EngineStats()
     publisher = MetricsPublisher(pb_utils, stats, LABELS, 10, lease=LabelLease(LABELS, server="s"))
     try:
-        stats.rows = 5
+        stats.request_errors = 5
         time.sleep(0.2)
         assert not publisher.publishing
         assert pb_utils.MetricFamily.calls == []  # not one family while the predecessor holds the labels
         predecessor.release()
-        assert wait_until(lambda: ("increment", "ge_rows_total") in pb_utils.MetricFamily.calls)
+        assert wait_until(lambda: ("increment", "ge_request_errors_total") in pb_utils.MetricFamily.calls)
         assert publisher.publishing
     finally:
         publisher.close()

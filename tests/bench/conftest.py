@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ge_plugin.bench.ratios import evaluate
-from ge_plugin.bench.records import Allocations, DirectRow, Measurement, PerfRow, Result, Window
+from ge_plugin.bench.records import Allocations, DirectRow, Measurement, Pass, PerfRow, Result, Window
 from ge_plugin.bench.repository import build_repository, models
 
 
@@ -34,6 +34,12 @@ def _perf_row(concurrency: int, throughput: float, p50_us: float, **changes) -> 
     return PerfRow(**values)
 
 
+def _windows(throughput: float, p50_us: float, spread: float = 0.02, n: int = 4) -> tuple[Pass, ...]:
+    """n windows around a point's figures, ``spread`` apart (relative): what its intervals come from."""
+    steps = [(k - (n - 1) / 2) * spread for k in range(n)]
+    return tuple(Pass(throughput * (1 - step), p50_us * (1 + step)) for step in steps)
+
+
 def _make_result(**changes) -> Result:
     """A plausible full run: both phases' points, direct rows and allocation counts."""
     triton = []
@@ -45,15 +51,17 @@ def _make_result(**changes) -> Result:
         "replica_ge_llama": (12.5, 79_600),
         "replica_py_logits": (12.7, 79_000),
         "replica_ge_llama_1x1": (12.4, 79_700),
-        "replica_ge_llama_1x2": (12.6, 79_500),
+        "replica_ge_llama_2x1": (12.6, 79_500),
         "replica_naive_llama": (12.3, 80_000),
     }
     for name, (throughput, p50) in speeds.items():
         for c in (1, 8, 16):
+            rate, latency = throughput * (1 + c / 8), p50 * (1 + (c - 1) / 4)
             triton.append(
                 Measurement(
                     model=name,
-                    row=_perf_row(c, throughput * (1 + c / 8), p50 * (1 + (c - 1) / 4)),
+                    row=_perf_row(c, rate, latency),
+                    windows=_windows(rate, latency),
                     stable=c != 16,
                     server=Window(
                         rows_per_execute=1.0 + c / 4,
@@ -72,6 +80,7 @@ def _make_result(**changes) -> Result:
                 Measurement(
                     model=name,
                     row=_perf_row(1, 1e6 / p50 * batch, p50),
+                    windows=_windows(1e6 / p50 * batch, p50),
                     stable=True,
                     batch=batch,
                     server=Window(
@@ -80,11 +89,14 @@ def _make_result(**changes) -> Result:
                 )
             )
     direct = [
-        DirectRow("ge_identity", 1, 300, 5000.0, 0.2, 0.4, 0.15),
-        DirectRow("ge_llama", 1, 300, 3000.0, 0.33, 0.6, 0.3),
-        DirectRow("replica_ge_llama", 1, 20, 12.6, 79.3, 79.9, 79.2),
-        DirectRow("replica_ge_llama", 4, 20, 27.5, 145.5, 146.0, 145.4),
-        DirectRow("replica_ge_llama", 8, 20, 36.2, 221.0, 222.0, 220.9),
+        DirectRow(model, batch, n, rate, p50, p99, stream, windows=_windows(rate, p50 * 1e3, 0.002))
+        for model, batch, n, rate, p50, p99, stream in (
+            ("ge_identity", 1, 300, 5000.0, 0.2, 0.4, 0.15),
+            ("ge_llama", 1, 300, 3000.0, 0.33, 0.6, 0.3),
+            ("replica_ge_llama", 1, 20, 12.6, 79.3, 79.9, 79.2),
+            ("replica_ge_llama", 4, 20, 27.5, 145.5, 146.0, 145.4),
+            ("replica_ge_llama", 8, 20, 36.2, 221.0, 222.0, 220.9),
+        )
     ]
     allocations = [
         Allocations("replica_ge_llama", "direct", 1, 2000, 5, 5),
@@ -131,6 +143,12 @@ def _make_result(**changes) -> Result:
     )
     base.update(changes)
     return Result(**base)
+
+
+@pytest.fixture
+def windows():
+    """windows(throughput, p50_us, spread=0.02, n=4) -> tuple of Pass around those figures"""
+    return _windows
 
 
 @pytest.fixture

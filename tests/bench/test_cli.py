@@ -20,7 +20,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
 
 def test_options_default_to_the_issues_sweep():
     options = BenchOptions()
-    assert options.concurrencies == (1, 4, 8, 16) and options.seq == 16
+    assert options.concurrencies == (1, 8, 16) and options.seq == 16
     assert 16 in options.replica_concurrencies
     assert [m.name for m in options.selected()] == [
         "ge_identity",
@@ -30,7 +30,7 @@ def test_options_default_to_the_issues_sweep():
         "replica_ge_llama",
         "replica_py_logits",
         "replica_ge_llama_1x1",
-        "replica_ge_llama_1x2",
+        "replica_ge_llama_2x1",
         "replica_naive_llama",
     ]
     options.check()
@@ -46,7 +46,7 @@ def test_plan_measures_every_target_and_puts_compared_points_side_by_side():
         Point("replica_ge_llama", 1, 16),
         Point("replica_naive_llama", 1, 16),
         Point("replica_ge_llama_1x1", 1, 16),
-        Point("replica_ge_llama_1x2", 1, 16),
+        Point("replica_ge_llama_2x1", 1, 16),
     ):
         assert needed in points, needed
     # a ratio's two sides are measured one right after the other
@@ -62,6 +62,19 @@ def test_plan_measures_every_target_and_puts_compared_points_side_by_side():
     # the host phase first, then the replica
     phases = ["replica" if p.model.startswith("replica_") else "host" for p in points]
     assert phases == sorted(phases)
+
+
+def test_plan_measures_the_pairs_of_the_targets_near_their_thresholds_twice_alternating():
+    points = plan(BenchOptions())
+    twice = [
+        (Point("ge_llama", 1, 1), Point("py_logits", 1, 1)),  # P7
+        *((Point("replica_ge_llama", b, 1), Point("replica_py_logits", b, 1)) for b in (1, 4, 8)),  # P4a, P4c
+        (Point("replica_ge_llama", 1, 16), Point("replica_naive_llama", 1, 16)),  # P5
+    ]
+    for ge, floor in twice:
+        k = points.index(ge)
+        assert points[k : k + 4] == [ge, floor, attrs.evolve(ge, again=True), attrs.evolve(floor, again=True)]
+    assert sum(p.again for p in points) == 2 * len(twice)
 
 
 def test_quick_options_measure_every_model_once_briefly():

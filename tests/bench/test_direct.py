@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ge_plugin.bench import direct
-from ge_plugin.bench.records import Allocations, DirectRow
+from ge_plugin.bench.records import Allocations, DirectRow, Pass
 from ge_plugin.errors import BenchError
 
 
@@ -17,6 +17,15 @@ def test_summarize_gives_percentiles_and_rows_per_second():
     assert row.p50_ms == pytest.approx(1.0)
     assert 1.0 < row.p99_ms <= 20.0
     assert row.throughput == pytest.approx(8 * 100 / sum(latencies))
+
+
+def test_summarize_cuts_the_calls_into_windows_for_the_intervals():
+    latencies = [0.010] * 20 + [0.020] * 20
+    row = direct.summarize("m", 2, latencies)
+    assert len(row.windows) == 8  # at most 8 stretches of at least 5 calls
+    assert row.windows[0] == Pass(throughput=200.0, p50_us=10_000.0)  # 2 rows per 10 ms
+    assert row.windows[-1] == Pass(throughput=100.0, p50_us=20_000.0)
+    assert direct.summarize("m", 1, [0.01] * 9).windows == ()  # too few calls for two windows
 
 
 def test_host_us_is_the_call_less_its_stream_time():

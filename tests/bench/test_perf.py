@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from ge_plugin.bench import perf
+from ge_plugin.bench.records import Pass
 from ge_plugin.bench.repository import models
 from ge_plugin.errors import BenchError
 
@@ -82,6 +84,7 @@ def test_command_measures_one_concurrency_over_grpc_with_the_input_data():
         "--max-trials=6",
         "-f out.csv",
         "--shape=input_ids:32",
+        "-v --percentile=50",  # every window's p50 and throughput, for the intervals
     ):
         assert part in joined
 
@@ -102,6 +105,26 @@ def test_command_without_stability_check_accepts_any_three_windows():
     assert not any(part.startswith("--shape") for part in cmd)  # INPUT0's dims are fixed by the config
 
 
+#: perf_analyzer 2.51's verbose output of a run whose stability check failed (trimmed)
+VERBOSE = """\
+  Stabilizing using p50latency and throughput
+  Measurement window: 300 msec
+  Pass [1] throughput: 2756.27 infer/sec. p50 latency: 307 usec
+  Pass [2] throughput: 4494.51 infer/sec. p50 latency: 206 usec
+  Pass [3] throughput: 4367.25 infer/sec. p50 latency: 213 usec
+Failed to obtain stable measurement within 3 measurement windows for concurrency 1.
+"""
+
+
+def test_parse_passes_reads_every_window_even_of_a_run_that_failed_its_stability_check():
+    assert perf.parse_passes(VERBOSE) == [
+        Pass(2756.27, 307.0),
+        Pass(4494.51, 206.0),
+        Pass(4367.25, 213.0),
+    ]
+    assert perf.parse_passes("no windows here") == []
+
+
 def test_environment_puts_libcudart_on_the_library_path():
     env = perf.environment({"LD_LIBRARY_PATH": "/already/there"})
     first, rest = env["LD_LIBRARY_PATH"].split(":", 1)
@@ -111,3 +134,35 @@ def test_environment_puts_libcudart_on_the_library_path():
 
 def test_version_comes_from_the_binary():
     assert perf.version().startswith("2.51")
+
+
+def test_measure_gives_a_run_with_an_empty_window_one_more_try_with_longer_windows(monkeypatch, tmp_path):
+    # a stall of the host longer than a short window leaves one with no request: perf_analyzer gives up
+    calls: list[list[str]] = []
+
+    def fake_run(cmd: list[str], *, timeout: float) -> subprocess.CompletedProcess:
+        calls.append(cmd)
+        csv_path = Path(cmd[cmd.index("-f") + 1])
+        if len(calls) == 1:
+            return subprocess.CompletedProcess(
+                cmd, 1, VERBOSE.replace("Failed to obtain", perf.EMPTY_WINDOW), ""
+            )
+        csv_path.write_text(HEADER + "\n1,100,1,2,3,4,5,6,7,800,900,950,990\n")
+        return subprocess.CompletedProcess(cmd, 0, VERBOSE, "")
+
+    monkeypatch.setattr(perf, "_run", fake_run)
+    identity = models(16)[0]
+    measured = perf.measure(
+        identity,
+        url="u",
+        concurrency=1,
+        settings=perf.PerfSettings(300, 20, 3),
+        input_data=Path("i"),
+        work=tmp_path,
+    )
+    assert [c[c.index("-f") - 3] for c in calls] == [
+        "--measurement-interval=300",
+        "--measurement-interval=600",
+    ]
+    assert measured.stable and measured.row.p50_us == 800
+    assert len(measured.windows) == 6 and len(measured.spans) == 2  # both runs' windows are the point's

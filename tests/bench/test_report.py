@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 
+import attrs
 import pytest
 
 from ge_plugin.bench import report
+from ge_plugin.bench.records import StubPhases
 from ge_plugin.errors import BenchError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -32,17 +34,32 @@ def test_json_keys_are_stable(result):
         "allocations",
         "targets",
         "seed",
+        "inside_stub",
         "notes",
         "files",
     ]
-    assert data["schema"] == "ge-plugin-bench/2" and data["label"] == LABEL
+    assert data["schema"] == "ge-plugin-bench/3" and data["label"] == LABEL
     target = data["targets"][0]
-    assert set(target) >= {"id", "what", "op", "threshold", "unit", "value", "passed", "verdict", "detail"}
+    assert set(target) >= {
+        "id",
+        "what",
+        "op",
+        "threshold",
+        "unit",
+        "value",
+        "low",
+        "high",
+        "passed",
+        "verdict",
+        "detail",
+    }
     assert [t["id"] for t in data["targets"]] == ["P3a", "P3b", "P4a", "P4b", "P4c", "P5", "P6", "P7"]
     assert {"batch", "rows_per_execute", "engine_ms_per_execute", "p50_us", "p99_us", "stable"} <= set(
         data["triton"][0]
     )
-    assert {"stream_ms", "host_us"} <= set(data["direct"][0])
+    assert {"windows", "spans", "stub"} <= set(data["triton"][0])
+    assert data["triton"][0]["windows"][0].keys() == {"throughput", "p50_us"}
+    assert {"stream_ms", "host_us", "windows"} <= set(data["direct"][0])
     assert data["allocations"][2]["per_request"] == 4
 
 
@@ -106,7 +123,7 @@ def test_markdown_prints_the_seeds_rows_next_to_ours(result):
 def test_markdown_compares_instances_and_streams(result):
     text = report.markdown(result)
     assert "| instances × streams | c=1 | c=8 | c=16 |" in text
-    for layout in ("1 × 1", "1 × 2", "2 × 1"):
+    for layout in ("1 × 1", "2 × 1", "1 × 2 (as served)"):
         assert f"| {layout} | " in text
 
 
@@ -117,10 +134,47 @@ def test_device_bound_is_rows_over_the_seeds_time_of_the_gears_they_ran_on():
     assert report.device_bound(None) is None and report.device_bound({"9": 1}) is None
 
 
+def test_device_bound_from_the_backends_executes_by_gear():
+    # 2 executes on gear 8 (220 ms each) and one on gear 4 (145 ms), 6 rows each on average: 18 rows in 585 ms
+    assert report.device_bound_gears({"8x16": 2, "4x16": 1}, 6.0) == pytest.approx(18 / 0.585)
+    assert (
+        report.device_bound_gears({"2x16": 1}, 1.0) is None and report.device_bound_gears(None, 1.0) is None
+    )
+
+
 def test_markdown_gives_host_time_per_execute(result):
     lines = [line for line in report.markdown(result).splitlines() if line.startswith("| ge_identity | 1 | ")]
     # direct: 200 µs call, 150 µs stream, 50 µs host; served: 200 µs compute infer, 250 µs stream (p50 / 2)
-    assert lines[0].startswith("| ge_identity | 1 | 200 | 150 | 50 | 200 | 250 | -50 | py_identity | 200 |")
+    # served: compute infer (200) ends before the stream (250): answered off execute, no host time to read
+    assert lines[0].startswith("| ge_identity | 1 | 200 | 150 | 50 | 200 | 250 | – | py_identity | 200 |")
+
+
+def test_markdown_gives_every_target_its_interval_and_verdict(result):
+    text = report.markdown(result)
+    assert "| id | what | target | measured | 95 % interval | from | verdict |" in text
+    (p5,) = [line for line in text.splitlines() if line.startswith("| P5 |")]
+    target = next(t for t in result.targets if t.id == "P5")
+    assert f"| {target.show_interval()} |" in p5 and p5.endswith(f"| {target.verdict()} |")
+
+
+def test_markdown_shows_inside_the_stub_next_to_the_floor(make_result, result):
+    stubbed = [
+        attrs.evolve(
+            m, stub=StubPhases(100, 1.0, 6.5, 200.0, 19.0, 150.0 if m.model == "ge_identity" else None)
+        )
+        if m.row.concurrency == 1 and m.model in ("ge_identity", "py_identity")
+        else m
+        for m in result.triton
+    ]
+    text = report.markdown(make_result(triton=tuple(stubbed)))
+    assert "## Inside the stub" in text
+    (line,) = [line for line in text.splitlines() if line.startswith("| ge_identity | py_identity | 1 |")]
+    assert (
+        line
+        == "| ge_identity | py_identity | 1 | 6.5 | 6.5 | 19.0 | 19.0 | 200.0 | 150.0 | 200.0 | 100 / 100 |"
+    )
+    assert "## Inside the stub" not in report.markdown(result)  # no timers, no section
+    assert report.from_json(report.to_json(make_result(triton=tuple(stubbed)))).triton == tuple(stubbed)
 
 
 def test_markdown_lists_notes(make_result):

@@ -30,7 +30,7 @@ def test_build_repository_writes_every_model_with_its_om(bench_repo):
     assert sorted(p.name for p in bench_repo.root.iterdir()) == sorted(m.name for m in models(16))
     assert (bench_repo.version_dir("ge_identity") / "identity.om").is_file()
     llama = (bench_repo.version_dir("ge_llama") / "llama.om").read_bytes()
-    for name in ("replica_ge_llama", "replica_ge_llama_1x1", "replica_ge_llama_1x2", "replica_naive_llama"):
+    for name in ("replica_ge_llama", "replica_ge_llama_1x1", "replica_ge_llama_2x1", "replica_naive_llama"):
         assert (bench_repo.version_dir(name) / "llama.om").read_bytes() == llama
     for floor in ("py_logits", "replica_py_logits"):
         assert not (bench_repo.version_dir(floor) / "llama.om").exists()
@@ -62,7 +62,7 @@ def test_replica_models_take_the_seeds_direct_times_on_every_gear(bench_repo):
     for name in (
         "replica_ge_llama",
         "replica_ge_llama_1x1",
-        "replica_ge_llama_1x2",
+        "replica_ge_llama_2x1",
         "replica_naive_llama",
         "replica_py_logits",  # reads the same table to wait as long
     ):
@@ -75,7 +75,7 @@ def test_replica_models_take_the_seeds_direct_times_on_every_gear(bench_repo):
 
 @pytest.mark.parametrize(
     ("name", "instances", "streams"),
-    [("replica_ge_llama", 2, 1), ("replica_ge_llama_1x1", 1, 1), ("replica_ge_llama_1x2", 1, 2)],
+    [("replica_ge_llama", 1, 2), ("replica_ge_llama_1x1", 1, 1), ("replica_ge_llama_2x1", 2, 1)],
 )
 def test_replica_layouts_differ_only_in_instances_and_streams(bench_repo, name, instances, streams):
     config = read_config_pbtxt(bench_repo.config(name))
@@ -91,8 +91,9 @@ def test_replica_layouts_differ_only_in_instances_and_streams(bench_repo, name, 
     [
         ("py_identity", "ge_identity"),
         ("py_logits", "ge_llama"),
-        ("replica_py_logits", "replica_ge_llama"),
-        ("replica_naive_llama", "replica_ge_llama"),
+        # two stubs, each with the device in turn: as many loads of the model as the served layout's lanes
+        ("replica_py_logits", "replica_ge_llama_2x1"),
+        ("replica_naive_llama", "replica_ge_llama_2x1"),
     ],
 )
 def test_python_twin_differs_from_its_ge_model_only_in_backend(bench_repo, twin, source):

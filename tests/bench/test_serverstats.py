@@ -17,6 +17,9 @@ ge_execute_duration_us_sum{instance="npu0_0",model="ge_llama",version="1"} 3000
 ge_execute_duration_us_sum{instance="npu0_1",model="ge_llama",version="1"} 1000.5
 ge_execute_duration_us_sum{instance="npu0_0",model="ge_identity",version="1"} 77
 ge_execute_duration_us_count{instance="npu0_0",model="ge_llama",version="1"} 4
+ge_executes_total{gear="8x16",instance="npu0_0",model="ge_llama",version="1"} 3
+ge_executes_total{gear="8x16",instance="npu0_1",model="ge_llama",version="1"} 2
+ge_executes_total{gear="1x16",instance="npu0_0",model="ge_llama",version="1"} 1
 nv_inference_count{model="ge_llama",version="1"} 123
 """
 
@@ -43,6 +46,16 @@ def test_counters_add_every_instance_and_version_of_one_model():
     counters = serverstats.counters(STATISTICS, Metrics.parse(METRICS), "ge_llama")
     assert (counters.engine_us, counters.engine_executes) == (4000.5, 4)
     assert (counters.inferences, counters.executions, counters.batches) == (42, 14, {1: 4, 4: 8})
+    assert counters.gears == {"8x16": 5, "1x16": 1}
+
+
+def test_window_counts_the_devices_executes_apart_from_tritons():
+    # a batch held open took the requests of several execute calls: 6 execute calls, 2 device executes
+    before = Counters(inferences=10, executions=4, gears={"8x16": 1})
+    after = Counters(inferences=22, executions=10, gears={"8x16": 2, "4x16": 1})
+    window = serverstats.window(before, after)
+    assert window.rows_per_execute == 2.0 and window.rows_per_device_execute == 6.0
+    assert window.gear_executes == {"4x16": 1, "8x16": 1}
 
 
 def test_counters_are_zero_for_a_model_without_ge_metrics():

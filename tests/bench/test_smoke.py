@@ -44,17 +44,29 @@ def test_bench_quick_produces_a_report_that_parses(tmp_path):
     # reports, and every ge model's count is there to be read
     counted = {(a.model, a.where): a for a in run.allocations}
     assert counted["replica_naive_llama", "served"].per_request >= 3
-    for key in (("ge_llama", "served"), ("ge_identity", "served"), ("replica_ge_llama_1x2", "served")):
+    for key in (("ge_llama", "served"), ("ge_identity", "served"), ("replica_ge_llama_2x1", "served")):
         assert counted[key].requests > 0 and counted[key].per_request is not None
+    # as served, one instance with two lanes: twice one lane's buffers, as the direct engine's two lanes
     assert (
-        counted["replica_ge_llama_1x2", "served"].mallocs_at_start
-        == 2 * counted["ge_llama", "direct"].mallocs_at_start
+        counted["replica_ge_llama", "served"].mallocs_at_start
+        == counted["ge_llama", "direct"].mallocs_at_start
     )
+    assert (
+        counted["replica_ge_llama_2x1", "served"].mallocs_at_start
+        == counted["ge_llama", "direct"].mallocs_at_start // 2
+    )
+    # every point has its windows (for the intervals), and the stubs' timers saw the executes of ge and its
+    # floors (the naive baseline has no timer)
+    assert all(len(m.windows) >= 3 and m.spans for m in run.triton)
+    timed = [m for m in run.triton if m.model != "replica_naive_llama"]
+    assert all(m.stub is not None and m.stub.executes > 0 for m in timed)
+    assert all(t.low is not None for t in run.targets if t.value is not None and t.id != "P6")
     markdown = (out / report.MARKDOWN).read_text()
     assert markdown == report.markdown(run)
     table = [line for line in markdown.splitlines() if line.startswith("| ge_llama | ge backend")]
     assert len(table) == 1
     # the targets and the seed's rows are printed too
     assert "| P6 | device + pinned host allocations per request" in result.stdout
+    assert "## Inside the stub" in result.stdout
     assert "| seed: direct AscendCL | 78 | 145 | 220 | 36 |" in result.stdout
     assert "[########################] " in result.stderr  # the progress bar reached the end

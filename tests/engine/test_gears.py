@@ -1,7 +1,9 @@
-"""Gear choice: the cheapest compiled shape that covers a batch."""
+"""Gear choice: the cheapest compiled shape that covers a batch, as the engine asks the fast path's planner
+for it (the planner takes the gear table's gears in the table's order, cheapest first)."""
 
 import pytest
 
+from ge_plugin import fastpath as fp
 from ge_plugin.engine.gears import Gear, GearTable
 
 
@@ -17,20 +19,38 @@ def grid_table(batches, seqs):
     return GearTable(gears)
 
 
+def chooser(table: GearTable):
+    """need -> the label of the gear the engine's planner picks for it (None: no gear)."""
+    ranks = [len(dims) for dims in table.gears[0].input_dims]
+    specs = [fp.TensorSpec(f"in{k}", "fp32", (-1,) * rank, table.limits[k]) for k, rank in enumerate(ranks)]
+    planner = fp.Planner(
+        specs,
+        ["fp32"] * len(specs),
+        [(g.input_dims, g.output_dims or ((1,),)) for g in table.gears],
+        [("out", 0, "fp32", "fp32", ())],
+    )
+
+    def choose(need):
+        position = planner.choose(need)
+        return None if position is None else table.gears[position].label
+
+    return choose
+
+
 def test_gear_choose_rounds_rows_up_to_the_next_batch_gear():
-    table = batch_table(1, 4, 8)
-    assert table.choose((1, 128)).label == "1"
-    assert table.choose((2, 128)).label == "4"
-    assert table.choose((5, 128)).label == "8"
-    assert table.choose((9, 128)) is None
+    choose = chooser(batch_table(1, 4, 8))
+    assert choose((1, 128)) == "1"
+    assert choose((2, 128)) == "4"
+    assert choose((5, 128)) == "8"
+    assert choose((9, 128)) is None
 
 
 def test_gear_choose_picks_the_cheapest_cell_of_a_batch_seq_grid():
-    table = grid_table((1, 4, 8), (16, 32, 64, 128))
-    assert table.choose((3, 20, 3, 20)).label == "4x32"
-    assert table.choose((1, 128, 1, 128)).label == "1x128"
-    assert table.choose((8, 1, 8, 1)).label == "8x16"
-    assert table.choose((2, 129, 2, 129)) is None
+    choose = chooser(grid_table((1, 4, 8), (16, 32, 64, 128)))
+    assert choose((3, 20, 3, 20)) == "4x32"
+    assert choose((1, 128, 1, 128)) == "1x128"
+    assert choose((8, 1, 8, 1)) == "8x16"
+    assert choose((2, 129, 2, 129)) is None
 
 
 def test_gear_table_limits_are_the_largest_length_of_every_dim():
@@ -55,4 +75,4 @@ def test_gear_table_refuses_empty_and_mixed_ranks():
 def test_gear_choose_prefers_fewer_padded_elements_over_fewer_rows():
     # A (2, 128) gear costs more than an (8, 16) one: short sequences batch onto the wide, short gear.
     table = GearTable([Gear(0, ((2, 128),), (), (2, 128), "2x128"), Gear(1, ((8, 16),), (), (8, 16), "8x16")])
-    assert table.choose((2, 10)).label == "8x16"
+    assert chooser(table)((2, 10)) == "8x16"

@@ -56,17 +56,19 @@ def assert_cnn(result: dict, expected: dict) -> None:
         np.testing.assert_allclose(result[name], expected[name], rtol=1e-5, atol=1e-5)
 
 
-def test_image_size_gears_serve_each_size_on_its_own_gear(cfg, oms, cnn):
-    small, large = images(1, 1, 8, 8), images(2, 1, 16, 16)
+def test_image_size_gears_group_a_window_by_size_across_it(cfg, oms, cnn):
+    # 8x8, 16x16, 8x8: the two small images share an execute though they are not neighbours, so the window
+    # runs as two executes, not three; each request still gets its own answer, in its own place
+    small, large, other = images(1, 1, 8, 8), images(2, 1, 16, 16), images(5, 1, 8, 8)
     with Engine.from_model_config(cnn_config(cfg, oms["cnn_hw"]), version_dir="/") as engine:
         assert [g.label for g in engine.gears.gears] == ["8x8", "16x16"]
-        results = engine.execute([{"images": small}, {"images": large}, {"images": small}])
-        # neighbours of one size share an execute; here no two are: three executes, each a single row
-        # padded to the OM's fixed batch of 2 (batch rows are always padded)
-        assert engine.stats.executes_by_gear == {"8x8": 2, "16x16": 1}
-        assert engine.stats.padded_rows == 3
-        assert engine.stats.padded_elements == 3 * (8 * 8 + 16 * 16 + 8 * 8)
-    for request, result in zip((small, large, small), results):
+        results = engine.execute([{"images": small}, {"images": large}, {"images": other}])
+        assert engine.stats.executes == 2
+        assert engine.stats.executes_by_gear == {"8x8": 1, "16x16": 1}
+        # the large image alone is one row padded to the OM's fixed batch of 2 (batch rows are always padded)
+        assert engine.stats.padded_rows == 1
+        assert engine.stats.padded_elements == 3 * 16 * 16
+    for request, result in zip((small, large, other), results):
         assert_cnn(result, cnn(request))
 
 
@@ -158,9 +160,9 @@ def test_dims_gears_without_padding_run_different_lengths_apart(cfg, oms):
     requests = [{"input_ids": cfg.tokens(rng, 1, n)} for n in (16, 32, 20, 16)]
     with Engine.from_model_config(config, version_dir="/") as engine:
         results = engine.execute(requests)
-        # 16 and 32 cannot share a gear, nor can 32 and the last 16 (20 between them is refused, so they are
-        # neighbours): three executes
-        assert engine.stats.executes_by_gear == {"1x16": 2, "1x32": 1}
+        # 16 and 32 cannot share a gear; the two 16s do, although 32 and the refused 20 come between them:
+        # two executes
+        assert engine.stats.executes_by_gear == {"4x16": 1, "1x32": 1}
     assert [isinstance(r, RequestError) for r in results] == [False, False, True, False]
     assert "dim 0 is 20, which no gear of the model takes exactly (its gears take 16, 32, 64, 128)" in str(
         results[2]

@@ -136,3 +136,98 @@ def test_submit_refuses_a_bad_request_at_once_from_the_callers_thread(cfg, oms, 
     ) as engine:
         engine.submit([{"INPUT0": np.ones((1, 3), np.float32)}], None, recorder.put)
         assert recorder.events == [("done", 0, threading.current_thread().name)]
+
+
+def test_submit_holds_a_batch_open_while_the_device_is_busy_and_fills_it(cfg, oms):
+    # One row runs; the five single-row submits that come meanwhile each return at once and join one batch
+    # held open on the other lane, launched when the device is free: two executes, not six. (Launched at
+    # once, the second would have run alone and the rest waited for a lane, each running alone again.)
+    recorder = Recorder()
+    with Engine.from_model_config(
+        cfg.identity(oms["identity"], streams_per_instance="2"), version_dir="/"
+    ) as engine:
+        faults.set_execute_latency_ms(DEVICE_MS)
+        engine.submit(rows(0, 1), None, recorder.put)
+        for k in range(1, 6):
+            engine.submit(rows(k, 1), None, lambda i, o, k=k: recorder.put(k + i, o))
+        recorder.mark("all submitted")
+        assert engine.stats.executes == 1  # the first only: the others are held, not launched
+        engine.wait_idle()
+        assert engine.stats.executes_by_gear == {"1": 1, "8": 1}
+        assert engine.stats.rows == 6
+    assert recorder.events[0] == ("all submitted",)  # no submit waited for the device
+    assert sorted(recorder.outcomes) == list(range(6))
+    for i, outcome in recorder.outcomes.items():
+        np.testing.assert_array_equal(outcome["OUTPUT0"], np.full((1, 16), i, dtype=np.float32))
+
+
+def test_submit_launches_a_held_batch_as_soon_as_it_is_full(cfg, oms):
+    recorder = Recorder()
+    with Engine.from_model_config(
+        cfg.identity(oms["identity"], streams_per_instance="2"), version_dir="/"
+    ) as engine:
+        faults.set_execute_latency_ms(DEVICE_MS)
+        engine.submit(rows(0, 1), None, recorder.put)
+        engine.submit(rows(1, 3), None, lambda i, o: recorder.put(1 + i, o))
+        assert engine.stats.executes == 1  # three rows held open
+        engine.submit(rows(4, 5), None, lambda i, o: recorder.put(4 + i, o))
+        # 3 + 5 rows fill the largest gear: nothing more could join, so it is queued behind the running one
+        assert engine.stats.executes == 2 and engine.stats.executes_by_gear == {"1": 1, "8": 1}
+        engine.wait_idle()
+    assert sorted(recorder.outcomes) == list(range(9))
+    for i, outcome in recorder.outcomes.items():
+        np.testing.assert_array_equal(outcome["OUTPUT0"], np.full((1, 16), i, dtype=np.float32))
+
+
+def test_submit_at_low_load_launches_each_batch_at_once(cfg, oms):
+    # nothing is on the device when a request comes: it is never held, so it waits for nothing
+    recorder = Recorder()
+    with Engine.from_model_config(
+        cfg.identity(oms["identity"], streams_per_instance="2"), version_dir="/"
+    ) as engine:
+        faults.set_execute_latency_ms(20)
+        for k in range(3):
+            engine.submit(rows(k, 1), None, lambda i, o, k=k: recorder.put(k + i, o))
+            assert engine.stats.executes == k + 1
+            engine.wait_idle()
+    assert sorted(recorder.outcomes) == [0, 1, 2]
+
+
+def test_a_held_batch_that_fails_on_the_device_fails_only_its_bad_requests_whichever_submit_they_came_in(
+    cfg, oms
+):
+    # requests of two submits joined the held batch; one id past the vocabulary fails it on the device.
+    # Their arrays are gone (Triton freed them): they run again from the staging, in halves, and each
+    # answer reaches its own submit's put at its own index.
+    good = np.array([[5, 6, 7]], dtype=np.int64)
+    bad = np.array([[32000, 1, 2]], dtype=np.int64)
+    first, second = Recorder(), Recorder()
+    config = cfg.llama(oms["llama"], streams_per_instance="2", warmup="0")
+    with Engine.from_model_config(config, version_dir="/") as engine:
+        faults.set_execute_latency_ms(DEVICE_MS)
+        engine.submit([{"input_ids": good.copy()}], None, Recorder().put)  # runs; the next two are held
+        later = [[{"input_ids": good.copy()}, {"input_ids": bad.copy()}], [{"input_ids": good.copy()}]]
+        engine.submit(later[0], None, first.put)
+        engine.submit(later[1], None, second.put)
+        for window in later:
+            for request in window:
+                request["input_ids"][...] = 1
+        engine.wait_idle()
+        assert engine.stats.device_errors == 1
+    np.testing.assert_array_equal(first.outcomes[0]["logits"].argmax(-1), good + 1)
+    assert isinstance(first.outcomes[1], AclError) and first.outcomes[1].code == C.ACL_ERROR_RT_MODEL_EXECUTE
+    np.testing.assert_array_equal(second.outcomes[0]["logits"].argmax(-1), good + 1)
+
+
+def test_execute_after_submit_lets_the_submitted_batches_finish_first(cfg, oms):
+    recorder = Recorder()
+    with Engine.from_model_config(
+        cfg.identity(oms["identity"], streams_per_instance="2"), version_dir="/"
+    ) as engine:
+        faults.set_execute_latency_ms(DEVICE_MS)
+        engine.submit(rows(0, 1), None, recorder.put)
+        engine.submit(rows(1, 2), None, lambda i, o: recorder.put(1 + i, o))  # held open
+        (answer,) = engine.execute(rows(7, 1))
+        assert sorted(recorder.outcomes) == [0, 1, 2]  # answered, each once, before execute ran
+        np.testing.assert_array_equal(answer["OUTPUT0"], np.full((1, 16), 7, dtype=np.float32))
+    assert [e[1] for e in recorder.events].count(1) == 1

@@ -156,12 +156,15 @@ def _defined_here(module: Any) -> set[str]:
 
 
 FUNCTIONS = ["validate", "gather", "scatter", "copy_bytes", "fill", "bf16_view", "bf16_capsule"]
+CLASSES = ["TensorSpec", "Planner", "Chunk"]
+#: the Planner's methods, whose signatures the stub, the twin and the compiled module share
+PLANNER_METHODS = ["choose", "plan", "chunk", "extend", "stage", "count", "split", "tally"]
 
 
 def test_fastpath_twin_and_stub_export_same_names() -> None:
     twin = importlib.import_module("ge_plugin._fastpath_py")
     assert sorted(twin.__all__) == sorted(_stub_all())
-    assert sorted([*FUNCTIONS, "CASTS", "IMPLEMENTATION", "TensorSpec"]) == sorted(twin.__all__)
+    assert sorted([*FUNCTIONS, "CASTS", "IMPLEMENTATION", *CLASSES]) == sorted(twin.__all__)
     for name in twin.__all__:
         assert hasattr(twin, name), name
 
@@ -204,3 +207,32 @@ def test_fastpath_compiled_tensorspec_signature_matches_twin() -> None:
     twin = importlib.import_module("ge_plugin._fastpath_py")
     expected = _from_inspect(twin.TensorSpec.__init__, drop_self=True)
     assert _from_embedded(compiled.TensorSpec.__init__.__doc__, drop_self=True) == expected
+
+
+def _stub_methods(class_name: str) -> dict[str, Signature]:
+    for node in _stub_tree().body:
+        if isinstance(node, ast.ClassDef) and node.name == class_name:
+            return {
+                item.name: _from_ast(item.args, item.returns, drop_self=True)
+                for item in node.body
+                if isinstance(item, ast.FunctionDef)
+            }
+    raise AssertionError(f"{STUB} has no class {class_name}")
+
+
+def test_fastpath_twin_planner_signatures_match_stub() -> None:
+    twin = importlib.import_module("ge_plugin._fastpath_py")
+    stub = _stub_methods("Planner")
+    assert _from_inspect(twin.Planner.__init__, drop_self=True) == stub["__init__"]
+    for name in PLANNER_METHODS:
+        assert _from_inspect(getattr(twin.Planner, name), drop_self=True) == stub[name], name
+
+
+@pytest.mark.c_extension
+@pytest.mark.skipif(NO_EXTENSIONS, reason="GE_PLUGIN_NO_EXTENSIONS=1: no compiled module")
+@pytest.mark.parametrize("name", ["__init__", *PLANNER_METHODS])
+def test_fastpath_compiled_planner_signatures_match_twin(name: str) -> None:
+    compiled = importlib.import_module("ge_plugin._fastpath")
+    twin = importlib.import_module("ge_plugin._fastpath_py")
+    expected = _from_inspect(getattr(twin.Planner, name), drop_self=True)
+    assert _from_embedded(getattr(compiled.Planner, name).__doc__, drop_self=True) == expected

@@ -59,8 +59,9 @@ def test_render_config_for_llama_is_what_ge_users_write():
         8
     ]  # the largest gear: see _set_dynamic_batching
     assert [(g.name, g.kind, g.count) for g in config.instance_group] == [
-        ("npu0", mc.ModelInstanceGroup.KIND_CPU, 2)
+        ("npu0", mc.ModelInstanceGroup.KIND_CPU, 1)
     ]
+    assert config.parameters["streams_per_instance"].string_value == "2"
 
 
 def test_render_text_writes_max_batch_size_zero():

@@ -29,12 +29,21 @@ class TritonPythonModel(Floor):
         }
         self.batches = sorted({batch for batch, _ in self.latency_ms})
 
-    def execute(self, requests: list) -> list:
-        shapes = [tuple(request.inputs()[0].shape()) for request in requests]
+    def _wait(self, shapes: list) -> None:
+        """The device time of the gear the batch would run on."""
         rows = sum(shape[0] for shape in shapes)
         seq = max(shape[1] for shape in shapes)
         gear = next((b for b in self.batches if b >= rows), self.batches[-1])
         time.sleep(self.latency_ms.get((gear, seq), 0.0) / 1000)
+
+    def execute(self, requests: list) -> list:
+        shapes = [tuple(request.inputs()[0].shape()) for request in requests]
+        self._wait(shapes)
         return [
             pb_utils.InferenceResponse([pb_utils.Tensor("logits", self._logits(*shape))]) for shape in shapes
         ]
+
+    def _work(self, shapes: list) -> list:
+        """What ``execute`` does between reading and responding, for the timed execute."""
+        self._wait(shapes)
+        return super()._work(shapes)
