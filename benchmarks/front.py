@@ -56,7 +56,9 @@ def p50_ms(
 def front_cpu_s(server: TritonServer) -> float:
     """CPU seconds the front's event-loop thread has used (user + system, from /proc)."""
     assert server.guard is not None
-    fields = Path(f"/proc/self/task/{server.guard._thread.native_id}/stat").read_text().rsplit(")", 1)[1].split()
+    fields = (
+        Path(f"/proc/self/task/{server.guard._thread.native_id}/stat").read_text().rsplit(")", 1)[1].split()
+    )
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
