@@ -19,8 +19,6 @@ __all__ = [
     "TensorSpec",
     "bf16_capsule",
     "bf16_view",
-    "copy_bytes",
-    "fill",
     "gather",
     "scatter",
     "validate",
@@ -61,8 +59,6 @@ def scatter(
     rows: Sequence[int],
     shapes: Sequence[Sequence[int]],
 ) -> list: ...
-def copy_bytes(dst, src) -> None: ...
-def fill(dst, type: str, value: float, start: int = 0, count: int = -1) -> None: ...
 def bf16_view(tensor: object) -> np.ndarray: ...
 def bf16_capsule(words: np.ndarray) -> object: ...
 

@@ -58,8 +58,6 @@ __all__ = [
     "TensorSpec",
     "bf16_capsule",
     "bf16_view",
-    "copy_bytes",
-    "fill",
     "gather",
     "scatter",
     "validate",
@@ -1026,61 +1024,6 @@ def scatter(
         return outputs
     finally:
         PyBuffer_Release(&view)
-
-
-def copy_bytes(dst, src) -> None:
-    """Copy every byte of ``src`` (any C-contiguous buffer) to the start of ``dst``, at memcpy speed and
-    without the GIL when large. The engine does not call it (``gather`` and ``scatter`` carry every request's
-    bytes, padding and casts included); it is the plain copy for code that stages bytes by hand."""
-    cdef Py_buffer source, target
-    _get_buffer(src, &source, "copy_bytes: src", False)
-    try:
-        _get_buffer(dst, &target, "copy_bytes: dst", True)
-        try:
-            if target.len < source.len:
-                raise ValueError(f"copy_bytes: dst holds {target.len} bytes, src has {source.len}")
-            if source.len > GIL_RELEASE_BYTES:
-                _released()
-                with nogil:
-                    memcpy(target.buf, source.buf, source.len)
-            else:
-                memcpy(target.buf, source.buf, source.len)
-        finally:
-            PyBuffer_Release(&target)
-    finally:
-        PyBuffer_Release(&source)
-
-
-def fill(dst, type: str, value: float, start: int = 0, count: int = -1) -> None:
-    """Write ``value`` as ``type`` into elements ``start .. start+count`` of ``dst`` (``count=-1``: to the
-    end), without building a source array. The engine does not call it (``gather`` pads as it copies); it is
-    the plain fill for code that stages bytes by hand."""
-    cdef Move mv
-    cdef char pad[8]
-    cdef Py_buffer target
-    cdef Py_ssize_t capacity, first, n
-    cdef int code = _type_code(type, "fill: type")
-    _init_pad(&mv, pad, value, code, "fill: value")
-    mv.dst_item = _ITEMSIZE[code]
-    _get_buffer(dst, &target, "fill: dst", True)
-    try:
-        capacity = target.len // mv.dst_item
-        first = operator.index(start)
-        n = operator.index(count)
-        if n == -1:
-            n = capacity - first
-        if first < 0 or n < 0 or first + n > capacity:
-            raise ValueError(
-                f"fill: elements {first}..{first + n} are outside dst, which holds {capacity} {type} elements"
-            )
-        if n * mv.dst_item > GIL_RELEASE_BYTES:
-            _released()
-            with nogil:
-                _fill(<char*>target.buf + first * mv.dst_item, n, &mv)
-        else:
-            _fill(<char*>target.buf + first * mv.dst_item, n, &mv)
-    finally:
-        PyBuffer_Release(&target)
 
 
 # --- one window's executes: the planner (twin: the same section) ------------------------------------------

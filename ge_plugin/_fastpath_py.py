@@ -31,8 +31,6 @@ __all__ = [
     "TensorSpec",
     "bf16_capsule",
     "bf16_view",
-    "copy_bytes",
-    "fill",
     "gather",
     "scatter",
     "validate",
@@ -645,36 +643,6 @@ def scatter(
         outputs.append(out)
         row += shape[0]
     return outputs
-
-
-def copy_bytes(dst, src) -> None:
-    """Copy every byte of ``src`` (any C-contiguous buffer) to the start of ``dst``, at memcpy speed and
-    without the GIL when large. The engine does not call it (``gather`` and ``scatter`` carry every request's
-    bytes, padding and casts included); it is the plain copy for code that stages bytes by hand."""
-    source = _bytes_of(src, "copy_bytes: src", writable=False)
-    target = _bytes_of(dst, "copy_bytes: dst", writable=True)
-    if target.size < source.size:
-        raise ValueError(f"copy_bytes: dst holds {target.size} bytes, src has {source.size}")
-    target[: source.size] = source
-
-
-def fill(dst, type: str, value: float, start: int = 0, count: int = -1) -> None:
-    """Write ``value`` as ``type`` into elements ``start .. start+count`` of ``dst`` (``count=-1``: to the
-    end), without building a source array. The engine does not call it (``gather`` pads as it copies); it is
-    the plain fill for code that stages bytes by hand."""
-    dtype = _dtype(type, "fill: type")
-    typed = _typed_value(value, type, "fill: value")
-    target = _bytes_of(dst, "fill: dst", writable=True)
-    capacity = target.size // dtype.itemsize
-    start = operator.index(start)
-    count = operator.index(count)
-    if count == -1:
-        count = capacity - start
-    if start < 0 or count < 0 or start + count > capacity:
-        raise ValueError(
-            f"fill: elements {start}..{start + count} are outside dst, which holds {capacity} {type} elements"
-        )
-    target[: capacity * dtype.itemsize].view(dtype)[start : start + count] = typed[0]
 
 
 # --- one window's executes: requests validated, grouped on gears, gathered, and answered ------------------

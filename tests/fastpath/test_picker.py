@@ -155,7 +155,7 @@ def _defined_here(module: Any) -> set[str]:
     }
 
 
-FUNCTIONS = ["validate", "gather", "scatter", "copy_bytes", "fill", "bf16_view", "bf16_capsule"]
+FUNCTIONS = ["validate", "gather", "scatter", "bf16_view", "bf16_capsule"]
 CLASSES = ["TensorSpec", "Planner", "Chunk"]
 #: the Planner's methods, whose signatures the stub, the twin and the compiled module share
 PLANNER_METHODS = ["choose", "plan", "chunk", "extend", "stage", "count", "split", "tally"]
