@@ -15,10 +15,11 @@ import ctypes
 import operator
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any, Callable, cast
+from typing import Any, Callable
 
 import numpy as np
 
+from ge_plugin import _fastpath_messages as messages
 from ge_plugin.errors import RequestError
 
 IMPLEMENTATION = "py"
@@ -56,14 +57,6 @@ _NUMPY: dict[str, np.dtype] = {
     "bf16": np.dtype(np.uint16),
 }
 _TYPE_NAMES = ", ".join(_NUMPY)
-
-#: the integer range of each integer type, for pad values (a float has to land on one of them exactly)
-_INT_RANGE = {
-    name: (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max))
-    for name, dtype in _NUMPY.items()
-    if dtype.kind in "iu" and name != "bf16"
-}
-_INT_RANGE["bool"] = (0, 1)
 
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
@@ -129,15 +122,6 @@ def _int64_to_int32(values: np.ndarray, where: str) -> np.ndarray:
 _Cast = Callable[[np.ndarray, str], np.ndarray]
 
 
-def _pair_names(pairs) -> list[str]:
-    """``a<->b`` once per pair of conversions both ways, in table order (for messages)."""
-    seen: list[tuple[str, str]] = []
-    for a, b in pairs:
-        if (b, a) not in seen:
-            seen.append((a, b))
-    return [f"{a}<->{b}" for a, b in seen]
-
-
 _CASTS: dict[tuple[str, str], _Cast] = {
     ("fp32", "fp16"): lambda a, where: _f32_to_f16(a),
     ("fp16", "fp32"): lambda a, where: _f16_to_f32(a),
@@ -152,7 +136,7 @@ _CASTS: dict[tuple[str, str], _Cast] = {
 
 #: every (from, to) pair of type names the fast path converts; equal types are always copied as they are
 CASTS = frozenset(_CASTS)
-_CAST_NAMES = ", ".join(_pair_names(_CASTS))
+_CAST_NAMES = ", ".join(messages.pair_names(_CASTS))
 
 
 def _cast(src_type: str, dst_type: str, what: str) -> _Cast | None:
@@ -167,22 +151,12 @@ def _cast(src_type: str, dst_type: str, what: str) -> _Cast | None:
         ) from None
 
 
-def _number(value: object, what: str) -> float:
-    # Only real numbers: float("1.5") would accept a string, which is always a caller's mistake here.
-    if isinstance(value, (str, bytes, bytearray)):
-        raise ValueError(f"{what}: {value!r} is not a number")
-    try:
-        return float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValueError(f"{what}: {value!r} is not a number") from None
-
-
 def _typed_value(value: float, type_name: str, what: str) -> np.ndarray:
     """``value`` as one element of ``type_name``, converted once; floats round the way the data does."""
-    number = _number(value, what)
+    number = messages.number(value, what)
     dtype = _NUMPY[type_name]
-    if type_name in _INT_RANGE:
-        low, high = _INT_RANGE[type_name]
+    if type_name in messages.INT_RANGE:
+        low, high = messages.INT_RANGE[type_name]
         if not number.is_integer():
             raise ValueError(f"{what}: {number!r} is not an integer, and {type_name} holds integers")
         if not low <= number <= high:
@@ -239,10 +213,6 @@ def _nbytes(shape: tuple[int, ...], itemsize: int) -> int:
 def _matches(dtype: np.dtype, type_name: str) -> bool:
     want = _NUMPY[type_name]
     return dtype.kind == want.kind and dtype.itemsize == want.itemsize and dtype.isnative
-
-
-def _describe(dtype: np.dtype) -> str:
-    return dtype.name if dtype.isnative else f"{dtype.str} (non-native byte order)"
 
 
 # --- the public surface ----------------------------------------------------------------------------
@@ -302,7 +272,7 @@ class TensorSpec:
                 raise ValueError(f"TensorSpec {name!r}: the limit of dim {k} is {limit}; it must be positive")
             if dim != -1 and limit != dim:
                 raise ValueError(f"TensorSpec {name!r}: dim {k} is fixed at {dim} but its limit is {limit}")
-        bounds = None if value_range is None else _value_range(name, type, value_range)
+        bounds = None if value_range is None else messages.value_range(name, type, value_range)
         if same_shape_as is not None and (not isinstance(same_shape_as, str) or not same_shape_as):
             raise ValueError(
                 f"TensorSpec {name!r}: same_shape_as must be an input name, got {same_shape_as!r}"
@@ -354,48 +324,6 @@ class TensorSpec:
         return hash(self._key())
 
 
-def _value_range(name: str, type_name: str, value_range: object) -> tuple[float, float]:
-    """(low, high) as the spec keeps them: ints for integer types, floats for float types; twin."""
-    try:
-        low, high = cast(Any, value_range)  # anything that unpacks into two: the compiled twin's rule
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"TensorSpec {name!r}: value_range must be (low, high), got {value_range!r}"
-        ) from None
-    integral = type_name in _INT_RANGE
-    bounds: list[float] = []
-    for which, bound in (("low", low), ("high", high)):
-        number = _number(bound, f"TensorSpec {name!r}: value_range {which}")
-        if number != number:
-            raise ValueError(f"TensorSpec {name!r}: value_range {which} is NaN")
-        if integral:
-            if isinstance(bound, (int, np.integer)):
-                bounds.append(int(bound))
-                continue
-            if not number.is_integer():
-                raise ValueError(
-                    f"TensorSpec {name!r}: value_range {which} {bound!r} is not an integer, and {type_name} "
-                    "holds integers"
-                )
-            bounds.append(int(number))
-        else:
-            bounds.append(number)
-    if bounds[0] > bounds[1]:
-        raise ValueError(f"TensorSpec {name!r}: value_range low {bounds[0]} is above high {bounds[1]}")
-    return (bounds[0], bounds[1])
-
-
-def _range_problem(spec: TensorSpec, values: np.ndarray, flat: int) -> RequestError:
-    """The message for the first value outside the spec's range, at flat index ``flat``; twin."""
-    value = values.flat[flat]
-    shown = repr(float(value)) if values.dtype.kind == "f" else str(int(value))
-    index = ", ".join(str(int(i)) for i in np.unravel_index(flat, values.shape))
-    low, high = spec.value_range  # type: ignore[misc]
-    return RequestError(
-        f"input {spec.name!r}: value {shown} at [{index}] is outside the accepted range [{low}, {high}]"
-    )
-
-
 def _check_range(spec: TensorSpec, array: np.ndarray) -> None:
     low, high = spec.value_range  # type: ignore[misc]
     values = _bf16_to_f32(array) if spec.type == "bf16" else array
@@ -404,23 +332,7 @@ def _check_range(spec: TensorSpec, array: np.ndarray) -> None:
     else:
         outside = (values < low) | (values > high)
     if outside.any():
-        raise _range_problem(spec, values, int(np.flatnonzero(outside)[0]))
-
-
-def _check_ties(specs: Sequence[TensorSpec], arrays: Sequence[np.ndarray]) -> None:
-    """Inputs whose shapes must be equal; twin."""
-    for k, spec in enumerate(specs):
-        other = spec.same_shape_as
-        if other is None:
-            continue
-        j = next((j for j, candidate in enumerate(specs) if candidate.name == other), None)
-        if j is None:
-            raise ValueError(f"TensorSpec {spec.name!r}: same_shape_as {other!r} is not one of the inputs")
-        if arrays[k].shape != arrays[j].shape:
-            raise RequestError(
-                f"input {spec.name!r}: shape {list(arrays[k].shape)} differs from input {other!r}'s "
-                f"{list(arrays[j].shape)}; the model takes them with the same shape"
-            )
+        raise messages.range_problem(spec, values, int(np.flatnonzero(outside)[0]))
 
 
 def _as_array(name: str, value: object) -> np.ndarray:
@@ -485,7 +397,7 @@ def validate(specs: Sequence[TensorSpec], tensors: Mapping[str, object]) -> list
         if not _matches(array.dtype, spec.type):
             bits = " (uint16 bit patterns)" if spec.type == "bf16" else ""
             raise RequestError(
-                f"input {name!r}: expected {spec.type}{bits} data, got {_describe(array.dtype)}"
+                f"input {name!r}: expected {spec.type}{bits} data, got {messages.describe(array.dtype)}"
             )
         _check_dims(spec, array.shape)
         if spec.value_range is not None:
@@ -499,7 +411,7 @@ def validate(specs: Sequence[TensorSpec], tensors: Mapping[str, object]) -> list
             if key not in known:
                 taken = ", ".join(s.name for s in specs)
                 raise RequestError(f"unexpected input {key!r}: the model takes {taken}")
-    _check_ties(specs, arrays)
+    messages.check_ties(specs, arrays)
     return arrays
 
 
@@ -513,7 +425,7 @@ def _source(value: object, index: int, src_type: str, dst_shape: tuple[int, ...]
         except TypeError:
             raise ValueError(f"{what} is not an array, got {type(value).__name__}") from None
     if not _matches(array.dtype, src_type):
-        raise ValueError(f"{what} holds {_describe(array.dtype)} data, expected {src_type}")
+        raise ValueError(f"{what} holds {messages.describe(array.dtype)} data, expected {src_type}")
     if array.ndim != len(dst_shape):
         raise ValueError(
             f"{what} has {array.ndim} dims {list(array.shape)}, the destination {list(dst_shape)} has {len(dst_shape)}"
@@ -750,7 +662,7 @@ class _Tables:
             _cast(spec.type, om_type, f"Planner: input {spec.name!r}")
         self.specs = specs
         self.om_types = om
-        self.pad = _number(pad_value, "Planner: pad_value")
+        self.pad = messages.number(pad_value, "Planner: pad_value")
         for om_type in om:
             _typed_value(self.pad, om_type, "Planner: pad_value")
         self.batched = bool(batched)
@@ -1341,7 +1253,9 @@ def bf16_capsule(words: np.ndarray) -> object:
     if not isinstance(words, np.ndarray):
         raise ValueError(f"bf16_capsule: expected a numpy uint16 array, got {type(words).__name__}")
     if not _matches(words.dtype, "bf16"):
-        raise ValueError(f"bf16_capsule: expected uint16 (bf16 bit patterns), got {_describe(words.dtype)}")
+        raise ValueError(
+            f"bf16_capsule: expected uint16 (bf16 bit patterns), got {messages.describe(words.dtype)}"
+        )
     if not words.flags.c_contiguous:
         raise ValueError(f"bf16_capsule: the array {list(words.shape)} is not C-contiguous")
     if words.ndim > _MAX_DIMS:
