@@ -705,7 +705,7 @@ cdef inline bint _dims_ok(TensorSpec spec, cnp.ndarray array) noexcept:
     return True
 
 
-def validate(specs: Sequence[TensorSpec], tensors: Mapping[str, object]) -> list:
+def validate(specs: Sequence[TensorSpec], tensors: Mapping[str, object]) -> list[NDArray[Any]]:
     """Check one request against the model's inputs before it joins a batch, so that one bad request fails
     alone with a message its client can act on. Returns the request's arrays in spec order, C-contiguous,
     viewed rather than copied whenever they already are (only a non-contiguous array is copied)."""
@@ -818,7 +818,12 @@ cdef int _init_pad(Move* mv, char* pad, object pad_value, int code, str what) ex
 
 
 def gather(
-    dst, dst_shape: Sequence[int], dst_type: str, srcs: Sequence, src_type: str, pad_value: float
+    dst: object,
+    dst_shape: Sequence[int],
+    dst_type: str,
+    srcs: Sequence[object],
+    src_type: str,
+    pad_value: float,
 ) -> int:
     """Stack one batch's sources along dim 0 into the pinned staging buffer ``dst`` as a C-contiguous
     ``dst_shape`` tensor of ``dst_type``, padding every dim of every source (and the rows after the last one)
@@ -911,13 +916,13 @@ cdef Py_ssize_t _gather_into(
 
 
 def scatter(
-    src,
+    src: object,
     src_shape: Sequence[int],
     src_type: str,
     out_type: str,
     rows: Sequence[int],
     shapes: Sequence[Sequence[int]],
-) -> list:
+) -> list[NDArray[Any]]:
     """Split one output in the pinned staging buffer ``src`` (a C-contiguous ``src_shape`` tensor of
     ``src_type``) back into one new array per request: request i owns the next ``rows[i]`` rows and keeps
     the leading ``shapes[i]`` of every other dim, cast to ``out_type``. One copy per request, because the
@@ -1171,7 +1176,7 @@ cdef class Planner:
         batched: bool = True,
         exact: Sequence[bool] = (),
         pad_value: float = 0,
-        refusal: Callable[[list], str] | None = None,
+        refusal: Callable[[list[NDArray[Any]]], str] | None = None,
     ) -> None:
         """Checks the arguments once (with the twin's own checks) and keeps what plan, stage and split read
         in C arrays."""
@@ -1474,7 +1479,7 @@ cdef class Planner:
     def chunk(
         self,
         indices: Sequence[int],
-        arrays: Sequence[Sequence[np.ndarray]],
+        arrays: Sequence[Sequence[NDArray[Any]]],
         wanted: Sequence[Sequence[int]] | None = None,
         *,
         staged: bool = False,
@@ -1629,8 +1634,8 @@ cdef class Planner:
         )
 
     def split(
-        self, Chunk chunk, staging: Sequence[np.ndarray], views: bool = False
-    ) -> tuple[list[dict[str, np.ndarray]], bool]:
+        self, Chunk chunk, staging: Sequence[NDArray[Any]], views: bool = False
+    ) -> tuple[list[dict[str, NDArray[Any]]], bool]:
         """Per request of ``chunk``, a dict of the outputs it asked for, and whether any is a view of the
         staging (twin: Planner.split)."""
         cdef Py_ssize_t m, d, t, n_buffers, count = chunk.count, width = self.width, row
@@ -1805,7 +1810,7 @@ cdef inline bint _compact(DLTensor* t) noexcept:
     return True
 
 
-def bf16_view(tensor: object) -> np.ndarray:
+def bf16_view(tensor: object) -> NDArray[Any]:
     """The words of a bf16 DLPack tensor (an object with ``__dlpack__``, such as Triton's input tensor, or a
     ``dltensor`` capsule) as a read-only uint16 array over the same memory, which keeps the tensor alive.
     ValueError names what is not a C-contiguous CPU bf16 tensor (twin: bf16_view)."""
@@ -1888,7 +1893,7 @@ cdef void _capsule_died(object capsule) noexcept:
     PyErr_Restore(kind, value, traceback)
 
 
-def bf16_capsule(words: np.ndarray) -> object:
+def bf16_capsule(words: NDArray[Any]) -> object:
     """A DLPack capsule (``dltensor``: dtype code kDLBfloat, 16 bits, on the CPU) over a C-contiguous uint16
     array's memory, as Triton's ``pb_utils.Tensor.from_dlpack`` takes a bf16 output. No copy: the capsule holds
     a reference to ``words`` until its consumer's deleter runs, or until it goes unconsumed (twin:

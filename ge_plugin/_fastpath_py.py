@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Callable
 
 import numpy as np
+from numpy.typing import NDArray
 
 from ge_plugin import _fastpath_messages as messages
 from ge_plugin.errors import RequestError
@@ -41,7 +42,7 @@ __all__ = [
 _MAX_DIMS = 32
 
 #: the type names ge-plugin moves, with the numpy dtype of their bytes on the host
-_NUMPY: dict[str, np.dtype] = {
+_NUMPY: dict[str, np.dtype[Any]] = {
     "bool": np.dtype(np.bool_),
     "uint8": np.dtype(np.uint8),
     "uint16": np.dtype(np.uint16),
@@ -64,14 +65,14 @@ _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 # --- type names and casts ---------------------------------------------------------------------------
 
 
-def _dtype(type_name: object, what: str) -> np.dtype:
+def _dtype(type_name: object, what: str) -> np.dtype[Any]:
     try:
         return _NUMPY[type_name]  # type: ignore[index]
     except (KeyError, TypeError):
         raise ValueError(f"{what}: unknown type {type_name!r}; use one of {_TYPE_NAMES}") from None
 
 
-def _f32_to_f16(values: np.ndarray) -> np.ndarray:
+def _f32_to_f16(values: NDArray[Any]) -> NDArray[Any]:
     # numpy rounds to nearest even; only NaNs are rewritten, quieted with their payload's top bits kept, so
     # the result does not depend on whether numpy used the F16C instruction or its software loop.
     with np.errstate(over="ignore", invalid="ignore"):
@@ -85,7 +86,7 @@ def _f32_to_f16(values: np.ndarray) -> np.ndarray:
     return half
 
 
-def _f16_to_f32(values: np.ndarray) -> np.ndarray:
+def _f16_to_f32(values: NDArray[Any]) -> NDArray[Any]:
     single = values.astype(np.float32)
     nan = np.isnan(values)
     if nan.any():
@@ -94,7 +95,7 @@ def _f16_to_f32(values: np.ndarray) -> np.ndarray:
     return single
 
 
-def _f32_to_bf16(values: np.ndarray) -> np.ndarray:
+def _f32_to_bf16(values: NDArray[Any]) -> NDArray[Any]:
     # Round to nearest even on the upper 16 bits, as ml_dtypes and torch do; NaN is quieted, not rounded
     # (rounding could carry a NaN into infinity).
     bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
@@ -103,11 +104,11 @@ def _f32_to_bf16(values: np.ndarray) -> np.ndarray:
     return np.where(nan, (bits >> 16) | 0x0040, rounded).astype(np.uint16)
 
 
-def _bf16_to_f32(values: np.ndarray) -> np.ndarray:
+def _bf16_to_f32(values: NDArray[Any]) -> NDArray[Any]:
     return (values.astype(np.uint32) << 16).view(np.float32)
 
 
-def _int64_to_int32(values: np.ndarray, where: str) -> np.ndarray:
+def _int64_to_int32(values: NDArray[Any], where: str) -> NDArray[Any]:
     # Range check and cast in one place: a request's ids silently wrapping would be far worse than an error.
     if values.size and (values.min() < _INT32_MIN or values.max() > _INT32_MAX):
         flat = int(np.flatnonzero((values < _INT32_MIN) | (values > _INT32_MAX))[0])
@@ -119,7 +120,7 @@ def _int64_to_int32(values: np.ndarray, where: str) -> np.ndarray:
     return values.astype(np.int32)
 
 
-_Cast = Callable[[np.ndarray, str], np.ndarray]
+_Cast = Callable[[NDArray[Any], str], NDArray[Any]]
 
 
 _CASTS: dict[tuple[str, str], _Cast] = {
@@ -151,7 +152,7 @@ def _cast(src_type: str, dst_type: str, what: str) -> _Cast | None:
         ) from None
 
 
-def _typed_value(value: float, type_name: str, what: str) -> np.ndarray:
+def _typed_value(value: float, type_name: str, what: str) -> NDArray[Any]:
     """``value`` as one element of ``type_name``, converted once; floats round the way the data does."""
     number = messages.number(value, what)
     dtype = _NUMPY[type_name]
@@ -174,7 +175,7 @@ def _typed_value(value: float, type_name: str, what: str) -> np.ndarray:
 # --- buffers -------------------------------------------------------------------------------------
 
 
-def _bytes_of(buffer: object, what: str, writable: bool) -> np.ndarray:
+def _bytes_of(buffer: object, what: str, writable: bool) -> NDArray[Any]:
     """A flat uint8 view of ``buffer``; the message says why a buffer cannot be used."""
     try:
         view = memoryview(buffer)  # type: ignore[arg-type]
@@ -210,7 +211,7 @@ def _nbytes(shape: tuple[int, ...], itemsize: int) -> int:
     return total
 
 
-def _matches(dtype: np.dtype, type_name: str) -> bool:
+def _matches(dtype: np.dtype[Any], type_name: str) -> bool:
     want = _NUMPY[type_name]
     return dtype.kind == want.kind and dtype.itemsize == want.itemsize and dtype.isnative
 
@@ -324,7 +325,7 @@ class TensorSpec:
         return hash(self._key())
 
 
-def _check_range(spec: TensorSpec, array: np.ndarray) -> None:
+def _check_range(spec: TensorSpec, array: NDArray[Any]) -> None:
     low, high = spec.value_range  # type: ignore[misc]
     values = _bf16_to_f32(array) if spec.type == "bf16" else array
     if values.dtype.kind == "f":
@@ -335,7 +336,7 @@ def _check_range(spec: TensorSpec, array: np.ndarray) -> None:
         raise messages.range_problem(spec, values, int(np.flatnonzero(outside)[0]))
 
 
-def _as_array(name: str, value: object) -> np.ndarray:
+def _as_array(name: str, value: object) -> NDArray[Any]:
     if isinstance(value, np.ndarray):
         return value
     if hasattr(value, "__dlpack__"):
@@ -378,7 +379,7 @@ def _check_dims(spec: TensorSpec, shape: tuple[int, ...]) -> None:
             )
 
 
-def validate(specs: Sequence[TensorSpec], tensors: Mapping[str, object]) -> list:
+def validate(specs: Sequence[TensorSpec], tensors: Mapping[str, object]) -> list[NDArray[Any]]:
     """Check one request against the model's inputs before it joins a batch, so that one bad request fails
     alone with a message its client can act on. Returns the request's arrays in spec order, C-contiguous,
     viewed rather than copied whenever they already are (only a non-contiguous array is copied)."""
@@ -415,7 +416,7 @@ def validate(specs: Sequence[TensorSpec], tensors: Mapping[str, object]) -> list
     return arrays
 
 
-def _source(value: object, index: int, src_type: str, dst_shape: tuple[int, ...]) -> np.ndarray:
+def _source(value: object, index: int, src_type: str, dst_shape: tuple[int, ...]) -> NDArray[Any]:
     what = f"gather: source {index}"
     if isinstance(value, np.ndarray):
         array = value
@@ -443,7 +444,12 @@ def _source(value: object, index: int, src_type: str, dst_shape: tuple[int, ...]
 
 
 def gather(
-    dst, dst_shape: Sequence[int], dst_type: str, srcs: Sequence, src_type: str, pad_value: float
+    dst: object,
+    dst_shape: Sequence[int],
+    dst_type: str,
+    srcs: Sequence[object],
+    src_type: str,
+    pad_value: float,
 ) -> int:
     """Stack one batch's sources along dim 0 into the pinned staging buffer ``dst`` as a C-contiguous
     ``dst_shape`` tensor of ``dst_type``, padding every dim of every source (and the rows after the last one)
@@ -487,13 +493,13 @@ def gather(
 
 
 def scatter(
-    src,
+    src: object,
     src_shape: Sequence[int],
     src_type: str,
     out_type: str,
     rows: Sequence[int],
     shapes: Sequence[Sequence[int]],
-) -> list:
+) -> list[NDArray[Any]]:
     """Split one output in the pinned staging buffer ``src`` (a C-contiguous ``src_shape`` tensor of
     ``src_type``) back into one new array per request: request i owns the next ``rows[i]`` rows and keeps
     the leading ``shapes[i]`` of every other dim, cast to ``out_type``. One copy per request, because the
@@ -598,7 +604,7 @@ class Chunk:
     def __init__(
         self,
         indices: list[int],
-        arrays: list[list[np.ndarray]] | None,
+        arrays: list[list[NDArray[Any]]] | None,
         shapes: list[tuple[tuple[int, ...], ...]],
         need: tuple[int, ...],
         gear: int,
@@ -634,7 +640,16 @@ class _Gear:
 
     __slots__ = ("flat", "in_bytes", "input_dims", "out_bytes", "out_rows", "output_dims", "rows")
 
-    def __init__(self, flat, input_dims, output_dims, rows, in_bytes, out_bytes, out_rows):
+    def __init__(
+        self,
+        flat: tuple[int, ...],
+        input_dims: tuple[tuple[int, ...], ...],
+        output_dims: tuple[tuple[int, ...], ...],
+        rows: int,
+        in_bytes: list[int],
+        out_bytes: list[int],
+        out_rows: list[bool],
+    ) -> None:
         self.flat = flat
         self.input_dims = input_dims
         self.output_dims = output_dims
@@ -647,7 +662,17 @@ class _Gear:
 class _Tables:
     """A Planner's constant tables, checked once (the compiled Planner builds its C arrays from them)."""
 
-    def __init__(self, specs, om_types, gears, outputs, batched, exact, pad_value, spec_class) -> None:
+    def __init__(
+        self,
+        specs: Sequence[Any],
+        om_types: Sequence[str],
+        gears: Sequence[Any],
+        outputs: Sequence[Any],
+        batched: bool,
+        exact: Sequence[bool],
+        pad_value: float,
+        spec_class: type,
+    ) -> None:
         specs = list(specs)
         if not specs:
             raise ValueError("Planner: a model has at least one input")
@@ -688,7 +713,7 @@ class _Tables:
         if not self.gears:
             raise ValueError("Planner: a model has at least one gear")
 
-    def _gear(self, gear, position: int) -> _Gear:
+    def _gear(self, gear: Any, position: int) -> _Gear:
         where = f"Planner: gear {position}"
         inputs, outputs = gear
         input_dims = tuple(_dims(d, f"{where} input {k}") for k, d in enumerate(inputs))
@@ -717,7 +742,16 @@ class _Tables:
         return _Gear(flat, input_dims, output_dims, rows, in_bytes, out_bytes, out_rows)
 
 
-def _planner_tables(specs, om_types, gears, outputs, batched, exact, pad_value, spec_class) -> _Tables:
+def _planner_tables(
+    specs: Sequence[Any],
+    om_types: Sequence[str],
+    gears: Sequence[Any],
+    outputs: Sequence[Any],
+    batched: bool,
+    exact: Sequence[bool],
+    pad_value: float,
+    spec_class: type,
+) -> _Tables:
     """Check a Planner's arguments once and work out its tables (the compiled Planner calls this too)."""
     return _Tables(specs, om_types, gears, outputs, batched, exact, pad_value, spec_class)
 
@@ -771,7 +805,7 @@ class Planner:
         batched: bool = True,
         exact: Sequence[bool] = (),
         pad_value: float = 0,
-        refusal: Callable[[list], str] | None = None,
+        refusal: Callable[[list[NDArray[Any]]], str] | None = None,
     ) -> None:
         t = _planner_tables(specs, om_types, gears, outputs, batched, exact, pad_value, TensorSpec)
         self._specs, self._om_types, self._pad, self._batched = t.specs, t.om_types, t.pad, t.batched
@@ -803,7 +837,7 @@ class Planner:
             for x, y, row, exact in zip(a, b, self._rows_at, self._exact)
         )
 
-    def _wanted(self, wanted, n: int) -> list[list[int]] | None:
+    def _wanted(self, wanted: Any, n: int) -> list[list[int]] | None:
         """Per request, the config positions of the outputs it names (in config order); None when every
         request wants every output (Triton passes each request's names, usually all of them)."""
         if wanted is None:
@@ -819,7 +853,7 @@ class Planner:
             return None
         return lists
 
-    def _refuse(self, arrays: list) -> str:
+    def _refuse(self, arrays: list[NDArray[Any]]) -> str:
         if self._refusal is not None:
             return self._refusal(arrays)
         shapes = ", ".join(f"{spec.name} {list(a.shape)}" for spec, a in zip(self._specs, arrays))
@@ -837,7 +871,7 @@ class Planner:
         n = len(requests)
         per_request = self._wanted(wanted, n)
         errors: list[tuple[int, RequestError]] = []
-        groups: list[list] = []  # [need, gear, members], members: (index, arrays, own need)
+        groups: list[list[Any]] = []  # [need, gear, members], members: (index, arrays, own need)
         for i in range(n):
             try:
                 arrays = validate(self._specs, requests[i])
@@ -869,7 +903,7 @@ class Planner:
     def chunk(
         self,
         indices: Sequence[int],
-        arrays: Sequence[Sequence[np.ndarray]],
+        arrays: Sequence[Sequence[NDArray[Any]]],
         wanted: Sequence[Sequence[int]] | None = None,
         *,
         staged: bool = False,
@@ -903,7 +937,7 @@ class Planner:
         per_request = None if wanted is None else {i: list(w) for i, w in zip(indices, wanted)}
         return self._chunk(need, gear, members, per_request, bool(staged))
 
-    def _chunk(self, need, position: int, members, per_request, staged: bool) -> Chunk:
+    def _chunk(self, need: Any, position: int, members: Any, per_request: Any, staged: bool) -> Chunk:
         gear = self._gears[position]
         indices = [i for i, _, _ in members]
         shapes = []
@@ -1023,15 +1057,15 @@ class Planner:
         return list(self._staged_by_gear), self._staged[0], self._staged[1], self._staged[2]
 
     def split(
-        self, chunk: Chunk, staging: Sequence[np.ndarray], views: bool = False
-    ) -> tuple[list[dict[str, np.ndarray]], bool]:
+        self, chunk: Chunk, staging: Sequence[NDArray[Any]], views: bool = False
+    ) -> tuple[list[dict[str, NDArray[Any]]], bool]:
         """Per request of ``chunk`` (in its order), a dict of the outputs it asked for, read from ``staging``
         (one uint8 array per OM output, the OM's order) where the launch copied them; and whether any of them
         is a view of the staging. With ``views``, an output is a view where that needs no copy (no cast, and
         every request's part contiguous); else each request gets a copy of its part, trimmed and cast."""
         gear = self._gears[chunk.gear]
         buffers = list(staging)
-        outputs: list[dict[str, np.ndarray]] = [{} for _ in chunk.indices]
+        outputs: list[dict[str, NDArray[Any]]] = [{} for _ in chunk.indices]
         lent = False
         for k in chunk.outputs:
             name, j, out_type, om_type, ties = self._outputs[k]
@@ -1077,7 +1111,7 @@ class Planner:
         return outputs, lent
 
 
-def _views(whole: np.ndarray, rows: list[int], shapes: list[tuple[int, ...]]) -> list[np.ndarray] | None:
+def _views(whole: NDArray[Any], rows: list[int], shapes: list[tuple[int, ...]]) -> list[NDArray[Any]] | None:
     """Each request's part of the gear-shaped output ``whole``, as views; None if one is not contiguous or
     does not fit (the copying path then says what)."""
     full = whole.shape[1:]
@@ -1197,7 +1231,7 @@ def _compact(tensor: _DLTensor, shape: tuple[int, ...]) -> bool:
     return True
 
 
-def bf16_view(tensor: object) -> np.ndarray:
+def bf16_view(tensor: object) -> NDArray[Any]:
     """The words of a bf16 DLPack tensor (an object with ``__dlpack__``, such as Triton's input tensor, or a
     ``dltensor`` capsule) as a read-only uint16 array over the same memory, which keeps the tensor alive:
     bf16 travels as its uint16 bit patterns everywhere in ge-plugin. ValueError names what is not a C-contiguous
@@ -1227,7 +1261,7 @@ def bf16_view(tensor: object) -> np.ndarray:
 
 
 #: what each exported capsule keeps alive, by the address of its DLManagedTensor, until its deleter runs
-_EXPORTED: dict[int, tuple[_DLManagedTensor, object, np.ndarray]] = {}
+_EXPORTED: dict[int, tuple[_DLManagedTensor, object, NDArray[Any]]] = {}
 _EXPORTED_LOCK = threading.Lock()
 
 
@@ -1245,7 +1279,7 @@ def _capsule_died(capsule: int) -> None:
         _release(ctypes.cast(address, ctypes.POINTER(_DLManagedTensor)))
 
 
-def bf16_capsule(words: np.ndarray) -> object:
+def bf16_capsule(words: NDArray[Any]) -> object:
     """A DLPack capsule (``dltensor``: dtype code kDLBfloat, 16 bits, on the CPU) over a C-contiguous uint16
     array's memory, as Triton's ``pb_utils.Tensor.from_dlpack`` takes a bf16 output. No copy: the capsule
     holds a reference to ``words`` (a view of a lane's staging, like any output the engine lends) until its
