@@ -72,9 +72,12 @@ lint: setup typecheck
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# mypy over ge_plugin, as configured in pyproject.toml [tool.mypy]
+# mypy over ge_plugin, as configured in pyproject.toml [tool.mypy] (the fast path and the backend strict),
+# then over the tests of those two; one run each, as both directories have a conftest module.
 typecheck: setup
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy tests/fastpath
+	$(VENV)/bin/mypy tests/backend
 
 format: setup
 	$(VENV)/bin/ruff format .

@@ -37,7 +37,7 @@ def test_fastpath_normal_build_loads_compiled_module(monkeypatch: pytest.MonkeyP
     compiled = importlib.import_module("ge_plugin._fastpath")
     assert fastpath.IMPLEMENTATION == "c"
     assert fastpath.gather is compiled.gather
-    assert Path(compiled.__file__).suffix in (".so", ".pyd")
+    assert Path(str(compiled.__file__)).suffix in (".so", ".pyd")
 
 
 def test_fastpath_no_extensions_env_picks_twin(monkeypatch: pytest.MonkeyPatch) -> None:
