@@ -742,18 +742,8 @@ class _Tables:
         return _Gear(flat, input_dims, output_dims, rows, in_bytes, out_bytes, out_rows)
 
 
-def _planner_tables(
-    specs: Sequence[Any],
-    om_types: Sequence[str],
-    gears: Sequence[Any],
-    outputs: Sequence[Any],
-    batched: bool,
-    exact: Sequence[bool],
-    pad_value: float,
-    spec_class: type,
-) -> _Tables:
-    """Check a Planner's arguments once and work out its tables (the compiled Planner calls this too)."""
-    return _Tables(specs, om_types, gears, outputs, batched, exact, pad_value, spec_class)
+#: check a Planner's arguments once and work out its tables (the compiled Planner calls this too)
+_planner_tables = _Tables
 
 
 def _dims(value: object, what: str) -> tuple[int, ...]:
