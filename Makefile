@@ -8,7 +8,7 @@ STAMPS := $(VENV)/.stamps
 EXT := ge_plugin/_fastpath$(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
 PYTEST_ARGS ?=
 
-.PHONY: setup system-deps test test-py demo bench bench-micro lint typecheck format dist clean
+.PHONY: setup system-deps test test-py test-fast test-packaging coverage demo bench bench-micro lint typecheck format dist clean
 
 setup: system-deps $(STAMPS)/installed $(EXT)
 
@@ -30,13 +30,34 @@ $(STAMPS)/installed: $(STAMPS)/requirements pyproject.toml setup.py
 $(EXT): ge_plugin/_fastpath.pyx $(wildcard ge_plugin/_fastpath.pxd) setup.py $(STAMPS)/requirements
 	$(PY) setup.py --quiet build_ext --inplace
 
+# Every test but the wheel build (make test-packaging, which CI runs once).
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not packaging" $(PYTEST_ARGS)
 
-# The whole suite again on the pure-Python twin of the fast path (but the wheel build, which tests packaging,
-# not the fast path, and takes minutes).
+# The tests that can see which fast path runs, again on its pure-Python twin (GE_PLUGIN_NO_EXTENSIONS=1).
+# The rule: a test belongs here when the code it runs imports ge_plugin.fastpath, directly or through the
+# engine: tests/fastpath, tests/engine, tests/backend, and every e2e test (a tritonserver serving ge models,
+# whose stubs run the engine), wherever it lives. Spec, render, atc, sim, models, migrate, deploy, tune's
+# planning and the serve front never touch the fast path, so they would only run twice.
+FASTPATH_TESTS := tests/fastpath tests/engine tests/backend tests/e2e
 test-py: setup
-	GE_PLUGIN_NO_EXTENSIONS=1 $(PY) -m pytest -m "not packaging" $(PYTEST_ARGS)
+	GE_PLUGIN_NO_EXTENSIONS=1 $(PY) -m pytest $(FASTPATH_TESTS) -m "not packaging" $(PYTEST_ARGS)
+	GE_PLUGIN_NO_EXTENSIONS=1 $(PY) -m pytest tests -m "e2e and not packaging" \
+	  $(addprefix --ignore=,$(FASTPATH_TESTS)) $(PYTEST_ARGS)
+
+# A developer's loop: no tritonserver, no perf_analyzer, no wheel build.
+test-fast: setup
+	$(PY) -m pytest tests -m "not e2e and not packaging" --ignore=tests/e2e $(PYTEST_ARGS)
+
+# The wheel and the sdist built and installed as users do (minutes; tests packaging, not behaviour).
+test-packaging: setup
+	$(PY) -m pytest -m packaging $(PYTEST_ARGS)
+
+# Line coverage of ge_plugin's Python code (the twin included) over make test's tests; the compiled module
+# is not traced (Cython line tracing needs a second, slower build of the extension). HTML in htmlcov/.
+coverage: setup
+	$(PY) -m pytest -m "not packaging" --cov=ge_plugin --cov-report=term-missing:skip-covered \
+	  --cov-report=html $(PYTEST_ARGS)
 
 demo: setup
 	$(VENV)/bin/ge-plugin demo
@@ -45,15 +66,18 @@ bench: setup
 	$(VENV)/bin/ge-plugin bench
 
 bench-micro: setup
-	$(PY) -m pytest benchmarks -q -p no:randomly --benchmark-columns=min,median,max,ops --benchmark-sort=name
+	$(PY) -m pytest benchmarks -q --benchmark-columns=min,median,max,ops --benchmark-sort=name
 
 lint: setup typecheck
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# mypy over ge_plugin, as configured in pyproject.toml [tool.mypy]
+# mypy over ge_plugin, as configured in pyproject.toml [tool.mypy] (the fast path and the backend strict),
+# then over the tests of those two; one run each, as both directories have a conftest module.
 typecheck: setup
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy tests/fastpath
+	$(VENV)/bin/mypy tests/backend
 
 format: setup
 	$(VENV)/bin/ruff format .
@@ -75,4 +99,4 @@ dist: setup
 	$(VENV)/bin/twine check --strict $(DIST)/ge_plugin-*.tar.gz $(DIST)/ge_plugin-*.whl
 
 clean:
-	rm -rf build ge_plugin/*.so ge_plugin/_fastpath.c ge_plugin/*.html .pytest_cache .benchmarks *.egg-info
+	rm -rf build ge_plugin/*.so ge_plugin/_fastpath.c ge_plugin/*.html .pytest_cache .benchmarks *.egg-info .coverage htmlcov

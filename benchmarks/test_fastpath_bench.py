@@ -151,19 +151,6 @@ def test_bench_gather_one_64mib_tensor(
         record(case, name, LARGE_BYTES, fp.gather, *args, bandwidth=COPY_BANDWIDTH)
 
 
-@pytest.mark.benchmark(group="copy_bytes 64 MiB")
-def test_bench_copy_bytes_64mib(
-    copier: tuple[str, ModuleType | None], large_source: np.ndarray, record: Callable[..., None]
-) -> None:
-    name, fp = copier
-    dst = staging(LARGE_BYTES)
-    case = "copy_bytes 64 MiB"
-    if fp is None:
-        record(case, name, LARGE_BYTES, _copyto, dst.view(np.float32).reshape(LARGE), large_source)
-    else:
-        record(case, name, LARGE_BYTES, fp.copy_bytes, dst, large_source, bandwidth=COPY_BANDWIDTH)
-
-
 @pytest.mark.benchmark(group="bf16 dlpack")
 def test_bench_bf16_capsule_then_view_of_one_output(
     impl: tuple[str, ModuleType], record: Callable[..., None]

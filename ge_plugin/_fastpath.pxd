@@ -1,5 +1,6 @@
 # Declarations of the compiled fast path: its limits, type and cast codes, the one copy plan every byte
 # move goes through, and the fields TensorSpec keeps in C so that validate() reads no Python objects.
+# Nothing cimports this module: its functions are private to _fastpath.pyx and declared there.
 
 cimport numpy as cnp
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint64_t
@@ -81,21 +82,6 @@ cdef class TensorSpec:
     cdef int code  # TypeCode of type
     cdef Py_ssize_t c_dims[MAX_DIMS]  # dims, for the checks in validate()
     cdef Py_ssize_t c_limits[MAX_DIMS]  # limits, for the checks in validate()
-
-
-# one contiguous run of n elements, cast on the way; -1 (mv.bad set) on a value the cast rejects
-cdef int _convert(const char* src, char* dst, Py_ssize_t n, Move* mv) noexcept nogil
-# n elements of padding from dst on
-cdef void _fill(char* dst, Py_ssize_t n, Move* mv) noexcept nogil
-# strides and run_dim from extent, gear and into_gear
-cdef void _plan(Move* mv) noexcept nogil
-# dims k.. of a block, recursively down to run_dim; -1 on a value the cast rejects
-cdef int _move(Move* mv, int k, const char* src, char* dst) noexcept nogil
-# every gather source into its rows, then the padding rows; the index of a failing source, or -1
-cdef Py_ssize_t _gather_all(
-    Move* mv, Source* sources, Py_ssize_t n, const Py_ssize_t* gear, char* base, Py_ssize_t row_bytes,
-    Py_ssize_t rows,
-) noexcept nogil
 
 
 # DLPack (dlpack.h, v0.8): the structures Triton's Python backend hands bf16 tensors over with

@@ -3,7 +3,7 @@
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import numpy as np
+from numpy.typing import NDArray
 
 from ge_plugin.errors import RequestError
 
@@ -19,8 +19,6 @@ __all__ = [
     "TensorSpec",
     "bf16_capsule",
     "bf16_view",
-    "copy_bytes",
-    "fill",
     "gather",
     "scatter",
     "validate",
@@ -49,26 +47,29 @@ class TensorSpec:
     def __eq__(self, other: object) -> bool: ...
     def __hash__(self) -> int: ...
 
-def validate(specs: Sequence[TensorSpec], tensors: Mapping[str, object]) -> list: ...
+def validate(specs: Sequence[TensorSpec], tensors: Mapping[str, object]) -> list[NDArray[Any]]: ...
 def gather(
-    dst, dst_shape: Sequence[int], dst_type: str, srcs: Sequence, src_type: str, pad_value: float
+    dst: object,
+    dst_shape: Sequence[int],
+    dst_type: str,
+    srcs: Sequence[object],
+    src_type: str,
+    pad_value: float,
 ) -> int: ...
 def scatter(
-    src,
+    src: object,
     src_shape: Sequence[int],
     src_type: str,
     out_type: str,
     rows: Sequence[int],
     shapes: Sequence[Sequence[int]],
-) -> list: ...
-def copy_bytes(dst, src) -> None: ...
-def fill(dst, type: str, value: float, start: int = 0, count: int = -1) -> None: ...
-def bf16_view(tensor: object) -> np.ndarray: ...
-def bf16_capsule(words: np.ndarray) -> object: ...
+) -> list[NDArray[Any]]: ...
+def bf16_view(tensor: object) -> NDArray[Any]: ...
+def bf16_capsule(words: NDArray[Any]) -> object: ...
 
 class Chunk:
     indices: list[int]
-    arrays: list[list[np.ndarray]] | None
+    arrays: list[list[NDArray[Any]]] | None
     shapes: list[tuple[tuple[int, ...], ...]]
     need: tuple[int, ...]
     gear: int
@@ -92,7 +93,7 @@ class Planner:
         batched: bool = True,
         exact: Sequence[bool] = (),
         pad_value: float = 0,
-        refusal: Callable[[list], str] | None = None,
+        refusal: Callable[[list[NDArray[Any]]], str] | None = None,
     ) -> None: ...
     def choose(self, need: Sequence[int]) -> int | None: ...
     def plan(
@@ -101,7 +102,7 @@ class Planner:
     def chunk(
         self,
         indices: Sequence[int],
-        arrays: Sequence[Sequence[np.ndarray]],
+        arrays: Sequence[Sequence[NDArray[Any]]],
         wanted: Sequence[Sequence[int]] | None = None,
         *,
         staged: bool = False,
@@ -110,6 +111,6 @@ class Planner:
     def stage(self, chunk: Chunk, staging: Sequence[object], first: int = 0) -> None: ...
     def count(self, chunk: Chunk) -> None: ...
     def split(
-        self, chunk: Chunk, staging: Sequence[np.ndarray], views: bool = False
-    ) -> tuple[list[dict[str, np.ndarray]], bool]: ...
+        self, chunk: Chunk, staging: Sequence[NDArray[Any]], views: bool = False
+    ) -> tuple[list[dict[str, NDArray[Any]]], bool]: ...
     def tally(self) -> tuple[list[int], int, int, int]: ...

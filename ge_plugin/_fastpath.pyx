@@ -6,7 +6,8 @@ Python work is kept to one pass over the arguments; the copies themselves run in
 memcpy wherever a run is contiguous, and drop the GIL when they are large. ``_fastpath_py.py`` is the
 specification: same names, signatures, results and messages; where this file matches it deliberately in
 a way that is not obvious, a comment says "twin". What runs only when a spec is built or a request is
-refused (reading a value range, wording a range or shape-tie error) is the twin's own code, imported.
+refused (reading a value range, wording a range or shape-tie error) comes from ``_fastpath_messages``,
+which the twin words its errors with too.
 
 Annotations are documentation only (``annotation_typing=False``): arguments are converted by hand, so that
 a bad argument gets the twin's ValueError rather than Cython's TypeError.
@@ -34,13 +35,8 @@ import sys
 
 import numpy as np
 
-from ge_plugin._fastpath_py import (
-    _check_ties,
-    _pair_names,
-    _planner_tables,
-    _range_problem,
-    _value_range,
-)
+from ge_plugin import _fastpath_messages as messages
+from ge_plugin._fastpath_py import _planner_tables
 from ge_plugin.errors import RequestError
 
 cnp.import_array()
@@ -58,8 +54,6 @@ __all__ = [
     "TensorSpec",
     "bf16_capsule",
     "bf16_view",
-    "copy_bytes",
-    "fill",
     "gather",
     "scatter",
     "validate",
@@ -97,7 +91,7 @@ _CAST_TABLE = {
 }
 #: every (from, to) pair of type names the fast path converts; equal types are always copied as they are
 CASTS = frozenset(_CAST_TABLE)
-_CAST_NAMES = ", ".join(_pair_names(_CAST_TABLE))
+_CAST_NAMES = ", ".join(messages.pair_names(_CAST_TABLE))
 # _CAST_TABLE by TypeCode, read per gather and scatter without touching a Python object; -1: no such cast
 cdef int[T_COUNT][T_COUNT] _CAST_BY_CODE
 
@@ -118,15 +112,7 @@ cdef int[13] _TYPENUM = [
     cnp.NPY_FLOAT16, cnp.NPY_FLOAT32, cnp.NPY_FLOAT64, cnp.NPY_UINT16,
 ]
 
-# twin: _INT_RANGE, used only to word errors
-_INT_RANGE = {
-    name: (int(np.iinfo(np.dtype(kind + str(size))).min), int(np.iinfo(np.dtype(kind + str(size))).max))
-    for name, kind, size in (
-        ("uint8", "u", 1), ("uint16", "u", 2), ("uint32", "u", 4), ("uint64", "u", 8),
-        ("int8", "i", 1), ("int16", "i", 2), ("int32", "i", 4), ("int64", "i", 8),
-    )
-}
-_INT_RANGE["bool"] = (0, 1)
+_INT_RANGE = messages.INT_RANGE  # used only to word errors
 
 cdef int64_t INT32_LOW = -2147483648
 cdef int64_t INT32_HIGH = 2147483647
@@ -420,10 +406,6 @@ cdef inline bint _matches(cnp.ndarray array, int code) noexcept:
     return descr.kind == _KIND[code] and descr.itemsize == _ITEMSIZE[code] and cnp.PyArray_ISNOTSWAPPED(array)
 
 
-def _describe(dtype):
-    return dtype.name if dtype.isnative else f"{dtype.str} (non-native byte order)"
-
-
 cdef Py_ssize_t _shape(object shape, Py_ssize_t* out, str what) except -1:
     """Copies a shape into out and returns its length; twin: _shape."""
     cdef Py_ssize_t k, n, d
@@ -452,9 +434,18 @@ def _unravel(Py_ssize_t flat, shape):
 cdef Py_ssize_t _nogil_sections = 0
 
 
-cdef inline void _released() noexcept:
+cdef inline bint _without_gil(Py_ssize_t nbytes) noexcept:
+    """Whether work on ``nbytes`` runs without the GIL: the one place GIL_RELEASE_BYTES is compared with, so
+    every copy and check draws the line at the same size; counts the sections it lets go for."""
     global _nogil_sections
+    if nbytes < GIL_RELEASE_BYTES:
+        return False
     _nogil_sections += 1
+    return True
+
+
+#: the size from which a copy or check lets the GIL go, for the tests
+_GIL_RELEASE_BYTES = GIL_RELEASE_BYTES
 
 
 def _gil_releases() -> int:
@@ -512,7 +503,7 @@ cdef class TensorSpec:
                 raise ValueError(f"TensorSpec {name!r}: dim {k} is fixed at {dim} but its limit is {limit}")
             self.c_dims[k] = dim
             self.c_limits[k] = limit
-        bounds = None if value_range is None else _value_range(name, type, value_range)
+        bounds = None if value_range is None else messages.value_range(name, type, value_range)
         if same_shape_as is not None and (not isinstance(same_shape_as, str) or not same_shape_as):
             raise ValueError(f"TensorSpec {name!r}: same_shape_as must be an input name, got {same_shape_as!r}")
         if same_shape_as == name:
@@ -638,8 +629,7 @@ cdef int _check_range(TensorSpec spec, cnp.ndarray array) except -1:
     cdef Py_ssize_t n = cnp.PyArray_SIZE(array)
     cdef const char* data = <const char*>cnp.PyArray_DATA(array)
     cdef Py_ssize_t bad
-    if n * _ITEMSIZE[spec.code] >= GIL_RELEASE_BYTES:
-        _released()
+    if _without_gil(n * _ITEMSIZE[spec.code]):
         with nogil:
             bad = _first_outside(spec, data, n)
     else:
@@ -648,7 +638,7 @@ cdef int _check_range(TensorSpec spec, cnp.ndarray array) except -1:
         values = <object>array
         if spec.code == T_BF16:  # twin: _bf16_to_f32
             values = (values.astype(np.uint32) << 16).view(np.float32)
-        raise _range_problem(spec, values, bad)
+        raise messages.range_problem(spec, values, bad)
     return 0
 
 
@@ -715,7 +705,7 @@ cdef inline bint _dims_ok(TensorSpec spec, cnp.ndarray array) noexcept:
     return True
 
 
-def validate(specs: Sequence[TensorSpec], tensors: Mapping[str, object]) -> list:
+def validate(specs: Sequence[TensorSpec], tensors: Mapping[str, object]) -> list[NDArray[Any]]:
     """Check one request against the model's inputs before it joins a batch, so that one bad request fails
     alone with a message its client can act on. Returns the request's arrays in spec order, C-contiguous,
     viewed rather than copied whenever they already are (only a non-contiguous array is copied)."""
@@ -740,7 +730,7 @@ cdef list _validate(object specs, object tensors):
         array = value if cnp.PyArray_Check(value) else _as_array(spec.name, value)
         if not _matches(array, spec.code):
             bits = " (uint16 bit patterns)" if spec.code == T_BF16 else ""
-            got = _describe((<object>array).dtype)
+            got = messages.describe((<object>array).dtype)
             raise RequestError(f"input {spec.name!r}: expected {spec.type}{bits} data, got {got}")
         if not _dims_ok(spec, array):
             _dims_problem(spec, (<object>array).shape)
@@ -758,7 +748,7 @@ cdef list _validate(object specs, object tensors):
                 taken = ", ".join(s.name for s in specs)
                 raise RequestError(f"unexpected input {key!r}: the model takes {taken}")
     if ties and not _ties_hold(specs, arrays):
-        _check_ties(specs, arrays)  # the twin's, which words what does not hold
+        messages.check_ties(specs, arrays)  # words what does not hold
     return arrays
 
 
@@ -797,7 +787,7 @@ cdef cnp.ndarray _source(object value, Py_ssize_t i, int code, const Py_ssize_t*
             raise ValueError(f"gather: source {i} is not an array, got {type(value).__name__}") from None
     array = <cnp.ndarray>value
     if not _matches(array, code):
-        got = _describe(value.dtype)
+        got = messages.describe(value.dtype)
         raise ValueError(f"gather: source {i} holds {got} data, expected {_NAMES[code]}")
     shape = cnp.PyArray_DIMS(array)
     if cnp.PyArray_NDIM(array) != ndim:
@@ -828,7 +818,12 @@ cdef int _init_pad(Move* mv, char* pad, object pad_value, int code, str what) ex
 
 
 def gather(
-    dst, dst_shape: Sequence[int], dst_type: str, srcs: Sequence, src_type: str, pad_value: float
+    dst: object,
+    dst_shape: Sequence[int],
+    dst_type: str,
+    srcs: Sequence[object],
+    src_type: str,
+    pad_value: float,
 ) -> int:
     """Stack one batch's sources along dim 0 into the pinned staging buffer ``dst`` as a C-contiguous
     ``dst_shape`` tensor of ``dst_type``, padding every dim of every source (and the rows after the last one)
@@ -863,7 +858,9 @@ cdef Py_ssize_t _gather_into(
     cdef Py_ssize_t nbytes, row_bytes, rows = 0, i, n, k
     cdef Source* sources = NULL
     cdef cnp.ndarray array
-    cdef list keep = None
+    # every array a Source points into, held by this call: the caller's list (or a request's list of arrays)
+    # may be changed by another thread while the copy runs without the GIL, and its items freed
+    cdef list kept
 
     nbytes = _ITEMSIZE[dst_code]
     for k in range(ndim):
@@ -878,18 +875,16 @@ cdef Py_ssize_t _gather_into(
             raise ValueError(
                 f"gather: dst holds {held} bytes, the destination {gear_list} {_NAMES[dst_code]} needs {nbytes}"
             )
-        if type(seq) is not list and type(seq) is not tuple:
-            seq = list(seq)
+        if type(seq) is not tuple:  # a snapshot: _source may run Python code, which may change a list
+            seq = tuple(seq)
         n = len(seq)
+        kept = [None] * n
         sources = <Source*>PyMem_Malloc(max(n, 1) * sizeof(Source))
         if sources == NULL:
             raise MemoryError()
         for i in range(n):
-            value = seq[i] if column < 0 else seq[i][column]
-            array = _source(value, i, src_code, gear, ndim)
-            if array is not value:  # a view or a copy made here: keep it alive until the copy is done
-                keep = keep if keep is not None else []
-                keep.append(array)
+            array = _source(seq[i] if column < 0 else seq[i][column], i, src_code, gear, ndim)
+            kept[i] = array
             sources[i].data = cnp.PyArray_BYTES(array)
             sources[i].shape = cnp.PyArray_DIMS(array)
             rows += sources[i].shape[0]
@@ -902,8 +897,7 @@ cdef Py_ssize_t _gather_into(
         mv.into_gear = True
         mv.src_item = _ITEMSIZE[src_code]
         mv.dst_item = _ITEMSIZE[dst_code]
-        if nbytes > GIL_RELEASE_BYTES:
-            _released()
+        if _without_gil(nbytes):
             with nogil:
                 i = _gather_all(mv, sources, n, gear, <char*>out.buf + offset, row_bytes, rows)
         else:
@@ -922,13 +916,13 @@ cdef Py_ssize_t _gather_into(
 
 
 def scatter(
-    src,
+    src: object,
     src_shape: Sequence[int],
     src_type: str,
     out_type: str,
     rows: Sequence[int],
     shapes: Sequence[Sequence[int]],
-) -> list:
+) -> list[NDArray[Any]]:
     """Split one output in the pinned staging buffer ``src`` (a C-contiguous ``src_shape`` tensor of
     ``src_type``) back into one new array per request: request i owns the next ``rows[i]`` rows and keeps
     the leading ``shapes[i]`` of every other dim, cast to ``out_type``. One copy per request, because the
@@ -1008,8 +1002,7 @@ def scatter(
             mv.gear[0] = dims[0]
             _plan(&mv)
             mv.src_base = base
-            if out_bytes > GIL_RELEASE_BYTES:
-                _released()
+            if _without_gil(out_bytes):
                 with nogil:
                     status = _move(&mv, 0, base, cnp.PyArray_BYTES(out))
             else:
@@ -1026,61 +1019,6 @@ def scatter(
         return outputs
     finally:
         PyBuffer_Release(&view)
-
-
-def copy_bytes(dst, src) -> None:
-    """Copy every byte of ``src`` (any C-contiguous buffer) to the start of ``dst``, at memcpy speed and
-    without the GIL when large. The engine does not call it (``gather`` and ``scatter`` carry every request's
-    bytes, padding and casts included); it is the plain copy for code that stages bytes by hand."""
-    cdef Py_buffer source, target
-    _get_buffer(src, &source, "copy_bytes: src", False)
-    try:
-        _get_buffer(dst, &target, "copy_bytes: dst", True)
-        try:
-            if target.len < source.len:
-                raise ValueError(f"copy_bytes: dst holds {target.len} bytes, src has {source.len}")
-            if source.len > GIL_RELEASE_BYTES:
-                _released()
-                with nogil:
-                    memcpy(target.buf, source.buf, source.len)
-            else:
-                memcpy(target.buf, source.buf, source.len)
-        finally:
-            PyBuffer_Release(&target)
-    finally:
-        PyBuffer_Release(&source)
-
-
-def fill(dst, type: str, value: float, start: int = 0, count: int = -1) -> None:
-    """Write ``value`` as ``type`` into elements ``start .. start+count`` of ``dst`` (``count=-1``: to the
-    end), without building a source array. The engine does not call it (``gather`` pads as it copies); it is
-    the plain fill for code that stages bytes by hand."""
-    cdef Move mv
-    cdef char pad[8]
-    cdef Py_buffer target
-    cdef Py_ssize_t capacity, first, n
-    cdef int code = _type_code(type, "fill: type")
-    _init_pad(&mv, pad, value, code, "fill: value")
-    mv.dst_item = _ITEMSIZE[code]
-    _get_buffer(dst, &target, "fill: dst", True)
-    try:
-        capacity = target.len // mv.dst_item
-        first = operator.index(start)
-        n = operator.index(count)
-        if n == -1:
-            n = capacity - first
-        if first < 0 or n < 0 or first + n > capacity:
-            raise ValueError(
-                f"fill: elements {first}..{first + n} are outside dst, which holds {capacity} {type} elements"
-            )
-        if n * mv.dst_item > GIL_RELEASE_BYTES:
-            _released()
-            with nogil:
-                _fill(<char*>target.buf + first * mv.dst_item, n, &mv)
-        else:
-            _fill(<char*>target.buf + first * mv.dst_item, n, &mv)
-    finally:
-        PyBuffer_Release(&target)
 
 
 # --- one window's executes: the planner (twin: the same section) ------------------------------------------
@@ -1238,7 +1176,7 @@ cdef class Planner:
         batched: bool = True,
         exact: Sequence[bool] = (),
         pad_value: float = 0,
-        refusal: Callable[[list], str] | None = None,
+        refusal: Callable[[list[NDArray[Any]]], str] | None = None,
     ) -> None:
         """Checks the arguments once (with the twin's own checks) and keeps what plan, stage and split read
         in C arrays."""
@@ -1541,7 +1479,7 @@ cdef class Planner:
     def chunk(
         self,
         indices: Sequence[int],
-        arrays: Sequence[Sequence[np.ndarray]],
+        arrays: Sequence[Sequence[NDArray[Any]]],
         wanted: Sequence[Sequence[int]] | None = None,
         *,
         staged: bool = False,
@@ -1696,8 +1634,8 @@ cdef class Planner:
         )
 
     def split(
-        self, Chunk chunk, staging: Sequence[np.ndarray], views: bool = False
-    ) -> tuple[list[dict[str, np.ndarray]], bool]:
+        self, Chunk chunk, staging: Sequence[NDArray[Any]], views: bool = False
+    ) -> tuple[list[dict[str, NDArray[Any]]], bool]:
         """Per request of ``chunk``, a dict of the outputs it asked for, and whether any is a view of the
         staging (twin: Planner.split)."""
         cdef Py_ssize_t m, d, t, n_buffers, count = chunk.count, width = self.width, row
@@ -1872,7 +1810,7 @@ cdef inline bint _compact(DLTensor* t) noexcept:
     return True
 
 
-def bf16_view(tensor: object) -> np.ndarray:
+def bf16_view(tensor: object) -> NDArray[Any]:
     """The words of a bf16 DLPack tensor (an object with ``__dlpack__``, such as Triton's input tensor, or a
     ``dltensor`` capsule) as a read-only uint16 array over the same memory, which keeps the tensor alive.
     ValueError names what is not a C-contiguous CPU bf16 tensor (twin: bf16_view)."""
@@ -1955,7 +1893,7 @@ cdef void _capsule_died(object capsule) noexcept:
     PyErr_Restore(kind, value, traceback)
 
 
-def bf16_capsule(words: np.ndarray) -> object:
+def bf16_capsule(words: NDArray[Any]) -> object:
     """A DLPack capsule (``dltensor``: dtype code kDLBfloat, 16 bits, on the CPU) over a C-contiguous uint16
     array's memory, as Triton's ``pb_utils.Tensor.from_dlpack`` takes a bf16 output. No copy: the capsule holds
     a reference to ``words`` until its consumer's deleter runs, or until it goes unconsumed (twin:
@@ -1967,7 +1905,8 @@ def bf16_capsule(words: np.ndarray) -> object:
         raise ValueError(f"bf16_capsule: expected a numpy uint16 array, got {type(words).__name__}")
     array = <cnp.ndarray>words
     if not _matches(array, T_BF16):
-        raise ValueError(f"bf16_capsule: expected uint16 (bf16 bit patterns), got {_describe(words.dtype)}")
+        got = messages.describe(words.dtype)
+        raise ValueError(f"bf16_capsule: expected uint16 (bf16 bit patterns), got {got}")
     if not cnp.PyArray_IS_C_CONTIGUOUS(array):
         raise ValueError(f"bf16_capsule: the array {list(words.shape)} is not C-contiguous")
     ndim = cnp.PyArray_NDIM(array)

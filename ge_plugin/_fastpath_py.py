@@ -15,10 +15,12 @@ import ctypes
 import operator
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any, Callable, cast
+from typing import Any, Callable
 
 import numpy as np
+from numpy.typing import NDArray
 
+from ge_plugin import _fastpath_messages as messages
 from ge_plugin.errors import RequestError
 
 IMPLEMENTATION = "py"
@@ -31,8 +33,6 @@ __all__ = [
     "TensorSpec",
     "bf16_capsule",
     "bf16_view",
-    "copy_bytes",
-    "fill",
     "gather",
     "scatter",
     "validate",
@@ -42,7 +42,7 @@ __all__ = [
 _MAX_DIMS = 32
 
 #: the type names ge-plugin moves, with the numpy dtype of their bytes on the host
-_NUMPY: dict[str, np.dtype] = {
+_NUMPY: dict[str, np.dtype[Any]] = {
     "bool": np.dtype(np.bool_),
     "uint8": np.dtype(np.uint8),
     "uint16": np.dtype(np.uint16),
@@ -59,28 +59,20 @@ _NUMPY: dict[str, np.dtype] = {
 }
 _TYPE_NAMES = ", ".join(_NUMPY)
 
-#: the integer range of each integer type, for pad values (a float has to land on one of them exactly)
-_INT_RANGE = {
-    name: (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max))
-    for name, dtype in _NUMPY.items()
-    if dtype.kind in "iu" and name != "bf16"
-}
-_INT_RANGE["bool"] = (0, 1)
-
 _INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
 
 # --- type names and casts ---------------------------------------------------------------------------
 
 
-def _dtype(type_name: object, what: str) -> np.dtype:
+def _dtype(type_name: object, what: str) -> np.dtype[Any]:
     try:
         return _NUMPY[type_name]  # type: ignore[index]
     except (KeyError, TypeError):
         raise ValueError(f"{what}: unknown type {type_name!r}; use one of {_TYPE_NAMES}") from None
 
 
-def _f32_to_f16(values: np.ndarray) -> np.ndarray:
+def _f32_to_f16(values: NDArray[Any]) -> NDArray[Any]:
     # numpy rounds to nearest even; only NaNs are rewritten, quieted with their payload's top bits kept, so
     # the result does not depend on whether numpy used the F16C instruction or its software loop.
     with np.errstate(over="ignore", invalid="ignore"):
@@ -94,7 +86,7 @@ def _f32_to_f16(values: np.ndarray) -> np.ndarray:
     return half
 
 
-def _f16_to_f32(values: np.ndarray) -> np.ndarray:
+def _f16_to_f32(values: NDArray[Any]) -> NDArray[Any]:
     single = values.astype(np.float32)
     nan = np.isnan(values)
     if nan.any():
@@ -103,7 +95,7 @@ def _f16_to_f32(values: np.ndarray) -> np.ndarray:
     return single
 
 
-def _f32_to_bf16(values: np.ndarray) -> np.ndarray:
+def _f32_to_bf16(values: NDArray[Any]) -> NDArray[Any]:
     # Round to nearest even on the upper 16 bits, as ml_dtypes and torch do; NaN is quieted, not rounded
     # (rounding could carry a NaN into infinity).
     bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
@@ -112,11 +104,11 @@ def _f32_to_bf16(values: np.ndarray) -> np.ndarray:
     return np.where(nan, (bits >> 16) | 0x0040, rounded).astype(np.uint16)
 
 
-def _bf16_to_f32(values: np.ndarray) -> np.ndarray:
+def _bf16_to_f32(values: NDArray[Any]) -> NDArray[Any]:
     return (values.astype(np.uint32) << 16).view(np.float32)
 
 
-def _int64_to_int32(values: np.ndarray, where: str) -> np.ndarray:
+def _int64_to_int32(values: NDArray[Any], where: str) -> NDArray[Any]:
     # Range check and cast in one place: a request's ids silently wrapping would be far worse than an error.
     if values.size and (values.min() < _INT32_MIN or values.max() > _INT32_MAX):
         flat = int(np.flatnonzero((values < _INT32_MIN) | (values > _INT32_MAX))[0])
@@ -128,16 +120,7 @@ def _int64_to_int32(values: np.ndarray, where: str) -> np.ndarray:
     return values.astype(np.int32)
 
 
-_Cast = Callable[[np.ndarray, str], np.ndarray]
-
-
-def _pair_names(pairs) -> list[str]:
-    """``a<->b`` once per pair of conversions both ways, in table order (for messages)."""
-    seen: list[tuple[str, str]] = []
-    for a, b in pairs:
-        if (b, a) not in seen:
-            seen.append((a, b))
-    return [f"{a}<->{b}" for a, b in seen]
+_Cast = Callable[[NDArray[Any], str], NDArray[Any]]
 
 
 _CASTS: dict[tuple[str, str], _Cast] = {
@@ -154,7 +137,7 @@ _CASTS: dict[tuple[str, str], _Cast] = {
 
 #: every (from, to) pair of type names the fast path converts; equal types are always copied as they are
 CASTS = frozenset(_CASTS)
-_CAST_NAMES = ", ".join(_pair_names(_CASTS))
+_CAST_NAMES = ", ".join(messages.pair_names(_CASTS))
 
 
 def _cast(src_type: str, dst_type: str, what: str) -> _Cast | None:
@@ -169,22 +152,12 @@ def _cast(src_type: str, dst_type: str, what: str) -> _Cast | None:
         ) from None
 
 
-def _number(value: object, what: str) -> float:
-    # Only real numbers: float("1.5") would accept a string, which is always a caller's mistake here.
-    if isinstance(value, (str, bytes, bytearray)):
-        raise ValueError(f"{what}: {value!r} is not a number")
-    try:
-        return float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValueError(f"{what}: {value!r} is not a number") from None
-
-
-def _typed_value(value: float, type_name: str, what: str) -> np.ndarray:
+def _typed_value(value: float, type_name: str, what: str) -> NDArray[Any]:
     """``value`` as one element of ``type_name``, converted once; floats round the way the data does."""
-    number = _number(value, what)
+    number = messages.number(value, what)
     dtype = _NUMPY[type_name]
-    if type_name in _INT_RANGE:
-        low, high = _INT_RANGE[type_name]
+    if type_name in messages.INT_RANGE:
+        low, high = messages.INT_RANGE[type_name]
         if not number.is_integer():
             raise ValueError(f"{what}: {number!r} is not an integer, and {type_name} holds integers")
         if not low <= number <= high:
@@ -202,7 +175,7 @@ def _typed_value(value: float, type_name: str, what: str) -> np.ndarray:
 # --- buffers -------------------------------------------------------------------------------------
 
 
-def _bytes_of(buffer: object, what: str, writable: bool) -> np.ndarray:
+def _bytes_of(buffer: object, what: str, writable: bool) -> NDArray[Any]:
     """A flat uint8 view of ``buffer``; the message says why a buffer cannot be used."""
     try:
         view = memoryview(buffer)  # type: ignore[arg-type]
@@ -238,13 +211,9 @@ def _nbytes(shape: tuple[int, ...], itemsize: int) -> int:
     return total
 
 
-def _matches(dtype: np.dtype, type_name: str) -> bool:
+def _matches(dtype: np.dtype[Any], type_name: str) -> bool:
     want = _NUMPY[type_name]
     return dtype.kind == want.kind and dtype.itemsize == want.itemsize and dtype.isnative
-
-
-def _describe(dtype: np.dtype) -> str:
-    return dtype.name if dtype.isnative else f"{dtype.str} (non-native byte order)"
 
 
 # --- the public surface ----------------------------------------------------------------------------
@@ -304,7 +273,7 @@ class TensorSpec:
                 raise ValueError(f"TensorSpec {name!r}: the limit of dim {k} is {limit}; it must be positive")
             if dim != -1 and limit != dim:
                 raise ValueError(f"TensorSpec {name!r}: dim {k} is fixed at {dim} but its limit is {limit}")
-        bounds = None if value_range is None else _value_range(name, type, value_range)
+        bounds = None if value_range is None else messages.value_range(name, type, value_range)
         if same_shape_as is not None and (not isinstance(same_shape_as, str) or not same_shape_as):
             raise ValueError(
                 f"TensorSpec {name!r}: same_shape_as must be an input name, got {same_shape_as!r}"
@@ -356,49 +325,7 @@ class TensorSpec:
         return hash(self._key())
 
 
-def _value_range(name: str, type_name: str, value_range: object) -> tuple[float, float]:
-    """(low, high) as the spec keeps them: ints for integer types, floats for float types; twin."""
-    try:
-        low, high = cast(Any, value_range)  # anything that unpacks into two: the compiled twin's rule
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"TensorSpec {name!r}: value_range must be (low, high), got {value_range!r}"
-        ) from None
-    integral = type_name in _INT_RANGE
-    bounds: list[float] = []
-    for which, bound in (("low", low), ("high", high)):
-        number = _number(bound, f"TensorSpec {name!r}: value_range {which}")
-        if number != number:
-            raise ValueError(f"TensorSpec {name!r}: value_range {which} is NaN")
-        if integral:
-            if isinstance(bound, (int, np.integer)):
-                bounds.append(int(bound))
-                continue
-            if not number.is_integer():
-                raise ValueError(
-                    f"TensorSpec {name!r}: value_range {which} {bound!r} is not an integer, and {type_name} "
-                    "holds integers"
-                )
-            bounds.append(int(number))
-        else:
-            bounds.append(number)
-    if bounds[0] > bounds[1]:
-        raise ValueError(f"TensorSpec {name!r}: value_range low {bounds[0]} is above high {bounds[1]}")
-    return (bounds[0], bounds[1])
-
-
-def _range_problem(spec: TensorSpec, values: np.ndarray, flat: int) -> RequestError:
-    """The message for the first value outside the spec's range, at flat index ``flat``; twin."""
-    value = values.flat[flat]
-    shown = repr(float(value)) if values.dtype.kind == "f" else str(int(value))
-    index = ", ".join(str(int(i)) for i in np.unravel_index(flat, values.shape))
-    low, high = spec.value_range  # type: ignore[misc]
-    return RequestError(
-        f"input {spec.name!r}: value {shown} at [{index}] is outside the accepted range [{low}, {high}]"
-    )
-
-
-def _check_range(spec: TensorSpec, array: np.ndarray) -> None:
+def _check_range(spec: TensorSpec, array: NDArray[Any]) -> None:
     low, high = spec.value_range  # type: ignore[misc]
     values = _bf16_to_f32(array) if spec.type == "bf16" else array
     if values.dtype.kind == "f":
@@ -406,26 +333,10 @@ def _check_range(spec: TensorSpec, array: np.ndarray) -> None:
     else:
         outside = (values < low) | (values > high)
     if outside.any():
-        raise _range_problem(spec, values, int(np.flatnonzero(outside)[0]))
+        raise messages.range_problem(spec, values, int(np.flatnonzero(outside)[0]))
 
 
-def _check_ties(specs: Sequence[TensorSpec], arrays: Sequence[np.ndarray]) -> None:
-    """Inputs whose shapes must be equal; twin."""
-    for k, spec in enumerate(specs):
-        other = spec.same_shape_as
-        if other is None:
-            continue
-        j = next((j for j, candidate in enumerate(specs) if candidate.name == other), None)
-        if j is None:
-            raise ValueError(f"TensorSpec {spec.name!r}: same_shape_as {other!r} is not one of the inputs")
-        if arrays[k].shape != arrays[j].shape:
-            raise RequestError(
-                f"input {spec.name!r}: shape {list(arrays[k].shape)} differs from input {other!r}'s "
-                f"{list(arrays[j].shape)}; the model takes them with the same shape"
-            )
-
-
-def _as_array(name: str, value: object) -> np.ndarray:
+def _as_array(name: str, value: object) -> NDArray[Any]:
     if isinstance(value, np.ndarray):
         return value
     if hasattr(value, "__dlpack__"):
@@ -468,7 +379,7 @@ def _check_dims(spec: TensorSpec, shape: tuple[int, ...]) -> None:
             )
 
 
-def validate(specs: Sequence[TensorSpec], tensors: Mapping[str, object]) -> list:
+def validate(specs: Sequence[TensorSpec], tensors: Mapping[str, object]) -> list[NDArray[Any]]:
     """Check one request against the model's inputs before it joins a batch, so that one bad request fails
     alone with a message its client can act on. Returns the request's arrays in spec order, C-contiguous,
     viewed rather than copied whenever they already are (only a non-contiguous array is copied)."""
@@ -487,7 +398,7 @@ def validate(specs: Sequence[TensorSpec], tensors: Mapping[str, object]) -> list
         if not _matches(array.dtype, spec.type):
             bits = " (uint16 bit patterns)" if spec.type == "bf16" else ""
             raise RequestError(
-                f"input {name!r}: expected {spec.type}{bits} data, got {_describe(array.dtype)}"
+                f"input {name!r}: expected {spec.type}{bits} data, got {messages.describe(array.dtype)}"
             )
         _check_dims(spec, array.shape)
         if spec.value_range is not None:
@@ -501,11 +412,11 @@ def validate(specs: Sequence[TensorSpec], tensors: Mapping[str, object]) -> list
             if key not in known:
                 taken = ", ".join(s.name for s in specs)
                 raise RequestError(f"unexpected input {key!r}: the model takes {taken}")
-    _check_ties(specs, arrays)
+    messages.check_ties(specs, arrays)
     return arrays
 
 
-def _source(value: object, index: int, src_type: str, dst_shape: tuple[int, ...]) -> np.ndarray:
+def _source(value: object, index: int, src_type: str, dst_shape: tuple[int, ...]) -> NDArray[Any]:
     what = f"gather: source {index}"
     if isinstance(value, np.ndarray):
         array = value
@@ -515,7 +426,7 @@ def _source(value: object, index: int, src_type: str, dst_shape: tuple[int, ...]
         except TypeError:
             raise ValueError(f"{what} is not an array, got {type(value).__name__}") from None
     if not _matches(array.dtype, src_type):
-        raise ValueError(f"{what} holds {_describe(array.dtype)} data, expected {src_type}")
+        raise ValueError(f"{what} holds {messages.describe(array.dtype)} data, expected {src_type}")
     if array.ndim != len(dst_shape):
         raise ValueError(
             f"{what} has {array.ndim} dims {list(array.shape)}, the destination {list(dst_shape)} has {len(dst_shape)}"
@@ -533,7 +444,12 @@ def _source(value: object, index: int, src_type: str, dst_shape: tuple[int, ...]
 
 
 def gather(
-    dst, dst_shape: Sequence[int], dst_type: str, srcs: Sequence, src_type: str, pad_value: float
+    dst: object,
+    dst_shape: Sequence[int],
+    dst_type: str,
+    srcs: Sequence[object],
+    src_type: str,
+    pad_value: float,
 ) -> int:
     """Stack one batch's sources along dim 0 into the pinned staging buffer ``dst`` as a C-contiguous
     ``dst_shape`` tensor of ``dst_type``, padding every dim of every source (and the rows after the last one)
@@ -577,13 +493,13 @@ def gather(
 
 
 def scatter(
-    src,
+    src: object,
     src_shape: Sequence[int],
     src_type: str,
     out_type: str,
     rows: Sequence[int],
     shapes: Sequence[Sequence[int]],
-) -> list:
+) -> list[NDArray[Any]]:
     """Split one output in the pinned staging buffer ``src`` (a C-contiguous ``src_shape`` tensor of
     ``src_type``) back into one new array per request: request i owns the next ``rows[i]`` rows and keeps
     the leading ``shapes[i]`` of every other dim, cast to ``out_type``. One copy per request, because the
@@ -647,36 +563,6 @@ def scatter(
     return outputs
 
 
-def copy_bytes(dst, src) -> None:
-    """Copy every byte of ``src`` (any C-contiguous buffer) to the start of ``dst``, at memcpy speed and
-    without the GIL when large. The engine does not call it (``gather`` and ``scatter`` carry every request's
-    bytes, padding and casts included); it is the plain copy for code that stages bytes by hand."""
-    source = _bytes_of(src, "copy_bytes: src", writable=False)
-    target = _bytes_of(dst, "copy_bytes: dst", writable=True)
-    if target.size < source.size:
-        raise ValueError(f"copy_bytes: dst holds {target.size} bytes, src has {source.size}")
-    target[: source.size] = source
-
-
-def fill(dst, type: str, value: float, start: int = 0, count: int = -1) -> None:
-    """Write ``value`` as ``type`` into elements ``start .. start+count`` of ``dst`` (``count=-1``: to the
-    end), without building a source array. The engine does not call it (``gather`` pads as it copies); it is
-    the plain fill for code that stages bytes by hand."""
-    dtype = _dtype(type, "fill: type")
-    typed = _typed_value(value, type, "fill: value")
-    target = _bytes_of(dst, "fill: dst", writable=True)
-    capacity = target.size // dtype.itemsize
-    start = operator.index(start)
-    count = operator.index(count)
-    if count == -1:
-        count = capacity - start
-    if start < 0 or count < 0 or start + count > capacity:
-        raise ValueError(
-            f"fill: elements {start}..{start + count} are outside dst, which holds {capacity} {type} elements"
-        )
-    target[: capacity * dtype.itemsize].view(dtype)[start : start + count] = typed[0]
-
-
 # --- one window's executes: requests validated, grouped on gears, gathered, and answered ------------------
 #
 # What the engine does per execute, in the fast path so that no Python bookkeeping runs per request: the
@@ -718,7 +604,7 @@ class Chunk:
     def __init__(
         self,
         indices: list[int],
-        arrays: list[list[np.ndarray]] | None,
+        arrays: list[list[NDArray[Any]]] | None,
         shapes: list[tuple[tuple[int, ...], ...]],
         need: tuple[int, ...],
         gear: int,
@@ -754,7 +640,16 @@ class _Gear:
 
     __slots__ = ("flat", "in_bytes", "input_dims", "out_bytes", "out_rows", "output_dims", "rows")
 
-    def __init__(self, flat, input_dims, output_dims, rows, in_bytes, out_bytes, out_rows):
+    def __init__(
+        self,
+        flat: tuple[int, ...],
+        input_dims: tuple[tuple[int, ...], ...],
+        output_dims: tuple[tuple[int, ...], ...],
+        rows: int,
+        in_bytes: list[int],
+        out_bytes: list[int],
+        out_rows: list[bool],
+    ) -> None:
         self.flat = flat
         self.input_dims = input_dims
         self.output_dims = output_dims
@@ -767,7 +662,17 @@ class _Gear:
 class _Tables:
     """A Planner's constant tables, checked once (the compiled Planner builds its C arrays from them)."""
 
-    def __init__(self, specs, om_types, gears, outputs, batched, exact, pad_value, spec_class) -> None:
+    def __init__(
+        self,
+        specs: Sequence[Any],
+        om_types: Sequence[str],
+        gears: Sequence[Any],
+        outputs: Sequence[Any],
+        batched: bool,
+        exact: Sequence[bool],
+        pad_value: float,
+        spec_class: type,
+    ) -> None:
         specs = list(specs)
         if not specs:
             raise ValueError("Planner: a model has at least one input")
@@ -782,7 +687,7 @@ class _Tables:
             _cast(spec.type, om_type, f"Planner: input {spec.name!r}")
         self.specs = specs
         self.om_types = om
-        self.pad = _number(pad_value, "Planner: pad_value")
+        self.pad = messages.number(pad_value, "Planner: pad_value")
         for om_type in om:
             _typed_value(self.pad, om_type, "Planner: pad_value")
         self.batched = bool(batched)
@@ -808,7 +713,7 @@ class _Tables:
         if not self.gears:
             raise ValueError("Planner: a model has at least one gear")
 
-    def _gear(self, gear, position: int) -> _Gear:
+    def _gear(self, gear: Any, position: int) -> _Gear:
         where = f"Planner: gear {position}"
         inputs, outputs = gear
         input_dims = tuple(_dims(d, f"{where} input {k}") for k, d in enumerate(inputs))
@@ -837,9 +742,8 @@ class _Tables:
         return _Gear(flat, input_dims, output_dims, rows, in_bytes, out_bytes, out_rows)
 
 
-def _planner_tables(specs, om_types, gears, outputs, batched, exact, pad_value, spec_class) -> _Tables:
-    """Check a Planner's arguments once and work out its tables (the compiled Planner calls this too)."""
-    return _Tables(specs, om_types, gears, outputs, batched, exact, pad_value, spec_class)
+#: check a Planner's arguments once and work out its tables (the compiled Planner calls this too)
+_planner_tables = _Tables
 
 
 def _dims(value: object, what: str) -> tuple[int, ...]:
@@ -891,7 +795,7 @@ class Planner:
         batched: bool = True,
         exact: Sequence[bool] = (),
         pad_value: float = 0,
-        refusal: Callable[[list], str] | None = None,
+        refusal: Callable[[list[NDArray[Any]]], str] | None = None,
     ) -> None:
         t = _planner_tables(specs, om_types, gears, outputs, batched, exact, pad_value, TensorSpec)
         self._specs, self._om_types, self._pad, self._batched = t.specs, t.om_types, t.pad, t.batched
@@ -923,7 +827,7 @@ class Planner:
             for x, y, row, exact in zip(a, b, self._rows_at, self._exact)
         )
 
-    def _wanted(self, wanted, n: int) -> list[list[int]] | None:
+    def _wanted(self, wanted: Any, n: int) -> list[list[int]] | None:
         """Per request, the config positions of the outputs it names (in config order); None when every
         request wants every output (Triton passes each request's names, usually all of them)."""
         if wanted is None:
@@ -939,7 +843,7 @@ class Planner:
             return None
         return lists
 
-    def _refuse(self, arrays: list) -> str:
+    def _refuse(self, arrays: list[NDArray[Any]]) -> str:
         if self._refusal is not None:
             return self._refusal(arrays)
         shapes = ", ".join(f"{spec.name} {list(a.shape)}" for spec, a in zip(self._specs, arrays))
@@ -957,7 +861,7 @@ class Planner:
         n = len(requests)
         per_request = self._wanted(wanted, n)
         errors: list[tuple[int, RequestError]] = []
-        groups: list[list] = []  # [need, gear, members], members: (index, arrays, own need)
+        groups: list[list[Any]] = []  # [need, gear, members], members: (index, arrays, own need)
         for i in range(n):
             try:
                 arrays = validate(self._specs, requests[i])
@@ -989,7 +893,7 @@ class Planner:
     def chunk(
         self,
         indices: Sequence[int],
-        arrays: Sequence[Sequence[np.ndarray]],
+        arrays: Sequence[Sequence[NDArray[Any]]],
         wanted: Sequence[Sequence[int]] | None = None,
         *,
         staged: bool = False,
@@ -1023,7 +927,7 @@ class Planner:
         per_request = None if wanted is None else {i: list(w) for i, w in zip(indices, wanted)}
         return self._chunk(need, gear, members, per_request, bool(staged))
 
-    def _chunk(self, need, position: int, members, per_request, staged: bool) -> Chunk:
+    def _chunk(self, need: Any, position: int, members: Any, per_request: Any, staged: bool) -> Chunk:
         gear = self._gears[position]
         indices = [i for i, _, _ in members]
         shapes = []
@@ -1143,15 +1047,15 @@ class Planner:
         return list(self._staged_by_gear), self._staged[0], self._staged[1], self._staged[2]
 
     def split(
-        self, chunk: Chunk, staging: Sequence[np.ndarray], views: bool = False
-    ) -> tuple[list[dict[str, np.ndarray]], bool]:
+        self, chunk: Chunk, staging: Sequence[NDArray[Any]], views: bool = False
+    ) -> tuple[list[dict[str, NDArray[Any]]], bool]:
         """Per request of ``chunk`` (in its order), a dict of the outputs it asked for, read from ``staging``
         (one uint8 array per OM output, the OM's order) where the launch copied them; and whether any of them
         is a view of the staging. With ``views``, an output is a view where that needs no copy (no cast, and
         every request's part contiguous); else each request gets a copy of its part, trimmed and cast."""
         gear = self._gears[chunk.gear]
         buffers = list(staging)
-        outputs: list[dict[str, np.ndarray]] = [{} for _ in chunk.indices]
+        outputs: list[dict[str, NDArray[Any]]] = [{} for _ in chunk.indices]
         lent = False
         for k in chunk.outputs:
             name, j, out_type, om_type, ties = self._outputs[k]
@@ -1197,7 +1101,7 @@ class Planner:
         return outputs, lent
 
 
-def _views(whole: np.ndarray, rows: list[int], shapes: list[tuple[int, ...]]) -> list[np.ndarray] | None:
+def _views(whole: NDArray[Any], rows: list[int], shapes: list[tuple[int, ...]]) -> list[NDArray[Any]] | None:
     """Each request's part of the gear-shaped output ``whole``, as views; None if one is not contiguous or
     does not fit (the copying path then says what)."""
     full = whole.shape[1:]
@@ -1317,7 +1221,7 @@ def _compact(tensor: _DLTensor, shape: tuple[int, ...]) -> bool:
     return True
 
 
-def bf16_view(tensor: object) -> np.ndarray:
+def bf16_view(tensor: object) -> NDArray[Any]:
     """The words of a bf16 DLPack tensor (an object with ``__dlpack__``, such as Triton's input tensor, or a
     ``dltensor`` capsule) as a read-only uint16 array over the same memory, which keeps the tensor alive:
     bf16 travels as its uint16 bit patterns everywhere in ge-plugin. ValueError names what is not a C-contiguous
@@ -1347,7 +1251,7 @@ def bf16_view(tensor: object) -> np.ndarray:
 
 
 #: what each exported capsule keeps alive, by the address of its DLManagedTensor, until its deleter runs
-_EXPORTED: dict[int, tuple[_DLManagedTensor, object, np.ndarray]] = {}
+_EXPORTED: dict[int, tuple[_DLManagedTensor, object, NDArray[Any]]] = {}
 _EXPORTED_LOCK = threading.Lock()
 
 
@@ -1365,7 +1269,7 @@ def _capsule_died(capsule: int) -> None:
         _release(ctypes.cast(address, ctypes.POINTER(_DLManagedTensor)))
 
 
-def bf16_capsule(words: np.ndarray) -> object:
+def bf16_capsule(words: NDArray[Any]) -> object:
     """A DLPack capsule (``dltensor``: dtype code kDLBfloat, 16 bits, on the CPU) over a C-contiguous uint16
     array's memory, as Triton's ``pb_utils.Tensor.from_dlpack`` takes a bf16 output. No copy: the capsule
     holds a reference to ``words`` (a view of a lane's staging, like any output the engine lends) until its
@@ -1373,7 +1277,9 @@ def bf16_capsule(words: np.ndarray) -> object:
     if not isinstance(words, np.ndarray):
         raise ValueError(f"bf16_capsule: expected a numpy uint16 array, got {type(words).__name__}")
     if not _matches(words.dtype, "bf16"):
-        raise ValueError(f"bf16_capsule: expected uint16 (bf16 bit patterns), got {_describe(words.dtype)}")
+        raise ValueError(
+            f"bf16_capsule: expected uint16 (bf16 bit patterns), got {messages.describe(words.dtype)}"
+        )
     if not words.flags.c_contiguous:
         raise ValueError(f"bf16_capsule: the array {list(words.shape)} is not C-contiguous")
     if words.ndim > _MAX_DIMS:

@@ -18,7 +18,7 @@ def model_source() -> str:
     return resources.files("ge_plugin.backend").joinpath("model.py").read_text(encoding="utf-8")
 
 
-def install_backend(backend_dir: str | os.PathLike) -> Path:
+def install_backend(backend_dir: str | os.PathLike[str]) -> Path:
     """Write (or refresh) ``backend_dir/ge/model.py``; returns its path. Unchanged files are not touched,
     so Triton does not see a new mtime and reload models for nothing."""
     target = Path(backend_dir) / BACKEND_NAME / "model.py"

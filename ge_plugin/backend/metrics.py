@@ -236,7 +236,7 @@ class MetricsPublisher:
         ).Metric(labels=labels)
 
     def _family(self, name: str, description: str, kind: int) -> _Family:
-        family = self._pb.MetricFamily(name=name, description=description, kind=kind)
+        family: _Family = self._pb.MetricFamily(name=name, description=description, kind=kind)
         self._families.append(family)
         return family
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from typing import Any
 
 import triton_python_backend_utils as pb_utils
 
@@ -27,6 +28,7 @@ from ge_plugin import __version__, device, fastpath
 from ge_plugin.backend import timing
 from ge_plugin.backend.metrics import MetricsPublisher
 from ge_plugin.engine import Engine
+from ge_plugin.engine.lane import Outcome
 from ge_plugin.errors import GePluginError, RequestError, UnavailableError
 
 log = logging.getLogger("ge_plugin.backend")
@@ -53,7 +55,7 @@ def _log_to_triton() -> None:
 
 
 class TritonPythonModel:
-    def initialize(self, args: dict) -> None:
+    def initialize(self, args: dict[str, str]) -> None:
         _log_to_triton()
         config = json.loads(args["model_config"])
         self.name = args.get("model_name", config.get("name", ""))
@@ -111,7 +113,7 @@ class TritonPythonModel:
         prefix = f"model {self.name!r}"
         return message if message.startswith(prefix) else f"{prefix}: {message}"
 
-    def execute(self, requests: list) -> list | None:
+    def execute(self, requests: list[Any]) -> list[Any] | None:
         """With one lane: run the batch and return its responses. With more (``streams_per_instance``),
         return as soon as the batch is on the device and send each response when it is done, so that
         Triton calls ``execute`` again with the next batch meanwhile."""
@@ -119,7 +121,7 @@ class TritonPythonModel:
         outcomes = self._run(requests, batch, requested)
         return None if outcomes is None else self._respond(outcomes)
 
-    def _timed_execute(self, requests: list) -> list | None:
+    def _timed_execute(self, requests: list[Any]) -> list[Any] | None:
         """``execute`` with each phase timed (GE_PLUGIN_STUB_TIMING)."""
         clock, timer, stats = timing.clock, self.timer, self.engine.stats
         started = timing.wall()
@@ -140,7 +142,7 @@ class TritonPythonModel:
         timer.record(started, len(requests), t1 - t0, t2 - t1, t3 - t2, stream)
         return responses
 
-    def _read(self, requests: list) -> tuple[list[dict], list | None]:
+    def _read(self, requests: list[Any]) -> tuple[list[dict[str, Any]], list[list[str]] | None]:
         """Each request's tensors by name, and the output names each asks for (None: all, one output)."""
         only = self.only_input
         if only is not None:
@@ -157,13 +159,15 @@ class TritonPythonModel:
         requested = None if self.one_output else [request.requested_output_names() for request in requests]
         return batch, requested
 
-    def _run(self, requests: list, batch: list, requested: list | None) -> list | None:
+    def _run(
+        self, requests: list[Any], batch: list[dict[str, Any]], requested: list[list[str]] | None
+    ) -> list[Outcome] | None:
         """The engine's outcomes, or None when they are sent later from the completion thread."""
         if len(self.engine.lanes) > 1:
             senders = [request.get_response_sender() for request in requests]
             bf16_out = self.bf16_outputs
 
-            def send(index: int, outcome: object) -> None:
+            def send(index: int, outcome: Outcome) -> None:
                 senders[index].send(
                     _response(outcome, bf16_out), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
                 )
@@ -173,7 +177,7 @@ class TritonPythonModel:
         # Views of the engine's staging: the stub copies returned responses before the next execute.
         return self.engine.execute(batch, requested, views=True)
 
-    def _respond(self, outcomes: list) -> list:
+    def _respond(self, outcomes: list[Outcome]) -> list[Any]:
         if self.bf16_outputs:
             return [_response(outcome, self.bf16_outputs) for outcome in outcomes]
         response, tensor = pb_utils.InferenceResponse, pb_utils.Tensor
@@ -203,7 +207,7 @@ class TritonPythonModel:
             device.finalize()
 
 
-def _bf16_words(tensor) -> object:
+def _bf16_words(tensor: Any) -> object:
     """A TYPE_BF16 input's words (uint16), viewed through DLPack; what cannot be viewed is passed on as it is,
     for request validation to refuse with the reason (this request alone)."""
     try:
@@ -212,7 +216,7 @@ def _bf16_words(tensor) -> object:
         return tensor
 
 
-def _response(outcome: object, bf16: frozenset[str] = frozenset()) -> pb_utils.InferenceResponse:
+def _response(outcome: Outcome, bf16: frozenset[str] = frozenset()) -> Any:
     """Outputs, or the error with the code a client can act on: 400 bad input, 503 retry later, 500. A bf16
     output (its words, uint16) goes back as a DLPack capsule, the only way Triton 2.51 takes TYPE_BF16."""
     if isinstance(outcome, GePluginError):
@@ -229,9 +233,9 @@ def _response(outcome: object, bf16: frozenset[str] = frozenset()) -> pb_utils.I
                 pb_utils.Tensor.from_dlpack(name, fastpath.bf16_capsule(array))
                 if name in bf16
                 else pb_utils.Tensor(name, array)
-                for name, array in outcome.items()  # type: ignore[attr-defined]
+                for name, array in outcome.items()
             ]
         )
     return pb_utils.InferenceResponse(
-        output_tensors=[pb_utils.Tensor(name, array) for name, array in outcome.items()]  # type: ignore[attr-defined]
+        output_tensors=[pb_utils.Tensor(name, array) for name, array in outcome.items()]
     )

@@ -30,7 +30,7 @@ FIELDS = ("started", "requests", "read_us", "work_us", "respond_us", "stream_us"
 class StubTimer:
     """The samples of one model instance."""
 
-    def __init__(self, directory: str | os.PathLike, model: str, instance: str):
+    def __init__(self, directory: str | os.PathLike[str], model: str, instance: str):
         self.directory = Path(directory)
         self.model = model
         self.instance = instance
@@ -77,7 +77,7 @@ def wall() -> float:
     return time.time()
 
 
-def read(directory: str | os.PathLike) -> list[dict[str, Any]]:
+def read(directory: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Every timing file in ``directory``: model, instance, pid and samples (dicts by FIELDS, NaN for null)."""
     found = []
     for path in sorted(Path(directory).glob("*.json")):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Sequence
+from typing import Union
 
 import attrs
 import numpy as np
@@ -21,8 +22,10 @@ from ge_plugin.engine.gears import Gear
 from ge_plugin.engine.stats import BusyClock
 from ge_plugin.errors import ConfigError, GePluginError
 
-#: where a request's outputs go: ``put(index, outputs_or_error)``
-Put = Callable[[int, object], None]
+#: what a request gets back: its outputs by name, or the error that failed it (alone or with its batch)
+Outcome = Union[dict[str, np.ndarray], GePluginError]
+#: where a request's outputs go: ``put(index, outcome)``
+Put = Callable[[int, Outcome], None]
 
 
 @attrs.define
@@ -45,7 +48,7 @@ class InFlight:
     #: perf_counter() at launch
     started: float = 0.0
 
-    def deliver(self, member: int, outcome: object) -> None:
+    def deliver(self, member: int, outcome: Outcome) -> None:
         """The outcome of the chunk's request at place ``member``."""
         if self.targets is None:
             self.put(self.chunk.indices[member], outcome)

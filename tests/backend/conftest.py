@@ -14,7 +14,7 @@ import logging
 import shutil
 import sys
 from pathlib import Path
-from typing import ClassVar
+from typing import Callable, ClassVar
 
 import numpy as np
 import pytest
@@ -40,6 +40,9 @@ class TritonModelException(Exception):
 class Tensor:
     """A stub tensor. ``bf16=True``: a TYPE_BF16 tensor over ``array``'s uint16 words, which, like the real
     stub's (observed on tritonserver 2.51), refuses ``as_numpy`` and exports DLPack dtype (kDLBfloat, 16)."""
+
+    #: what the stub calls once Triton is done with a tensor it was lent through DLPack, when it was
+    dlpack_release: Callable[[], None] | None = None
 
     def __init__(self, name: str, array: np.ndarray, bf16: bool = False):
         self._name, self._array, self.bf16 = name, array, bf16
@@ -204,6 +207,7 @@ def pb_utils(monkeypatch):
 
     path = find_distribution().python_backend / "triton_python_backend_utils.py"
     spec = importlib.util.spec_from_file_location("triton_python_backend_utils", path)
+    assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     for cls in (

@@ -123,8 +123,13 @@ def test_adapter_with_one_output_reads_no_requested_names(pb_utils, identity_rep
     model = load_model(pb_utils)
     model.initialize(args_for(identity_repo))
     request = pb_utils.InferenceRequest({"INPUT0": np.ones((1, 16), np.float32)}, requested={"OUTPUT0"})
-    asked = []
-    request.requested_output_names = lambda: asked.append(1) or {"OUTPUT0"}
+    asked: list[int] = []
+
+    def requested_output_names() -> set[str]:
+        asked.append(1)
+        return {"OUTPUT0"}
+
+    request.requested_output_names = requested_output_names
     (response,) = model.execute([request])
     assert [t.name() for t in response.output_tensors()] == ["OUTPUT0"] and asked == []
     model.finalize()

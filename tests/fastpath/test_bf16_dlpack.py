@@ -39,7 +39,9 @@ class Producer:
         t.ndim = data.ndim
         t.dtype = twin._DLDataType(code, bits, 1)
         t.shape = ctypes.cast(self._shape, ctypes.POINTER(ctypes.c_int64))
-        t.strides = ctypes.cast(self._strides, ctypes.POINTER(ctypes.c_int64)) if strides else None
+        t.strides = (
+            ctypes.cast(self._strides, ctypes.POINTER(ctypes.c_int64)) if self._strides is not None else None
+        )
         managed.deleter = self._deleter
 
     def _delete(self, _managed) -> None:

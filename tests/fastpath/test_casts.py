@@ -4,7 +4,7 @@ sample: round to nearest even, subnormals, infinities, NaN stays NaN (with its s
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Callable
+from typing import Any, Callable
 
 import ml_dtypes
 import numpy as np
@@ -158,7 +158,7 @@ def test_casts_one_table_that_both_twins_and_the_engine_share(fp, both):
     compiled, twin = both
     assert compiled.CASTS == twin.CASTS
     assert fastpath.CASTS is compiled.CASTS or fastpath.CASTS is twin.CASTS
-    numpy_of = {"bool": np.bool_, "uint8": np.uint8, "int32": np.int32, "int64": np.int64}
+    numpy_of: dict[str, Any] = {"bool": np.bool_, "uint8": np.uint8, "int32": np.int32, "int64": np.int64}
     numpy_of.update({"fp16": np.float16, "fp32": np.float32, "bf16": np.uint16})
     names = list(numpy_of)
     for a in names:

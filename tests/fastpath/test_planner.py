@@ -294,7 +294,8 @@ def run(fp: ModuleType, model: Model, window: Window, views: bool, seed: int) ->
     planner = model.planner(fp)
     chunks, errors = planner.plan(window.requests, window.wanted)
     refused = [(i, type(e).__name__, str(e)) for i, e in errors]
-    staged, answered = [], []
+    staged: list[list[bytes]] = []
+    answered: list[tuple[Any, Any]] = []
     rng = np.random.default_rng(seed)
     n_om_out = len(model.gears[0][1])
     out_sizes = [max(int(np.prod(g[1][j])) for g in model.gears) * 8 for j in range(n_om_out)]
@@ -310,7 +311,7 @@ def run(fp: ModuleType, model: Model, window: Window, views: bool, seed: int) ->
             answered.append(("ValueError", str(exc)))
         else:
             answered.append((answers(outputs, out), lent))
-    extended = []
+    extended: list[tuple[tuple[Any, ...], list[bytes]] | None] = []
     for more in chunks[1:]:  # the first chunk, staged and held open, taking each later chunk in turn
         merged = planner.extend(chunks[0], more)
         if merged is None:

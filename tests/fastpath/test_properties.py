@@ -55,7 +55,7 @@ def random_tensor(
 ) -> np.ndarray:
     """Random data of a type: float types as raw bit patterns (so NaNs, infinities and subnormals turn up),
     int64 kept inside int32 when it is about to be cast there."""
-    dtype = np.dtype(NUMPY[type_name])
+    dtype: Any = np.dtype(NUMPY[type_name])
     if type_name == "bool":
         return rng.integers(0, 2, size=shape).astype(np.bool_)
     if type_name in FLOATS:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -20,6 +22,20 @@ def _session(model: onnx.ModelProto) -> ort.InferenceSession:
 def _weights(model: onnx.ModelProto) -> dict[str, np.ndarray]:
     """Initializers by name, in float64, for the numpy reference implementations."""
     return {t.name: numpy_helper.to_array(t).astype(np.float64) for t in model.graph.initializer}
+
+
+def _untyped_tensors(model: onnx.ModelProto) -> list[str]:
+    onnx.checker.check_model(model, full_check=True)
+    inferred = onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True).graph
+    typed = {v.name for v in (*inferred.value_info, *inferred.output) if v.type.tensor_type.elem_type}
+    return [name for node in model.graph.node for name in node.output if name and name not in typed]
+
+
+@pytest.fixture(scope="session")
+def untyped_tensors() -> Callable[[onnx.ModelProto], list[str]]:
+    """Checks a model as ``onnx.checker`` does in full (raising on any violation), then names the node
+    outputs strict shape inference could not give a type: a model the simulator's ATC builds has none."""
+    return _untyped_tensors
 
 
 @pytest.fixture(scope="session")
