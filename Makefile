@@ -30,9 +30,9 @@ $(STAMPS)/installed: $(STAMPS)/requirements pyproject.toml setup.py
 $(EXT): ge_plugin/_fastpath.pyx $(wildcard ge_plugin/_fastpath.pxd) setup.py $(STAMPS)/requirements
 	$(PY) setup.py --quiet build_ext --inplace
 
-# Every test but the wheel build (make test-packaging, which CI runs once).
+# Every test, the wheel built and installed as users do included (CI runs it once, here: test-py leaves it out).
 test: setup
-	$(PY) -m pytest -m "not packaging" $(PYTEST_ARGS)
+	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The tests that can see which fast path runs, again on its pure-Python twin (GE_PLUGIN_NO_EXTENSIONS=1).
 # The rule: a test belongs here when the code it runs imports ge_plugin.fastpath, directly or through the
@@ -49,7 +49,7 @@ test-py: setup
 test-fast: setup
 	$(PY) -m pytest tests -m "not e2e and not packaging" --ignore=tests/e2e $(PYTEST_ARGS)
 
-# The wheel and the sdist built and installed as users do (minutes; tests packaging, not behaviour).
+# The wheel and the sdist built and installed as users do, alone (minutes; make test runs them too).
 test-packaging: setup
 	$(PY) -m pytest -m packaging $(PYTEST_ARGS)
 
