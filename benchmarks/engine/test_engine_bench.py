@@ -59,10 +59,10 @@ class PyAclLoop:
         self.model_id, self.mbatch = model.model_id, model.mbatch_index
         self.stream, ret = acl.rt.create_stream()
         assert ret == 0
-        gear = next(g for g in engine.gears.gears if g.rows == 1)
+        position, gear = next((k, g) for k, g in enumerate(engine.gears.gears) if g.rows == 1)
         self.batch = gear.setting
-        self.in_bytes = engine.binding.in_bytes[gear.index][0]
-        self.out_bytes = engine.binding.out_bytes[gear.index][0]
+        self.in_bytes = engine.binding.inputs[0].nbytes[position]
+        self.out_bytes = engine.binding.outputs[0].nbytes[position]
         info_in, info_out = model.inputs[0], model.outputs[0]
         self.in_dev, _ = acl.rt.malloc(info_in.size, 0)
         self.in_host, _ = acl.rt.malloc_host(info_in.size)

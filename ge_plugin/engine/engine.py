@@ -31,7 +31,7 @@ from ge_plugin import device
 from ge_plugin.engine.binding import Binding
 from ge_plugin.engine.completion import Completion
 from ge_plugin.engine.config import ServingConfig
-from ge_plugin.engine.lane import InFlight, Lane, Put, staged_view
+from ge_plugin.engine.lane import InFlight, Lane, Put
 from ge_plugin.engine.recovery import Recoveries
 from ge_plugin.engine.stats import EngineStats, ExecuteTally
 from ge_plugin.errors import GePluginError, UnavailableError
@@ -120,11 +120,7 @@ class Engine:
             self.gears = self.binding.gears
             #: every execute's bookkeeping (validate, group, gear, gather, split, counting), compiled
             self.planner = self.binding.planner()
-            self.stats.tally = ExecuteTally(
-                self.planner.tally,
-                self.gears.gears,
-                [sum(self.binding.in_bytes[gear.index]) for gear in self.gears.gears],
-            )
+            self.stats.tally = ExecuteTally(self.planner.tally, self.gears.gears, self.planner.h2d_bytes())
             #: start-up warnings about a config that serves but may surprise (the backend logs them)
             self.warnings = list(self.binding.warnings)
             for warning in self.warnings:
@@ -163,24 +159,19 @@ class Engine:
         """Run every gear ``warmup`` times on zeros, so first-run costs are not paid by a request."""
         for lane in self.lanes:
             for _ in range(self.config.params.warmup):
-                for gear in self.gears.gears:
-                    lane.launch(
-                        gear,
-                        self.binding.in_bytes[gear.index],
-                        self.binding.out_index,
-                        self.binding.out_bytes[gear.index],
-                    )
+                for position in range(len(self.gears)):
+                    lane.launch(*self.planner.launch_of(position))
                     lane.wait()
 
     # -- serving -------------------------------------------------------------------------------------
 
     @property
     def input_names(self) -> list[str]:
-        return [io.name for io in self.binding.in_cfg]
+        return [tensor.name for tensor in self.binding.inputs]
 
     @property
     def output_names(self) -> list[str]:
-        return [io.name for io in self.binding.out_cfg]
+        return [tensor.name for tensor in self.binding.outputs]
 
     def execute(
         self,
@@ -465,31 +456,11 @@ class Engine:
         if chunk.arrays is not None and all(arrays is not None for arrays in chunk.arrays):
             entries, staged = list(enumerate(chunk.arrays)), chunk.staged
         else:
-            entries, staged = self._staged_entries(lane, job), True
+            entries, staged = self.planner.unstage(chunk, lane.in_arrays), True
         self._rebuild(lane)
         step = 2 * math.ceil(math.log2(len(entries)))
         budget = [step, step]  # executes left, and what each request found failing on its own adds
         self._bisect(lane, job, entries, staged, error, budget)
-
-    def _staged_entries(self, lane: Lane, job: InFlight) -> list[Entry]:
-        """Each request of a batched ``job`` (by its place in the chunk) as copies of its rows of the staged
-        inputs, in the OM's types (only batched jobs hold more than one request)."""
-        chunk = job.chunk
-        gear = self.gears.gears[chunk.gear]
-        wholes = [
-            staged_view(host, dims, om_type)
-            for host, dims, om_type in zip(lane.in_host, gear.input_dims, self.binding.in_om_type)
-        ]
-        entries: list[Entry] = []
-        row = 0
-        for member, shapes in enumerate(chunk.shapes):
-            arrays = [
-                whole[(slice(row, row + shape[0]), *(slice(0, d) for d in shape[1:]))].copy()
-                for whole, shape in zip(wholes, shapes)
-            ]
-            entries.append((member, arrays))
-            row += shapes[0][0]
-        return entries
 
     def _bisect(
         self,

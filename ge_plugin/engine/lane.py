@@ -7,14 +7,13 @@ fills pinned staging, queues copies and the execute, and reads the results back.
 
 from __future__ import annotations
 
-import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import attrs
 import numpy as np
 
-from ge_plugin import device, dtypes
+from ge_plugin import device
 from ge_plugin import fastpath as fp
 from ge_plugin.engine import shape_range
 from ge_plugin.engine.gears import Gear
@@ -59,12 +58,6 @@ class InFlight:
             self.targets = [(self.put, index) for index in self.chunk.indices]
         self.targets += [(other.put, index) for index in other.chunk.indices]
         self.chunk = merged
-
-
-def staged_view(buffer: device.PinnedBuffer, dims: Sequence[int], type_name: str) -> np.ndarray:
-    """The head of a staging buffer as a ``dims`` array of ``type_name``: a view, no copy."""
-    dtype = dtypes.by_name(type_name).numpy
-    return buffer.array[: math.prod(dims) * dtype.itemsize].view(dtype).reshape(tuple(dims))
 
 
 class Lane:
