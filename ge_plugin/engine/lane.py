@@ -17,6 +17,7 @@ from ge_plugin import device
 from ge_plugin import fastpath as fp
 from ge_plugin.engine import shape_range
 from ge_plugin.engine.gears import Gear
+from ge_plugin.engine.modes import Lifetime
 from ge_plugin.engine.stats import BusyClock
 from ge_plugin.errors import ConfigError, GePluginError
 
@@ -32,11 +33,8 @@ class InFlight:
     chunk: fp.Chunk
     #: ``put(index, outcome)`` for the chunk's requests (``chunk.indices``)
     put: Put
-    #: outputs may be views of the lane's staging (valid until the lane runs again or closes)
-    views: bool
-    #: the caller keeps those views after ``put`` (execute() returns them), so the lane copies them before
-    #: it runs again; False when ``put`` copies (a Triton response sender)
-    keep_views: bool
+    #: how long its outputs stay valid (views of the lane's staging, or copies)
+    lifetime: Lifetime
     #: submitted: finished by the completion thread rather than by the call that started it
     queued: bool = False
     #: per request of the chunk, its (put, index), once requests of later submits joined it (``absorb``)
