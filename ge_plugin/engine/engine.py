@@ -29,6 +29,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TypeVar
 
 from ge_plugin import device
+from ge_plugin import fastpath as fp
 from ge_plugin.engine.binding import Binding
 from ge_plugin.engine.completion import Completion
 from ge_plugin.engine.config import ServingConfig
@@ -42,6 +43,8 @@ from ge_plugin.engine.stats import EngineStats, ExecuteTally
 from ge_plugin.errors import GePluginError
 
 log = logging.getLogger("ge_plugin.engine")
+
+_UNTIL_PUT_RETURNS = Lifetime.UNTIL_PUT_RETURNS
 
 _E = TypeVar("_E", bound=BaseException)
 
@@ -185,16 +188,23 @@ class Engine:
         (see ``detached``). With ``Lifetime.UNTIL_NEXT_CALL``, outputs may be views of the engine's staging
         memory, valid until the next call or ``close()``: Triton's stub copies responses before it calls
         ``execute`` again."""
-        if lifetime is Lifetime.UNTIL_PUT_RETURNS:
+        if lifetime is _UNTIL_PUT_RETURNS:
             raise ValueError("execute() returns its outputs: they outlive any put; use submit() for that")
         self._check_open()
         if self._completion is not None:  # submitted batches are the completion thread's to finish
             self.wait_idle()
         results: list[object] = [None] * len(requests)
-        for lane in self.lanes:  # only this call's thread lends views: no lock
+        lanes = self.lanes
+        for lane in lanes:  # only this call's thread lends views: no lock
             if lane.lent:
                 lane.lent.clear()  # the previous call's responses have been copied by now
-        self._run(requests, requested_outputs, results.__setitem__, lifetime, Mode.SYNCHRONOUS)
+        put = results.__setitem__
+        finish = self._finish
+        for chunk in self._plan(requests, requested_outputs, put):
+            self._dispatch(InFlight(chunk, put, lifetime), finish)
+        for lane in lanes:
+            if lane.pending is not None:
+                finish(lane)
         return results
 
     def submit(
@@ -212,7 +222,8 @@ class Engine:
         context = self._check_open()
         if self._completion is None:
             self._completion = Completion(context, self._finish)
-        self._run(requests, requested_outputs, put, Lifetime.UNTIL_PUT_RETURNS, Mode.PIPELINED)
+        for chunk in self._plan(requests, requested_outputs, put):
+            self._submit(InFlight(chunk, put, _UNTIL_PUT_RETURNS, queued=True))
 
     def device_memory(self) -> tuple[int, int]:
         """(free, total) bytes of this instance's device, every process's use included."""
@@ -228,15 +239,13 @@ class Engine:
             raise GePluginError(f"model {self.config.name!r}: the engine is closed")
         return self.context
 
-    def _run(
+    def _plan(
         self,
         requests: Sequence[Mapping[str, object]],
         requested_outputs: Sequence[Collection[str] | None] | None,
         put: Put,
-        lifetime: Lifetime,
-        mode: Mode,
-    ) -> None:
-        """Plan the window (one compiled call), answer the refused requests, run each chunk on a lane."""
+    ) -> list[fp.Chunk]:
+        """Plan the window (one compiled call) and answer the refused requests: the chunks to run."""
         stats = self.stats
         self._check_open().make_current()
         if len(self.recovering):
@@ -247,27 +256,21 @@ class Engine:
             stats.request_errors += len(refused)
             for index, error in refused:
                 put(index, error)
-        if mode is Mode.SYNCHRONOUS:
-            for chunk in chunks:
-                self._dispatch(InFlight(chunk, put, lifetime))
-            for lane in self.lanes:
-                if lane.pending is not None:
-                    self._finish(lane)
-        else:
-            for chunk in chunks:
-                self._submit(InFlight(chunk, put, lifetime, queued=True))
+        return chunks
 
     # -- running chunks on lanes ---------------------------------------------------------------------
 
-    def _dispatch(self, job: InFlight) -> None:
-        """Stage and launch ``job`` on the next lane; a lane still running is finished first, here. Its
-        outcomes come from ``_finish``."""
-        lane = self.scheduler.take(job, self._finish)
+    def _dispatch(self, job: InFlight, finish: Callable[[Lane], None]) -> None:
+        """Stage and launch ``job`` on the next lane; a lane still running is finished first, here
+        (``finish``: ``_finish``, bound once per call). Its outcomes come from ``_finish``."""
+        lane = self.scheduler.take(job, finish)
         if lane is None:
             self._fail_all(job, self.rebuilder.unavailable())
             return
-        try:
-            self._start(lane, job)
+        try:  # _start, inline: this is every synchronous execute's path
+            lane.reclaim()
+            self.planner.stage(job.chunk, lane.in_arrays)
+            self._launch(lane, job)
         except (GePluginError, ValueError) as exc:
             self._failed(lane, job, exc)
             self.scheduler.release(lane)
