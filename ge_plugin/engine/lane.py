@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 
 from ge_plugin import device
 from ge_plugin import fastpath as fp
@@ -62,7 +64,7 @@ class Lane:
     """One stream and one load of the model. After a device failure the engine rebuilds it in place
     (``close()`` then ``open()``), so whoever holds the lane still holds a valid one."""
 
-    def __init__(self, context: device.Context, om_path: str | os.PathLike, busy: BusyClock):
+    def __init__(self, context: device.Context, om_path: str | os.PathLike[str], busy: BusyClock):
         self.context = context
         self.om_path = om_path
         #: counts the time this lane has work on the device (launch until wait returns or the lane closes)
@@ -71,7 +73,7 @@ class Lane:
         #: what is in flight on this lane: the engine's business, kept across a rebuild (close + open)
         self.pending: InFlight | None = None
         #: requests' outputs holding views of out_host that the caller keeps: copied before reuse
-        self.lent: list[dict] = []
+        self.lent: list[dict[str, npt.NDArray[Any]]] = []
         self._reset_fields()
         try:
             self._open(om_path)
@@ -88,15 +90,15 @@ class Lane:
         self.out_dev: list[device.DeviceBuffer] = []
         self.out_host: list[device.PinnedBuffer] = []
         #: the staging as the fast path reads and writes it: each pinned buffer's bytes, in OM order
-        self.in_arrays: list[np.ndarray] = []
-        self.out_arrays: list[np.ndarray] = []
+        self.in_arrays: list[npt.NDArray[np.uint8]] = []
+        self.out_arrays: list[npt.NDArray[np.uint8]] = []
         self.mbatch: device.DeviceBuffer | None = None
         self.inputs: device.Dataset | None = None
         self.outputs: device.Dataset | None = None
         #: False while closed: from close() until open() succeeds nothing may run on the lane
         self.usable = False
 
-    def _open(self, om_path: str | os.PathLike) -> None:
+    def _open(self, om_path: str | os.PathLike[str]) -> None:
         self.stream = device.Stream(self.context)
         model = self.model = device.OmModel(om_path, self.context)
         if model.mode == "range":  # sizes of 0: refused before anything is allocated for it
@@ -194,7 +196,7 @@ class Lane:
         then the stream. Runs every step even if one fails, and raises the first failure."""
         errors: list[BaseException] = []
 
-        def step(fn) -> None:
+        def step(fn: Callable[[], object]) -> None:
             try:
                 fn()
             except BaseException as exc:  # keep tearing down; report the first failure

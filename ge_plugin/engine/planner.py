@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
-import numpy as np
+import numpy.typing as npt
 
 from ge_plugin import dtypes
 from ge_plugin import fastpath as fp
@@ -20,7 +21,7 @@ from ge_plugin.engine.gears import Gear, GearTable
 from ge_plugin.engine.tensors import BoundTensor
 
 #: one request of a chunk: its place in the chunk, and its arrays in the OM's input order
-Entry = tuple[int, Sequence[np.ndarray]]
+Entry = tuple[int, Sequence[npt.NDArray[Any]]]
 
 #: why padding along a gear dim is the config's decision (in the refusal a request gets)
 PADDING_IS_OPT_IN = (
@@ -89,7 +90,7 @@ class Planner:
         """Per gear (in the table's order), the bytes its launch copies to the device."""
         return [sum(tensor.nbytes[g] for tensor in self.inputs) for g in range(len(self.gears))]
 
-    def unstage(self, chunk: fp.Chunk, staging: Sequence[np.ndarray]) -> list[Entry]:
+    def unstage(self, chunk: fp.Chunk, staging: Sequence[npt.NDArray[Any]]) -> list[Entry]:
         """Each request of a staged ``chunk`` (by its place in the chunk) as copies of its rows of
         ``staging`` (each input's bytes, as the chunk was staged), in the OM's types: what a failed execute
         runs again with once the request memory may be gone."""
@@ -109,7 +110,7 @@ class Planner:
             row += shapes[0][0]
         return entries
 
-    def refusal(self, arrays: Sequence[np.ndarray]) -> str:
+    def refusal(self, arrays: Sequence[npt.NDArray[Any]]) -> str:
         """Why no gear takes a request that passed validation: a dim it must match exactly that no gear has
         (with the lengths the gears take there), else the shapes against the gears."""
         shapes = ", ".join(f"{tensor.name} {list(a.shape)}" for tensor, a in zip(self.inputs, arrays))
@@ -142,7 +143,7 @@ class Planner:
         return f"no gear of the model fits this request ({shapes}); the model's gears: {labels}"
 
 
-def _typed(staging: np.ndarray, dims: Sequence[int], type_name: str) -> np.ndarray:
+def _typed(staging: npt.NDArray[Any], dims: Sequence[int], type_name: str) -> npt.NDArray[Any]:
     """The head of a staging buffer's bytes as a ``dims`` array of ``type_name``: a view, no copy."""
     dtype = dtypes.by_name(type_name).numpy
     return staging[: math.prod(dims) * dtype.itemsize].view(dtype).reshape(tuple(dims))

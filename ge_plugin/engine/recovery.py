@@ -80,7 +80,7 @@ class Recoveries:
 
     @staticmethod
     def delay(failures: int) -> float:
-        return min(RECOVERY_MAX_S, RECOVERY_FIRST_S * 2 ** (failures - 1))
+        return min(RECOVERY_MAX_S, RECOVERY_FIRST_S * 2.0 ** (failures - 1))
 
 
 class Rebuilder:
