@@ -59,10 +59,10 @@ class PyAclLoop:
         self.model_id, self.mbatch = model.model_id, model.mbatch_index
         self.stream, ret = acl.rt.create_stream()
         assert ret == 0
-        gear = next(g for g in engine.gears.gears if g.rows == 1)
+        position, gear = next((k, g) for k, g in enumerate(engine.gears.gears) if g.rows == 1)
         self.batch = gear.setting
-        self.in_bytes = engine.binding.in_bytes[gear.index][0]
-        self.out_bytes = engine.binding.out_bytes[gear.index][0]
+        self.in_bytes = engine.binding.inputs[0].nbytes[position]
+        self.out_bytes = engine.binding.outputs[0].nbytes[position]
         info_in, info_out = model.inputs[0], model.outputs[0]
         self.in_dev, _ = acl.rt.malloc(info_in.size, 0)
         self.in_host, _ = acl.rt.malloc_host(info_in.size)
@@ -134,6 +134,8 @@ def _bootstrap(ratios: list[float], rounds: int = 4000) -> tuple[float, float]:
 def test_bench_p2_engine_execute_against_a_hand_written_pyacl_loop(
     bench_repository: Any, benchmark: Any, record_engine: Callable[..., None]
 ) -> None:
+    from ge_plugin.engine import Lifetime
+
     request = np.linspace(-2.0, 1.75, 16, dtype=np.float32).reshape(1, 16)
     requests = [{"INPUT0": request}]
     with _engine(bench_repository, "ge_identity") as identity:
@@ -141,7 +143,7 @@ def test_bench_p2_engine_execute_against_a_hand_written_pyacl_loop(
         try:
 
             def engine_call() -> object:
-                return identity.execute(requests, views=True)
+                return identity.execute(requests, lifetime=Lifetime.UNTIL_NEXT_CALL)
 
             def loop_call() -> object:
                 return loop(request)
@@ -192,6 +194,8 @@ def test_bench_engine_host_time_per_execute(
     record_engine: Callable[..., None],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    from ge_plugin.engine import Lifetime
+
     name, count = CASES[case]
     if name == "ge_identity":
         request = {"INPUT0": np.ones((1, 16), np.float32)}
@@ -205,7 +209,7 @@ def test_bench_engine_host_time_per_execute(
         executes = engine.stats.executes
 
         def call() -> object:
-            return engine.execute(requests, views=True)
+            return engine.execute(requests, lifetime=Lifetime.UNTIL_NEXT_CALL)
 
         for _ in range(200):
             call()

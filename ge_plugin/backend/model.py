@@ -27,7 +27,7 @@ import triton_python_backend_utils as pb_utils
 from ge_plugin import __version__, device, fastpath
 from ge_plugin.backend import timing
 from ge_plugin.backend.metrics import MetricsPublisher
-from ge_plugin.engine import Engine
+from ge_plugin.engine import Engine, Lifetime, Mode
 from ge_plugin.engine.lane import Outcome
 from ge_plugin.errors import GePluginError, RequestError, UnavailableError
 
@@ -163,7 +163,7 @@ class TritonPythonModel:
         self, requests: list[Any], batch: list[dict[str, Any]], requested: list[list[str]] | None
     ) -> list[Outcome] | None:
         """The engine's outcomes, or None when they are sent later from the completion thread."""
-        if len(self.engine.lanes) > 1:
+        if self.engine.mode is Mode.PIPELINED:
             senders = [request.get_response_sender() for request in requests]
             bf16_out = self.bf16_outputs
 
@@ -175,7 +175,7 @@ class TritonPythonModel:
             self.engine.submit(batch, requested, send)
             return None
         # Views of the engine's staging: the stub copies returned responses before the next execute.
-        return self.engine.execute(batch, requested, views=True)
+        return self.engine.execute(batch, requested, lifetime=Lifetime.UNTIL_NEXT_CALL)
 
     def _respond(self, outcomes: list[Outcome]) -> list[Any]:
         if self.bf16_outputs:

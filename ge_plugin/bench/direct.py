@@ -104,7 +104,7 @@ def measure_model(
     repo: Path, name: str, input_data: Path, *, seconds: float, min_iterations: int = MIN_ITERATIONS
 ) -> tuple[list[DirectRow], Allocations]:
     """Every batch gear of one ge model of the bench repository, plus its allocation counts."""
-    from ge_plugin.engine import Engine, read_config_pbtxt
+    from ge_plugin.engine import Engine, Lifetime, read_config_pbtxt
 
     config = read_config_pbtxt(repo / name / "config.pbtxt")
     before = allocation_count()
@@ -119,7 +119,7 @@ def measure_model(
             batch_requests = [request] * batch
 
             def call(batch_requests=batch_requests) -> None:
-                for outcome in engine.execute(batch_requests, views=True):
+                for outcome in engine.execute(batch_requests, lifetime=Lifetime.UNTIL_NEXT_CALL):
                     if not isinstance(outcome, dict):
                         raise BenchError(f"{name}: the engine refused the bench's request: {outcome}")
 

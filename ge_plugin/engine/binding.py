@@ -7,9 +7,10 @@ the load with a message naming the tensor, and the request path only looks thing
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 
-import numpy as np
+import attrs
 
 from ge_plugin import device, dtypes
 from ge_plugin import fastpath as fp
@@ -17,6 +18,8 @@ from ge_plugin.engine.config import IOConfig, ServingConfig
 from ge_plugin.engine.gear_reading import read_gear_table
 from ge_plugin.engine.gears import GearTable
 from ge_plugin.engine.lane import Lane
+from ge_plugin.engine.planner import Planner
+from ge_plugin.engine.tensors import BoundTensor, Tie
 from ge_plugin.errors import ConfigError
 
 log = logging.getLogger("ge_plugin.engine")
@@ -32,12 +35,6 @@ PRECISION_OF_OM = {"fp32": "origin", "fp16": "fp16", "bf16": "bf16"}
 #: length with the lengths it takes, which says more than "longer than the largest gear"
 EXACT_LIMIT = 2**31 - 1
 
-#: why padding along a gear dim is the config's decision (in the refusal a request gets)
-PADDING_IS_OPT_IN = (
-    "ge-plugin pads a dim that gears set only for inputs listed in parameters.pad_inputs (a spec's pad: true): "
-    "zero padding changes the answer of a model that does not mask it"
-)
-
 
 def _can_cast(a: str, b: str) -> bool:
     """Requests of type ``a`` can go to an OM tensor of type ``b`` and its outputs come back (the fast path
@@ -46,13 +43,11 @@ def _can_cast(a: str, b: str) -> bool:
 
 
 class Binding:
-    """The config's tensors in the OM's order, with their types on both sides, and the OM's gears.
+    """The config's tensors bound to the OM's (one ``BoundTensor`` each), and the OM's gears.
 
-    Inputs are kept in OM order (``in_*``), outputs in config order (``out_*``, with ``out_index`` the OM
-    index of each); ``ties[k]`` lists, for output k, (output dim, input, input dim) in full dim numbering;
-    ``in_bytes`` / ``out_bytes`` map a gear index to the bytes of each tensor at that gear. Per flat dim (as
-    ``Gear.flat``), ``exact_at`` marks the dims a gear sets on an input the config does not let ge-plugin
-    pad.
+    ``inputs`` come in the OM's order (the lane's staging), ``outputs`` in the config's; a tie's input is
+    a position in ``inputs``. Per flat dim (as ``Gear.flat``), ``exact_at`` marks the dims a gear sets on an
+    input the config does not let ge-plugin pad.
     """
 
     def __init__(self, config: ServingConfig, om_path: str, lane: Lane):
@@ -61,17 +56,32 @@ class Binding:
         #: what the instance's log should say at start-up about a config that works but may surprise
         self.warnings: list[str] = []
         model = lane.loaded_model
-        self._bind_tensors(model)
+        inputs, outputs = self._bind_tensors(model)
         self._check_precision(model)
-        self.exact_at = self._exact_dims(model)
+        self.exact_at = self._exact_dims(inputs, model)
         self.gears = read_gear_table(lane, self.where)
         self._check_gears(self.gears, model)
-        self.specs = [self._input_spec(k, io, model) for k, io in enumerate(self.in_cfg)]
+        gears = self.gears.gears
+        inputs = [
+            attrs.evolve(
+                tensor,
+                spec=self._input_spec(k, tensor, model),
+                nbytes=_sizes(tensor, [gear.input_dims[k] for gear in gears]),
+            )
+            for k, tensor in enumerate(inputs)
+        ]
+        outputs = [
+            attrs.evolve(tensor, nbytes=_sizes(tensor, [gear.output_dims[tensor.om_index] for gear in gears]))
+            for tensor in outputs
+        ]
+        #: the config's inputs in the OM's order (the order of the lane's staging), its outputs in its own
+        self.inputs: tuple[BoundTensor, ...] = tuple(inputs)
+        self.outputs: tuple[BoundTensor, ...] = tuple(outputs)
         self._check_trims(model)
-        self.in_bytes, self.out_bytes = self._sizes()
 
-    def _bind_tensors(self, model: device.OmModel) -> None:
-        """Match config inputs/outputs to the OM's by name; refuse mismatches now, not per request."""
+    def _bind_tensors(self, model: device.OmModel) -> tuple[list[BoundTensor], list[BoundTensor]]:
+        """Match config inputs/outputs to the OM's by name; refuse mismatches now, not per request. The
+        inputs come in the OM's order, the outputs in the config's."""
         cfg = self.config
         where = self.where
         extra = 1 if cfg.batched else 0
@@ -85,29 +95,24 @@ class Binding:
                 + (f"; missing {missing}" if missing else "")
                 + (f"; not in the OM {unknown}" if unknown else "")
             )
-        self.in_cfg = [by_name[n] for n in om_names]  # OM order
-        self.in_om_type = []
-        for io, info in zip(self.in_cfg, model.inputs):
+        inputs = []
+        for info in model.inputs:
+            io = by_name[info.name]
             self._check_io(where, "input", io, info, extra)
             self._check_fixed_dims(where, io, info, extra)
-            self.in_om_type.append(dtypes.by_acl(info.acl_dtype).short)
-        self.in_type = [io.dtype.short for io in self.in_cfg]
-        self.out_cfg = []
-        self.out_index = []
-        self.out_om_type = []
+            inputs.append(_bound(io, info))
+        # Which output dims (full numbering) take their length from which input dim of the request.
+        in_pos = {tensor.name: k for k, tensor in enumerate(inputs)}
+        ties: dict[str, list[Tie]] = {}
+        for tie in cfg.params.output_dim_ties:
+            ties.setdefault(tie.output, []).append(
+                (tie.output_dim + extra, in_pos[tie.input], tie.input_dim + extra)
+            )
+        outputs = []
         for io, info in zip(cfg.outputs, self._match_outputs(where, model)):
             self._check_io(where, "output", io, info, extra)
-            self.out_cfg.append(io)
-            self.out_index.append(info.index)
-            self.out_om_type.append(dtypes.by_acl(info.acl_dtype).short)
-        self.out_type = [io.dtype.short for io in self.out_cfg]
-        self.out_pos = {io.name: k for k, io in enumerate(self.out_cfg)}
-        # Which output dims (full numbering) take their length from which input dim of the request.
-        in_pos = {io.name: k for k, io in enumerate(self.in_cfg)}
-        self.ties: list[list[tuple[int, int, int]]] = [[] for _ in self.out_cfg]
-        for tie in cfg.params.output_dim_ties:
-            k = self.out_pos[tie.output]
-            self.ties[k].append((tie.output_dim + extra, in_pos[tie.input], tie.input_dim + extra))
+            outputs.append(attrs.evolve(_bound(io, info), ties=tuple(ties.get(io.name, ()))))
+        return inputs, outputs
 
     def _match_outputs(self, where: str, model: device.OmModel) -> list[device.TensorInfo]:
         """The OM output behind each config output: by name, or by position when no name matches.
@@ -182,7 +187,7 @@ class Binding:
                 f"precision; rebuild the OM (ATC --precision_mode) or declare precision {om_precision!r}"
             )
 
-    def _exact_dims(self, model: device.OmModel) -> tuple[bool, ...]:
+    def _exact_dims(self, inputs: Sequence[BoundTensor], model: device.OmModel) -> tuple[bool, ...]:
         """Per flat dim: a dim a gear sets (the OM has -1 there, and it is not the batch rows) on an input
         not in ``pad_inputs``. ConfigError for a listed input that has no such dim: padding it would do
         nothing."""
@@ -190,7 +195,8 @@ class Binding:
         pads = set(cfg.params.pad_inputs)
         batch_dim = cfg.batched or model.mode == "batch"
         exact: list[bool] = []
-        for io, info in zip(self.in_cfg, model.inputs):
+        for tensor, info in zip(inputs, model.inputs):
+            io = tensor.io
             gear_dims = [d for d in info.dynamic if not (d == 0 and batch_dim)]
             if io.name in pads and not gear_dims:
                 raise ConfigError(
@@ -226,10 +232,11 @@ class Binding:
                 f"{table.max_rows}"
             )
 
-    def _input_spec(self, k: int, io: IOConfig, model: device.OmModel) -> fp.TensorSpec:
+    def _input_spec(self, k: int, tensor: BoundTensor, model: device.OmModel) -> fp.TensorSpec:
         """What request validation checks for input ``k``: its dims and their limits (the config's fixed
         dims, the gears' largest dynamic ones), its value range and its shape tie."""
         cfg = self.config
+        io = tensor.io
         extra = 1 if cfg.batched else 0
         limits = list(self.gears.limits[k])
         full = ([-1] if extra else []) + list(io.dims)
@@ -261,7 +268,7 @@ class Binding:
             tuple(limits),
             # dim 0 is the OM's batch even when the config leaves batching to the client
             batched=cfg.batched or model.mode == "batch",
-            value_range=self._value_range(k, io),
+            value_range=self._value_range(tensor),
             same_shape_as=next((t.other for t in cfg.params.same_shape if t.input == io.name), None),
         )
 
@@ -271,74 +278,37 @@ class Binding:
         if not self.config.params.pad_inputs:
             return
         extra = 1 if self.config.batched else 0
-        for k, io in enumerate(self.out_cfg):
-            j = self.out_index[k]
-            tied = {out_d for out_d, _, _ in self.ties[k]}
+        for tensor in self.outputs:
+            j = tensor.om_index
+            tied = {out_d for out_d, _, _ in tensor.ties}
             for d in range(extra, len(model.outputs[j].dims)):
                 lengths = sorted({g.output_dims[j][d] for g in self.gears.gears})
                 if len(lengths) > 1 and d not in tied:
                     self.warnings.append(
-                        f"{self.where}: output {io.name!r} dim {d - extra} changes with the gear "
+                        f"{self.where}: output {tensor.name!r} dim {d - extra} changes with the gear "
                         f"({', '.join(map(str, lengths))}) but follows no input (parameters.output_dim_ties): "
                         "a request padded up to a gear gets that dim at the gear's length"
                     )
 
-    def planner(self) -> fp.Planner:
-        """The fast path's planner for this binding: the gears cheapest first (a chunk's ``gear`` is a position
-        in ``gears.gears``), the config's outputs with their OM index, types and ties."""
-        return fp.Planner(
-            self.specs,
-            self.in_om_type,
-            [(g.input_dims, g.output_dims) for g in self.gears.gears],
-            [
-                (io.name, self.out_index[k], self.out_type[k], self.out_om_type[k], self.ties[k])
-                for k, io in enumerate(self.out_cfg)
-            ],
+    def planner(self) -> Planner:
+        """The planner of this binding's requests: its tensors on its gears."""
+        return Planner(
+            self.inputs,
+            self.outputs,
+            self.gears,
             batched=self.config.batched,
             exact=self.exact_at,
             pad_value=self.config.params.pad_value,
-            refusal=self.refusal,
         )
 
-    def refusal(self, arrays: Sequence) -> str:
-        """Why no gear takes a request that passed validation: a dim it must match exactly that no gear has
-        (with the lengths the gears take there), else the shapes against the gears."""
-        shapes = ", ".join(f"{io.name} {list(a.shape)}" for io, a in zip(self.in_cfg, arrays))
-        gears = self.gears
-        first = 0
-        for k, (io, array) in enumerate(zip(self.in_cfg, arrays)):
-            exact = [d for d in range(array.ndim) if self.exact_at[first + d]]
-            first += array.ndim
-            if not exact:
-                continue
-            mine = tuple(array.shape[d] for d in exact)
-            taken = sorted({tuple(g.input_dims[k][d] for d in exact) for g in gears.gears})
-            if mine in taken:
-                continue
-            if gears.mode == "hw":
-                return (
-                    f"input {io.name!r} {list(array.shape)}: its height x width {mine[0]}x{mine[1]} is not one "
-                    f"of the model's image sizes ({', '.join(f'{h}x{w}' for h, w in taken)}); resize the "
-                    f"image to one of them. {PADDING_IS_OPT_IN}, such as a CNN near an image's border"
-                )
-            extra = 1 if self.config.batched else 0
-            dims = ", ".join(str(d - extra) for d in exact)
-            where = f"dims {dims} are" if len(exact) > 1 else f"dim {dims} is"
-            return (
-                f"input {io.name!r} {list(array.shape)}: {where} {'x'.join(map(str, mine))}, which no gear of "
-                f"the model takes exactly (its gears take {', '.join('x'.join(map(str, t)) for t in taken)}). "
-                f"{PADDING_IS_OPT_IN}"
-            )
-        labels = "; ".join(g.label for g in gears.gears)
-        return f"no gear of the model fits this request ({shapes}); the model's gears: {labels}"
-
-    def _value_range(self, k: int, io: IOConfig) -> tuple[float, float] | None:
+    def _value_range(self, tensor: BoundTensor) -> tuple[float, float] | None:
         """The declared range, narrowed to int32's when an int32 OM takes an int64 input: a value that does
         not fit is then the request's error, found in validation, not half-way through a batch's copy."""
+        io = tensor.io
         declared = next(
             ((r.low, r.high) for r in self.config.params.input_ranges if r.input == io.name), None
         )
-        if not (io.dtype.short == "int64" and self.in_om_type[k] == "int32"):
+        if not (tensor.type == "int64" and tensor.om_type == "int32"):
             return declared
         low, high = declared or INT32_RANGE
         narrowed = (max(low, INT32_RANGE[0]), min(high, INT32_RANGE[1]))
@@ -349,17 +319,13 @@ class Binding:
             )
         return narrowed
 
-    def _sizes(self) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
-        """Per gear index, the bytes of each input (OM order) and each output (config order) at that gear."""
-        in_bytes = {}
-        out_bytes = {}
-        for g in self.gears.gears:
-            in_bytes[g.index] = [
-                int(np.prod(dims)) * dtypes.by_name(t).itemsize
-                for dims, t in zip(g.input_dims, self.in_om_type)
-            ]
-            out_bytes[g.index] = [
-                int(np.prod(g.output_dims[self.out_index[k]])) * dtypes.by_name(t).itemsize
-                for k, t in enumerate(self.out_om_type)
-            ]
-        return in_bytes, out_bytes
+
+def _bound(io: IOConfig, info: device.TensorInfo) -> BoundTensor:
+    """The record of a config tensor and the OM tensor it matched (sizes, ties and spec come later)."""
+    return BoundTensor(io.name, info.index, io.dtype.short, dtypes.by_acl(info.acl_dtype).short, io)
+
+
+def _sizes(tensor: BoundTensor, dims_per_gear: Sequence[Sequence[int]]) -> tuple[int, ...]:
+    """The tensor's bytes in the OM's type at each gear (in the gear table's order)."""
+    itemsize = dtypes.by_name(tensor.om_type).itemsize
+    return tuple(math.prod(dims) * itemsize for dims in dims_per_gear)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Any
 
 import attrs
 
@@ -39,7 +40,7 @@ class ServingConfig:
         return self.max_batch_size > 0
 
     @classmethod
-    def from_model_config(cls, config: Mapping) -> ServingConfig:
+    def from_model_config(cls, config: Mapping[str, Any]) -> ServingConfig:
         """Parse Triton's model config mapping; ConfigError names the field that is wrong."""
         name = str(config.get("name", "") or "model")
         backend = config.get("backend", "ge")
@@ -110,7 +111,7 @@ class ServingConfig:
                 raise ConfigError(f"{where}: their dims {list(a)} and {list(b)} can never be equal")
 
 
-def _io(model: str, kind: str, item: Mapping) -> IOConfig:
+def _io(model: str, kind: str, item: Mapping[str, Any]) -> IOConfig:
     name = item.get("name")
     if not name:
         raise ConfigError(f"model {model!r}: an {kind} has no name")
@@ -132,7 +133,7 @@ def _io(model: str, kind: str, item: Mapping) -> IOConfig:
     return IOConfig(str(name), dtype, dims)
 
 
-def read_config_pbtxt(path: str | os.PathLike) -> dict:
+def read_config_pbtxt(path: str | os.PathLike[str]) -> dict[str, Any]:
     """A config.pbtxt as the mapping Triton would pass to ``initialize`` (field names as in the proto)."""
     from google.protobuf import json_format, text_format
     from tritonclient.grpc import model_config_pb2

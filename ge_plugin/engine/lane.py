@@ -7,23 +7,24 @@ fills pinned staging, queues copies and the execute, and reads the results back.
 
 from __future__ import annotations
 
-import math
 import os
-from collections.abc import Callable, Sequence
-from typing import Union
+from collections.abc import Callable
+from typing import Any, Union
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 
-from ge_plugin import device, dtypes
+from ge_plugin import device
 from ge_plugin import fastpath as fp
 from ge_plugin.engine import shape_range
 from ge_plugin.engine.gears import Gear
+from ge_plugin.engine.modes import Lifetime
 from ge_plugin.engine.stats import BusyClock
 from ge_plugin.errors import ConfigError, GePluginError
 
 #: what a request gets back: its outputs by name, or the error that failed it (alone or with its batch)
-Outcome = Union[dict[str, np.ndarray], GePluginError]
+Outcome = Union[dict[str, npt.NDArray[Any]], GePluginError]
 #: where a request's outputs go: ``put(index, outcome)``
 Put = Callable[[int, Outcome], None]
 
@@ -36,11 +37,8 @@ class InFlight:
     chunk: fp.Chunk
     #: ``put(index, outcome)`` for the chunk's requests (``chunk.indices``)
     put: Put
-    #: outputs may be views of the lane's staging (valid until the lane runs again or closes)
-    views: bool
-    #: the caller keeps those views after ``put`` (execute() returns them), so the lane copies them before
-    #: it runs again; False when ``put`` copies (a Triton response sender)
-    keep_views: bool
+    #: how long its outputs stay valid (views of the lane's staging, or copies)
+    lifetime: Lifetime
     #: submitted: finished by the completion thread rather than by the call that started it
     queued: bool = False
     #: per request of the chunk, its (put, index), once requests of later submits joined it (``absorb``)
@@ -64,17 +62,11 @@ class InFlight:
         self.chunk = merged
 
 
-def staged_view(buffer: device.PinnedBuffer, dims: Sequence[int], type_name: str) -> np.ndarray:
-    """The head of a staging buffer as a ``dims`` array of ``type_name``: a view, no copy."""
-    dtype = dtypes.by_name(type_name).numpy
-    return buffer.array[: math.prod(dims) * dtype.itemsize].view(dtype).reshape(tuple(dims))
-
-
 class Lane:
     """One stream and one load of the model. After a device failure the engine rebuilds it in place
     (``close()`` then ``open()``), so whoever holds the lane still holds a valid one."""
 
-    def __init__(self, context: device.Context, om_path: str | os.PathLike, busy: BusyClock):
+    def __init__(self, context: device.Context, om_path: str | os.PathLike[str], busy: BusyClock):
         self.context = context
         self.om_path = om_path
         #: counts the time this lane has work on the device (launch until wait returns or the lane closes)
@@ -83,7 +75,7 @@ class Lane:
         #: what is in flight on this lane: the engine's business, kept across a rebuild (close + open)
         self.pending: InFlight | None = None
         #: requests' outputs holding views of out_host that the caller keeps: copied before reuse
-        self.lent: list[dict] = []
+        self.lent: list[dict[str, npt.NDArray[Any]]] = []
         self._reset_fields()
         try:
             self._open(om_path)
@@ -100,15 +92,15 @@ class Lane:
         self.out_dev: list[device.DeviceBuffer] = []
         self.out_host: list[device.PinnedBuffer] = []
         #: the staging as the fast path reads and writes it: each pinned buffer's bytes, in OM order
-        self.in_arrays: list[np.ndarray] = []
-        self.out_arrays: list[np.ndarray] = []
+        self.in_arrays: list[npt.NDArray[np.uint8]] = []
+        self.out_arrays: list[npt.NDArray[np.uint8]] = []
         self.mbatch: device.DeviceBuffer | None = None
         self.inputs: device.Dataset | None = None
         self.outputs: device.Dataset | None = None
         #: False while closed: from close() until open() succeeds nothing may run on the lane
         self.usable = False
 
-    def _open(self, om_path: str | os.PathLike) -> None:
+    def _open(self, om_path: str | os.PathLike[str]) -> None:
         self.stream = device.Stream(self.context)
         model = self.model = device.OmModel(om_path, self.context)
         if model.mode == "range":  # sizes of 0: refused before anything is allocated for it
@@ -206,7 +198,7 @@ class Lane:
         then the stream. Runs every step even if one fails, and raises the first failure."""
         errors: list[BaseException] = []
 
-        def step(fn) -> None:
+        def step(fn: Callable[[], object]) -> None:
             try:
                 fn()
             except BaseException as exc:  # keep tearing down; report the first failure

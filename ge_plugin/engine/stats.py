@@ -108,7 +108,7 @@ class BusyClock:
     It is what the instance can say about its device's load from the device time of its executes; the
     instances sharing a device add up to that device's busy fraction (less when they wait for each other)."""
 
-    def __init__(self, clock=time.perf_counter):
+    def __init__(self, clock: Callable[[], float] = time.perf_counter):
         self._clock = clock
         self._lock = threading.Lock()
         self._on_device = 0

@@ -51,7 +51,7 @@ def measure_profile(
 ) -> dict[str, Any]:
     """The profile JSON of ``spec`` on this host's device."""
     from ge_plugin import device
-    from ge_plugin.engine import Engine, read_config_pbtxt
+    from ge_plugin.engine import Engine, Lifetime, read_config_pbtxt
     from ge_plugin.tune.measure import compile_om
 
     repo = Path(work) / "repository"
@@ -74,7 +74,7 @@ def measure_profile(
                 requests = [_request(spec, gear, dtypes)] * (gear.rows if spec.batching is not None else 1)
 
                 def call(requests=requests, label=gear.label) -> None:
-                    for outcome in engine.execute(requests, views=True):
+                    for outcome in engine.execute(requests, lifetime=Lifetime.UNTIL_NEXT_CALL):
                         if not isinstance(outcome, dict):
                             raise TuneError(f"gear {label}: the engine refused the request: {outcome}")
 

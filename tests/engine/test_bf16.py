@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ge_plugin.engine import Engine
+from ge_plugin.engine import Engine, Lifetime
 from ge_plugin.models import bf16_affine_reference
 
 
@@ -21,7 +21,7 @@ def to_bf16(values: np.ndarray) -> np.ndarray:
 def test_bf16_config_on_a_bf16_om_moves_words_and_lends_the_answer(cfg, oms):
     x = np.random.default_rng(1).integers(0x3000, 0x4800, (3, 8), dtype=np.uint16)
     with Engine.from_model_config(bf16_config(cfg, oms["bf16_affine"]), version_dir="/") as engine:
-        (result,) = engine.execute([{"x": x}], views=True)
+        (result,) = engine.execute([{"x": x}], lifetime=Lifetime.UNTIL_NEXT_CALL)
         assert result["y"].dtype == np.uint16
         assert np.shares_memory(result["y"], engine.lanes[0].out_host[0].array)
         assert np.array_equal(result["y"], bf16_affine_reference(x))
