@@ -33,6 +33,16 @@ from ge_plugin.errors import GePluginError, RequestError, UnavailableError
 
 log = logging.getLogger("ge_plugin.backend")
 
+#: A one-lane instance whose execute keeps the device this long (µs) or longer answers from then on from the
+#: engine's completion thread, as a two-lane one does. Returning the responses from ``execute`` lets the
+#: client have its answer a moment before Triton 2.51 counts the instance free again; a request sent in that
+#: moment finds no free instance, and the dynamic batcher then waits for its 500 ms poll. On a busy host that
+#: moment is long enough to hit often (perf_analyzer at concurrency 1 against the LLaMA on the seed's device
+#: time: p90 from 85 to 583 ms; tests/e2e/test_one_lane.py). Answering from the completion thread lets
+#: ``execute`` return before the answer exists, which costs a thread hand-over (about 0.2 ms per execute on
+#: the bench's host, so not for executes of microseconds, which are over before any client could ask again).
+ANSWER_LATER_US = 2_000.0
+
 
 class _TritonLog(logging.Handler):
     """ge_plugin's warnings and errors (a lane rebuilt, a precision the config did not declare) in Triton's
@@ -104,6 +114,9 @@ class TritonPythonModel:
             f"({device.kind()}), gears {', '.join(g.label for g in self.engine.gears.gears)}, "
             f"{self.engine.stats.device_bytes} device bytes allocated once, fast path {fastpath.describe()}"
         )
+        #: answer from the engine's completion thread, ``execute`` returning at once: always with two lanes or
+        #: more, and with one once an execute has kept the device ANSWER_LATER_US or longer
+        self.answer_later = self.engine.mode is Mode.PIPELINED
         self.timer = timing.from_environment(self.name, labels["instance"])
         if self.timer is not None:  # the stub calls the instance's execute: the timed one, from now on
             self.execute = self._timed_execute  # type: ignore[method-assign]
@@ -114,9 +127,10 @@ class TritonPythonModel:
         return message if message.startswith(prefix) else f"{prefix}: {message}"
 
     def execute(self, requests: list[Any]) -> list[Any] | None:
-        """With one lane: run the batch and return its responses. With more (``streams_per_instance``),
-        return as soon as the batch is on the device and send each response when it is done, so that
-        Triton calls ``execute`` again with the next batch meanwhile."""
+        """With one lane and quick executes: run the batch and return its responses. With more lanes
+        (``streams_per_instance``), or one whose executes take a device's time (``ANSWER_LATER_US``), return
+        as soon as the batch is on the device and send each response when it is done, so that Triton calls
+        ``execute`` again with the next batch meanwhile."""
         batch, requested = self._read(requests)
         outcomes = self._run(requests, batch, requested)
         return None if outcomes is None else self._respond(outcomes)
@@ -163,7 +177,7 @@ class TritonPythonModel:
         self, requests: list[Any], batch: list[dict[str, Any]], requested: list[list[str]] | None
     ) -> list[Outcome] | None:
         """The engine's outcomes, or None when they are sent later from the completion thread."""
-        if self.engine.mode is Mode.PIPELINED:
+        if self.answer_later:
             senders = [request.get_response_sender() for request in requests]
             bf16_out = self.bf16_outputs
 
@@ -175,7 +189,12 @@ class TritonPythonModel:
             self.engine.submit(batch, requested, send)
             return None
         # Views of the engine's staging: the stub copies returned responses before the next execute.
-        return self.engine.execute(batch, requested, lifetime=Lifetime.UNTIL_NEXT_CALL)
+        stats = self.engine.stats
+        before = stats.execute_us_sum
+        outcomes = self.engine.execute(batch, requested, lifetime=Lifetime.UNTIL_NEXT_CALL)
+        if stats.execute_us_sum - before >= ANSWER_LATER_US:
+            self.answer_later = True  # see ANSWER_LATER_US
+        return outcomes
 
     def _respond(self, outcomes: list[Outcome]) -> list[Any]:
         if self.bf16_outputs:

@@ -246,3 +246,27 @@ def test_adapter_timing_hook_with_two_streams_times_the_submit_and_no_responding
     model.finalize()
     ((sample,),) = [found["samples"] for found in timing.read(tmp_path / "timing")]
     assert sample["work_us"] > 0 and math.isnan(sample["respond_us"]) and math.isnan(sample["stream_us"])
+
+
+def test_adapter_answers_a_one_lane_models_slow_executes_from_its_completion_thread(
+    pb_utils, identity_repo, args_for
+):
+    """One slow execute (20 ms of simulated device time) is answered as usual and turns the instance to
+    answering from the completion thread: the next ``execute`` returns None and its response is sent."""
+    from ge_plugin.backend.model import ANSWER_LATER_US
+
+    assert ANSWER_LATER_US < 20_000
+    slow = json.dumps({"ge_plugin_sim": {"execute_latency_ms": 20}})
+    model = load_model(pb_utils)
+    model.initialize(args_for(identity_repo, acl_json=slow))
+    first, second = (np.full((1, 16), k, np.float32) for k in (1, 2))
+    (response,) = model.execute([pb_utils.InferenceRequest({"INPUT0": first})])
+    np.testing.assert_array_equal(response.output_tensors()[0].as_numpy(), first)
+    request = pb_utils.InferenceRequest({"INPUT0": second})
+    assert model.execute([request]) is None
+    model.engine.wait_idle()
+    ((sent, flags),) = request.sender.sent
+    assert flags == pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+    np.testing.assert_array_equal(sent.output_tensors()[0].as_numpy(), second)
+    model.finalize()
+    assert snapshot()["devices"][0]["live_bytes"] == 0
