@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 import attrs
 
 from ge_plugin.errors import ConfigError
+from ge_plugin.precision import PRECISIONS
 
 OM_MODEL_PATH = "om_model_path"
 DEVICE_IDS = "device_ids"
@@ -33,9 +34,6 @@ METRICS_INTERVAL_MS = "metrics_interval_ms"
 INPUT_RANGES = "input_ranges"
 SAME_SHAPE = "same_shape"
 VERSION_OM_MODEL_PATHS = "version_om_model_paths"
-
-
-PRECISIONS = ("origin", "fp16", "bf16")
 
 
 @attrs.frozen

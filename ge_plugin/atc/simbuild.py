@@ -26,6 +26,7 @@ from ge_plugin import __version__, simom
 from ge_plugin import acl_constants as C
 from ge_plugin.atc.flags import AtcOptions, invalid
 from ge_plugin.errors import AtcError
+from ge_plugin.precision import DEFAULT_MODE
 
 #: ONNX TensorProto element types the simulator carries -> aclDataType
 ONNX_TO_ACL = {
@@ -132,7 +133,7 @@ def _header(
         "soc_version": options.soc_version,
         "framework": options.framework,
         "precision": options.precision,
-        "precision_mode": options.precision_mode_v2 or options.precision_mode or "force_fp16",
+        "precision_mode": options.precision_mode_v2 or options.precision_mode or DEFAULT_MODE,
         "atc_options": dict(options.given),
         "atc_command": options.command(),
         "inputs": [_header_input(options, item) for item in inputs],

@@ -31,6 +31,8 @@ import attrs
 from tritonclient.grpc import model_config_pb2 as mc
 
 from ge_plugin import dtypes
+from ge_plugin import precision as P
+from ge_plugin.atc_tables import MAX_GEARS
 from ge_plugin.errors import MigrateError
 from ge_plugin.migrate import model_io
 from ge_plugin.migrate.ge_config import (
@@ -40,18 +42,12 @@ from ge_plugin.migrate.ge_config import (
     parse_dynamic_dims,
     parse_input_shape,
 )
-from ge_plugin.spec.validators import MAX_GEARS
 
 #: GE option -> what ge-plugin does with it instead (consumed into gears, or set by ge-plugin itself)
 GEAR_OPTIONS = ("ge.inputShape", "ge.dynamicDims", "ge.dynamicNodeType")
 #: precision_mode(_v2) values ge-plugin has an exact equivalent for
 PRECISIONS = {
-    "ge.exec.precision_mode_v2": {"fp16": "fp16", "origin": "origin", "mixed_bfloat16": "bf16"},
-    "ge.exec.precision_mode": {
-        "force_fp16": "fp16",
-        "must_keep_origin_dtype": "origin",
-        "allow_mix_precision_bf16": "bf16",
-    },
+    f"ge.exec.{flag}": P.precision_of(flag, exact=True) for flag in (P.PRECISION_MODE_V2, P.PRECISION_MODE)
 }
 #: GE options a GE session or graph needed that an OM served by pyACL has no use for
 RUNTIME_OPTIONS = {
