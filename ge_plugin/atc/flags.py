@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import attrs
 
+from ge_plugin import dtypes
 from ge_plugin import precision as P
 from ge_plugin.atc_tables import (
     FRAMEWORKS,
@@ -35,20 +36,8 @@ LOG_LEVELS = ("debug", "info", "warning", "error", "null")
 PRECISION_MODES = {value: P.ROUNDING[p] for value, p in P.precision_of(P.PRECISION_MODE).items()}
 #: --precision_mode_v2 value -> rounding
 PRECISION_MODES_V2 = {value: P.ROUNDING[p] for value, p in P.precision_of(P.PRECISION_MODE_V2).items()}
-#: --output_type values -> ONNX-independent names the builder maps to aclDataType
-OUTPUT_TYPES = (
-    "FP32",
-    "FP16",
-    "UINT8",
-    "INT8",
-    "UINT16",
-    "INT16",
-    "UINT32",
-    "INT32",
-    "UINT64",
-    "INT64",
-    "DOUBLE",
-)
+#: --output_type values (ge_plugin.dtypes maps them to aclDataType)
+OUTPUT_TYPES = tuple(dtypes.BY_ATC_OUTPUT_TYPE)
 
 #: flags the simulator implements, with their --help text
 SUPPORTED = {
