@@ -462,7 +462,7 @@ def _output_type(text: str | None, out_nodes: tuple[str, ...]) -> tuple[str | No
     for item in _names(text):
         node, sep1, rest = item.partition(":")
         index, sep2, dtype = rest.partition(":")
-        if not (sep1 and sep2) or not index.strip().isdigit():
+        if not (sep1 and sep2) or not (index.strip().isascii() and index.strip().isdigit()):
             raise invalid(text, "output_type", f"[{item}] is not node:index:type")
         if dtype.strip().upper() not in OUTPUT_TYPES:
             raise invalid(

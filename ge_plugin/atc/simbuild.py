@@ -335,6 +335,7 @@ class _Resolver:
         node_name, sep, index = item.rpartition(":")
         if (
             sep
+            and index.isascii()
             and index.isdigit()
             and node_name in self.nodes
             and int(index) < len(self.nodes[node_name].output)
