@@ -800,7 +800,6 @@ def _precision(ge: GeConfig, note: Noter) -> str:
 
 
 FIXED_REASONS = {
-    "static_model": "carried as gears: an OM is compiled for fixed gears, never for a dynamic shape",
     "dump_graph": "graphs are compiled by ATC now: set DUMP_GE_GRAPH=2 DUMP_GRAPH_LEVEL=2 when running the atc "
     "command (ge-plugin atc SPEC --print)",
     "profiling": "run the server under msprof, or give acl_json a profiler section (CANN's acl.json)",
