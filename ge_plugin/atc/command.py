@@ -26,18 +26,12 @@ import shlex
 from pathlib import Path
 from typing import Union
 
+from ge_plugin.atc_tables import ONNX_FRAMEWORK
 from ge_plugin.errors import AtcError
+from ge_plugin.precision import ATC_PRECISION_MODE
 from ge_plugin.spec import validators
 from ge_plugin.spec.load import show_path
 from ge_plugin.spec.model import ModelSpec
-
-ONNX_FRAMEWORK = 5
-
-PRECISION_MODES = {
-    "origin": "must_keep_origin_dtype",
-    "fp16": "force_fp16",
-    "bf16": "allow_mix_precision_bf16",
-}
 
 
 def atc_args(
@@ -78,7 +72,7 @@ def atc_args(
     elif spec.batching is not None:
         args.append("--dynamic_batch_size=" + ",".join(map(str, spec.batching.gears)))
     args.append(f"--soc_version={spec.model.soc_version}")
-    args.append(f"--precision_mode={PRECISION_MODES[spec.precision]}")
+    args.append(f"--precision_mode={ATC_PRECISION_MODE[spec.precision]}")
     for flag, value in spec.atc_options.items():
         if flag == "input_format" and spec.dims_gears:
             continue  # already --input_format=ND (validated)

@@ -15,49 +15,29 @@ from typing import NamedTuple
 
 import attrs
 
+from ge_plugin import dtypes
+from ge_plugin import precision as P
+from ge_plugin.atc_tables import (
+    FRAMEWORKS,
+    GEAR_FLAGS,
+    GEAR_FLAGS_EXCLUSIVE,
+    MAX_GEARS,
+    MIN_GEARS,
+    MULTI_DEVICE_ATC_FLAGS,
+    NOT_ATC_FLAGS,
+    ONNX_FRAMEWORK,
+)
 from ge_plugin.errors import AtcError
-from ge_plugin.spec.validators import MULTI_DEVICE_ATC_FLAGS, NOT_ATC_FLAGS
 
-ONNX = 5
-FRAMEWORKS = {0: "Caffe", 1: "MindSpore", 3: "TensorFlow", 5: "ONNX"}
 INPUT_FORMATS = ("NCHW", "NCDHW", "ND")
 LOG_LEVELS = ("debug", "info", "warning", "error", "null")
-MIN_GEARS, MAX_GEARS = 2, 100
 
 #: --precision_mode value -> how the simulator rounds float outputs
-PRECISION_MODES = {
-    "force_fp16": "fp16",
-    "allow_fp32_to_fp16": "fp16",
-    "allow_mix_precision": "fp16",
-    "allow_mix_precision_fp16": "fp16",
-    "cube_fp16in_fp32out": "fp16",
-    "force_fp32": "fp16",
-    "must_keep_origin_dtype": "fp32",
-    "allow_mix_precision_bf16": "bf16",
-    "allow_fp32_to_bf16": "bf16",
-}
+PRECISION_MODES = {value: P.ROUNDING[p] for value, p in P.precision_of(P.PRECISION_MODE).items()}
 #: --precision_mode_v2 value -> rounding
-PRECISION_MODES_V2 = {
-    "fp16": "fp16",
-    "cube_fp16in_fp32out": "fp16",
-    "mixed_float16": "fp16",
-    "origin": "fp32",
-    "mixed_bfloat16": "bf16",
-}
-#: --output_type values -> ONNX-independent names the builder maps to aclDataType
-OUTPUT_TYPES = (
-    "FP32",
-    "FP16",
-    "UINT8",
-    "INT8",
-    "UINT16",
-    "INT16",
-    "UINT32",
-    "INT32",
-    "UINT64",
-    "INT64",
-    "DOUBLE",
-)
+PRECISION_MODES_V2 = {value: P.ROUNDING[p] for value, p in P.precision_of(P.PRECISION_MODE_V2).items()}
+#: --output_type values (ge_plugin.dtypes maps them to aclDataType)
+OUTPUT_TYPES = tuple(dtypes.BY_ATC_OUTPUT_TYPE)
 
 #: flags the simulator implements, with their --help text
 SUPPORTED = {
@@ -166,7 +146,7 @@ class AtcOptions:
         """How float outputs are rounded: fp32 (exact), fp16 or bf16. ATC's default is fp16."""
         if self.precision_mode_v2 is not None:
             return PRECISION_MODES_V2[self.precision_mode_v2]
-        return PRECISION_MODES[self.precision_mode or "force_fp16"]
+        return PRECISION_MODES[self.precision_mode or P.DEFAULT_MODE]
 
     def command(self) -> str:
         return shlex.join(["atc", *(f"--{flag}={value}" for flag, value in self.given)])
@@ -279,7 +259,7 @@ def _framework(text: str) -> int:
         raise invalid(
             text, "framework", "expected 0 (Caffe), 1 (MindSpore), 3 (TensorFlow) or 5 (ONNX)"
         ) from None
-    if framework != ONNX:
+    if framework != ONNX_FRAMEWORK:
         what = FRAMEWORKS.get(framework)
         detail = f"{what} models" if what else f"framework {framework}"
         raise invalid(
@@ -403,12 +383,9 @@ def _gears(
     flags: dict[str, str], shapes: _Shapes, input_format: str | None
 ) -> tuple[str, tuple[tuple[int, ...], ...]]:
     """The dynamic mode and its gears, from the one gear flag given (none: a static model)."""
-    present = [f for f in ("dynamic_batch_size", "dynamic_image_size", "dynamic_dims") if f in flags]
+    present = [f for f in GEAR_FLAGS if f in flags]
     if len(present) > 1:
-        raise AtcError(
-            "E10009: --dynamic_batch_size, --dynamic_image_size, --input_shape_range, and --dynamic_dims are "
-            f"mutually exclusive (given: {', '.join('--' + f for f in present)})."
-        )
+        raise AtcError(f"E10009: {GEAR_FLAGS_EXCLUSIVE} (given: {', '.join('--' + f for f in present)}).")
     minus = [(name, k) for name, dims in shapes for k, d in enumerate(dims) if d == -1]
     if not present:
         if minus:
@@ -485,7 +462,7 @@ def _output_type(text: str | None, out_nodes: tuple[str, ...]) -> tuple[str | No
     for item in _names(text):
         node, sep1, rest = item.partition(":")
         index, sep2, dtype = rest.partition(":")
-        if not (sep1 and sep2) or not index.strip().isdigit():
+        if not (sep1 and sep2) or not (index.strip().isascii() and index.strip().isdigit()):
             raise invalid(text, "output_type", f"[{item}] is not node:index:type")
         if dtype.strip().upper() not in OUTPUT_TYPES:
             raise invalid(

@@ -22,40 +22,16 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ge_plugin import __version__, simom
+from ge_plugin import __version__, dtypes, simom
 from ge_plugin import acl_constants as C
 from ge_plugin.atc.flags import AtcOptions, invalid
 from ge_plugin.errors import AtcError
+from ge_plugin.precision import DEFAULT_MODE
 
-#: ONNX TensorProto element types the simulator carries -> aclDataType
-ONNX_TO_ACL = {
-    1: C.ACL_FLOAT,
-    2: C.ACL_UINT8,
-    3: C.ACL_INT8,
-    4: C.ACL_UINT16,
-    5: C.ACL_INT16,
-    6: C.ACL_INT32,
-    7: C.ACL_INT64,
-    9: C.ACL_BOOL,
-    10: C.ACL_FLOAT16,
-    11: C.ACL_DOUBLE,
-    12: C.ACL_UINT32,
-    13: C.ACL_UINT64,
-    16: C.ACL_BF16,
-}
-OUTPUT_TYPE_TO_ACL = {
-    "FP32": C.ACL_FLOAT,
-    "FP16": C.ACL_FLOAT16,
-    "UINT8": C.ACL_UINT8,
-    "INT8": C.ACL_INT8,
-    "UINT16": C.ACL_UINT16,
-    "INT16": C.ACL_INT16,
-    "UINT32": C.ACL_UINT32,
-    "INT32": C.ACL_INT32,
-    "UINT64": C.ACL_UINT64,
-    "INT64": C.ACL_INT64,
-    "DOUBLE": C.ACL_DOUBLE,
-}
+#: ONNX TensorProto element types the simulator carries (every one but string) -> aclDataType
+ONNX_TO_ACL = {code: d.acl for code, d in dtypes.BY_ONNX.items() if d.short != "string"}
+#: ATC's --output_type names -> aclDataType
+OUTPUT_TYPE_TO_ACL = {name: d.acl for name, d in dtypes.BY_ATC_OUTPUT_TYPE.items()}
 _FORMATS = {"NCHW": C.ACL_FORMAT_NCHW, "NCDHW": C.ACL_FORMAT_NCDHW, "ND": C.ACL_FORMAT_ND}
 #: initializers with more elements than this become shape-only inputs of the skeleton used for inference
 _SKELETON_LIMIT = 64
@@ -132,7 +108,7 @@ def _header(
         "soc_version": options.soc_version,
         "framework": options.framework,
         "precision": options.precision,
-        "precision_mode": options.precision_mode_v2 or options.precision_mode or "force_fp16",
+        "precision_mode": options.precision_mode_v2 or options.precision_mode or DEFAULT_MODE,
         "atc_options": dict(options.given),
         "atc_command": options.command(),
         "inputs": [_header_input(options, item) for item in inputs],
@@ -359,6 +335,7 @@ class _Resolver:
         node_name, sep, index = item.rpartition(":")
         if (
             sep
+            and index.isascii()
             and index.isdigit()
             and node_name in self.nodes
             and int(index) < len(self.nodes[node_name].output)
@@ -466,38 +443,12 @@ def _session(model: Any) -> Any:
         ) from None
 
 
-_ONNX_NUMPY = {
-    1: np.float32,
-    2: np.uint8,
-    3: np.int8,
-    4: np.uint16,
-    5: np.int16,
-    6: np.int32,
-    7: np.int64,
-    9: np.bool_,
-}
-_ONNX_NUMPY.update({10: np.float16, 11: np.float64, 12: np.uint32, 13: np.uint64})
+def _ort_onnx() -> dict[str, int]:
+    """onnxruntime's names of the element types (``OrtValue.data_type()``, ``tensor(float)``: ONNX's own
+    names, lower-cased) -> ONNX TensorProto types."""
+    import onnx
 
-
-#: onnxruntime's names of the element types (OrtValue.data_type()) -> ONNX TensorProto types
-_ORT_ONNX = {
-    f"tensor({name})": code
-    for name, code in (
-        ("float", 1),
-        ("uint8", 2),
-        ("int8", 3),
-        ("uint16", 4),
-        ("int16", 5),
-        ("int32", 6),
-        ("int64", 7),
-        ("bool", 9),
-        ("float16", 10),
-        ("double", 11),
-        ("uint32", 12),
-        ("uint64", 13),
-        ("bfloat16", 16),
-    )
-}
+    return {f"tensor({onnx.TensorProto.DataType.Name(code).lower()})": code for code in ONNX_TO_ACL}
 
 
 def _run_once(
@@ -509,7 +460,7 @@ def _run_once(
 
     feeds = {
         i.name: ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
-            np.zeros(d, dtype=np.uint16 if i.elem_type == 16 else _ONNX_NUMPY[i.elem_type]), i.elem_type
+            np.zeros(d, dtype=dtypes.BY_ONNX[i.elem_type].numpy), i.elem_type
         )
         for i, d in zip(inputs, gear.inputs)
     }
@@ -520,7 +471,8 @@ def _run_once(
             f"E10059: Building gear [{gear.label}] failed. Reason: the model does not run at input dims "
             f"{[list(d) for d in gear.inputs]}: {exc}"
         ) from None
-    return [(tuple(o.shape()), _ORT_ONNX.get(o.data_type(), 0)) for o in outs]
+    ort_onnx = _ort_onnx()
+    return [(tuple(o.shape()), ort_onnx.get(o.data_type(), 0)) for o in outs]
 
 
 def _output_dtypes(options: AtcOptions, model: Any, outputs: _Outputs) -> list[int]:

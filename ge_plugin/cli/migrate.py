@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
-        print(f"wrote {args.output} ({result.migration.spec['name']})", file=sys.stderr)
+        print(f"wrote {args.output} ({result.migration.spec.name})", file=sys.stderr)
     for line in format_notes(args.config, result.migration.notes):
         print(line, file=sys.stderr)
     return 0

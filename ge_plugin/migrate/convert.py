@@ -31,6 +31,8 @@ import attrs
 from tritonclient.grpc import model_config_pb2 as mc
 
 from ge_plugin import dtypes
+from ge_plugin import precision as P
+from ge_plugin.atc_tables import MAX_GEARS
 from ge_plugin.errors import MigrateError
 from ge_plugin.migrate import model_io
 from ge_plugin.migrate.ge_config import (
@@ -40,18 +42,21 @@ from ge_plugin.migrate.ge_config import (
     parse_dynamic_dims,
     parse_input_shape,
 )
-from ge_plugin.spec.validators import MAX_GEARS
+from ge_plugin.spec.model import (
+    Batching,
+    InputDecl,
+    ModelFiles,
+    ModelSpec,
+    OutputDecl,
+    Placement,
+    QueuePolicy,
+)
 
 #: GE option -> what ge-plugin does with it instead (consumed into gears, or set by ge-plugin itself)
 GEAR_OPTIONS = ("ge.inputShape", "ge.dynamicDims", "ge.dynamicNodeType")
 #: precision_mode(_v2) values ge-plugin has an exact equivalent for
 PRECISIONS = {
-    "ge.exec.precision_mode_v2": {"fp16": "fp16", "origin": "origin", "mixed_bfloat16": "bf16"},
-    "ge.exec.precision_mode": {
-        "force_fp16": "fp16",
-        "must_keep_origin_dtype": "origin",
-        "allow_mix_precision_bf16": "bf16",
-    },
+    f"ge.exec.{flag}": P.precision_of(flag, exact=True) for flag in (P.PRECISION_MODE_V2, P.PRECISION_MODE)
 }
 #: GE options a GE session or graph needed that an OM served by pyACL has no use for
 RUNTIME_OPTIONS = {
@@ -74,9 +79,13 @@ class Note:
 
 @attrs.frozen
 class Migration:
-    """The spec (as YAML-ready data, in field order) and every note."""
+    """The spec, the fields to write even at their default (what the GE config stated), and every note.
 
-    spec: dict[str, Any]
+    The spec is built with validators off: ``ge_plugin.spec.load.spec_problems`` says what in it a spec
+    refuses (a value the GE config allowed and a spec does not), all at once."""
+
+    spec: ModelSpec
+    shown: tuple[str, ...]
     notes: tuple[Note, ...]
 
 
@@ -113,22 +122,16 @@ def migrate(
         raise _no_dims_gears(ge, dynamic)
     batching_spec, inputs, outputs = _batched(ge, gear_batches, inputs, outputs, note)
     _note_dynamic_outputs(ge, outputs, note)
-    spec: dict[str, Any] = {
-        "name": ge.name,
-        "model": {
-            "om": f"{ge.name}.om" if source.suffix == ".onnx" else f"{source.stem}.om",
-            "source": _relative(source.with_suffix(".onnx"), spec_dir),
-            "soc_version": soc_version,
-        },
-        "inputs": inputs,
-        "outputs": outputs,
+    files = {
+        "om": f"{ge.name}.om" if source.suffix == ".onnx" else f"{source.stem}.om",
+        "source": _relative(source.with_suffix(".onnx"), spec_dir),
+        "soc_version": soc_version,
     }
-    if batching_spec is not None:
-        spec["batching"] = batching_spec
-    if gear_dims and _dims_gears_apply(ge, dynamic, note):
-        spec["dims_gears"] = [list(g) for g in gear_dims]
-    spec["placement"] = _placement(ge, note, renumber_devices)
-    spec["precision"] = _precision(ge, note)
+    dims_gears = (
+        tuple(tuple(g) for g in gear_dims) if gear_dims and _dims_gears_apply(ge, dynamic, note) else ()
+    )
+    placement = _placement(ge, note, renumber_devices)
+    precision = _precision(ge, note)
     _other_parameters(ge, note)
     _other_fields(ge, note)
     named = {n.key.removeprefix("parameters.") for n in notes if n.line == 0}
@@ -140,7 +143,41 @@ def migrate(
             carried=True,
         )
     notes.sort(key=lambda n: (n.line, n.key))
-    return Migration(spec=spec, notes=tuple(notes))
+    with (
+        attrs.validators.disabled()
+    ):  # spec_problems reports every problem at once (not thread-safe; one CLI)
+        spec = ModelSpec(
+            name=ge.name,
+            model=ModelFiles(**files),
+            inputs=tuple(InputDecl(t["name"], dtypes.by_name(t["dtype"]), tuple(t["dims"])) for t in inputs),
+            outputs=tuple(
+                OutputDecl(t["name"], dtypes.by_name(t["dtype"]), tuple(t["dims"])) for t in outputs
+            ),
+            batching=_batching_spec(batching_spec),
+            dims_gears=dims_gears,
+            placement=Placement(
+                devices=tuple(placement["devices"]),
+                instances_per_device=placement["instances_per_device"],
+                streams_per_instance=placement["streams_per_instance"],
+            ),
+            precision=precision,
+        )
+    shown = ["placement", "precision"]
+    shown += [f"batching.{key}" for key in ("max_queue_delay_us", "queue") if key in (batching_spec or {})]
+    return Migration(spec=spec, shown=tuple(shown), notes=tuple(notes))
+
+
+def _batching_spec(batching: dict[str, Any] | None) -> Batching | None:
+    """The spec's batching from what ``_batching`` found (validators off, as for the whole spec)."""
+    if batching is None:
+        return None
+    preferred = batching.get("preferred_batch_sizes")
+    return Batching(
+        gears=tuple(batching["gears"]),
+        max_queue_delay_us=batching.get("max_queue_delay_us", 0),
+        queue=QueuePolicy(**batching["queue"]) if "queue" in batching else QueuePolicy(),
+        preferred_batch_sizes=tuple(preferred) if preferred is not None else None,
+    )
 
 
 def _with_launch_settings(ge: GeConfig, settings: Sequence[tuple[str, str, str]], note: Noter) -> GeConfig:
@@ -763,7 +800,6 @@ def _precision(ge: GeConfig, note: Noter) -> str:
 
 
 FIXED_REASONS = {
-    "static_model": "carried as gears: an OM is compiled for fixed gears, never for a dynamic shape",
     "dump_graph": "graphs are compiled by ATC now: set DUMP_GE_GRAPH=2 DUMP_GRAPH_LEVEL=2 when running the atc "
     "command (ge-plugin atc SPEC --print)",
     "profiling": "run the server under msprof, or give acl_json a profiler section (CANN's acl.json)",

@@ -14,26 +14,9 @@ from typing import Optional
 
 import attrs
 
+from ge_plugin import dtypes
 from ge_plugin.errors import MigrateError
 from ge_plugin.migrate import tf_graph
-
-#: ONNX TensorProto.DataType numbers -> ge-plugin's short names
-ONNX_DTYPES = {
-    1: "fp32",
-    2: "uint8",
-    3: "int8",
-    4: "uint16",
-    5: "int16",
-    6: "int32",
-    7: "int64",
-    8: "string",
-    9: "bool",
-    10: "fp16",
-    11: "fp64",
-    12: "uint32",
-    13: "uint64",
-    16: "bf16",
-}
 
 
 @attrs.frozen
@@ -75,7 +58,7 @@ def _onnx(path: Path) -> tuple[list[ModelTensor], list[ModelTensor]]:
             if not value.type.HasField("tensor_type"):
                 raise MigrateError(f"{path}: {kind} {value.name!r} is not a tensor (sequence or map)")
             tensor = value.type.tensor_type
-            dtype = ONNX_DTYPES.get(tensor.elem_type)
+            dtype = _short(dtypes.BY_ONNX, tensor.elem_type)
             if dtype is None:
                 raise MigrateError(
                     f"{path}: {kind} {value.name!r} has ONNX element type {tensor.elem_type}, no OM tensor type"
@@ -100,7 +83,7 @@ def _tensorflow(path: Path) -> tuple[list[ModelTensor], list[ModelTensor]]:
     def tensors(found: list[tf_graph.GraphTensor], kind: str) -> list[ModelTensor]:
         out = []
         for tensor in found:
-            dtype: Optional[str] = tf_graph.TF_DTYPES.get(tensor.dtype) if tensor.dtype is not None else None
+            dtype: Optional[str] = _short(dtypes.BY_TF, tensor.dtype)
             if dtype is None or tensor.dims is None:
                 what = "data type" if dtype is None else "shape (the exporter wrote no _output_shapes)"
                 raise MigrateError(
@@ -115,3 +98,9 @@ def _tensorflow(path: Path) -> tuple[list[ModelTensor], list[ModelTensor]]:
         return out
 
     return tensors(tf_graph.graph_inputs(graph), "input"), tensors(tf_graph.graph_outputs(graph), "output")
+
+
+def _short(table: dict[int, dtypes.DType], code: Optional[int]) -> Optional[str]:
+    """The short name of the type ``code`` means in ``table`` (ONNX's or TensorFlow's numbers); None if none."""
+    dtype = table.get(code) if code is not None else None
+    return dtype.short if dtype is not None else None

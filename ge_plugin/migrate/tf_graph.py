@@ -19,23 +19,6 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 _PACKAGE = "ge_plugin.tf_graph"
 F = descriptor_pb2.FieldDescriptorProto
 
-#: TensorFlow's DataType numbers (types.proto) -> ge-plugin's short names
-TF_DTYPES = {
-    1: "fp32",
-    2: "fp64",
-    3: "int32",
-    4: "uint8",
-    5: "int16",
-    6: "int8",
-    7: "string",
-    9: "int64",
-    10: "bool",
-    14: "bf16",
-    17: "uint16",
-    19: "fp16",
-    22: "uint32",
-    23: "uint64",
-}
 #: ops that produce no tensor a client could ask for
 _NOT_OUTPUTS = {"NoOp", "Placeholder", "PlaceholderWithDefault", "Const", "Assert", "SaveV2", "RestoreV2"}
 

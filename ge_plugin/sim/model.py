@@ -17,9 +17,10 @@ import numpy as np
 from ge_plugin import acl_constants as C
 from ge_plugin.dtypes import by_acl
 from ge_plugin.errors import ModelFileError
+from ge_plugin.precision import ROUNDING
 
 MODES = ("static", "batch", "hw", "dims")
-PRECISIONS = ("fp32", "fp16", "bf16")
+PRECISIONS = tuple(ROUNDING.values())
 
 
 class IoDesc:

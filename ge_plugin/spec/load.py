@@ -187,6 +187,34 @@ def _structure(data: Any) -> tuple[Union[ModelSpec, None], list[Problem]]:
     return None, [*problems, *_cross_problems(unchecked)]
 
 
+def spec_problems(spec: ModelSpec) -> list[str]:
+    """``$.path: message`` for every problem of a spec built in code (with validators off): each field's
+    validator, then the cross-field checks; empty when the spec is one ``load_spec`` would accept."""
+    problems = [*_built_problems(spec, ()), *_cross_problems(spec)]
+    return [f"{show_path(where)}: {message}" for where, message in problems]
+
+
+def _built_problems(obj: Any, where: Location) -> Iterable[Problem]:
+    for field in attrs.fields(type(obj)):
+        value = getattr(obj, field.name)
+        if field.validator is not None:
+            try:
+                field.validator(obj, field, value)
+            except (ValueError, TypeError) as exc:
+                yield from ((where + suffix, message) for suffix, message in _describe(exc))
+        here = (*where, field.name)
+        items: Iterable[tuple[Any, Any]] = ()
+        if attrs.has(type(value)):
+            items = [((), value)]
+        elif isinstance(value, tuple):
+            items = (((index,), item) for index, item in enumerate(value))
+        elif isinstance(value, dict):
+            items = (((key,), item) for key, item in value.items())
+        for suffix, item in items:
+            if attrs.has(type(item)):
+                yield from _built_problems(item, (*here, *suffix))
+
+
 def _cross_problems(spec: ModelSpec) -> list[Problem]:
     return [(tuple(where), message) for where, message in v.cross_checks(spec)]
 

@@ -16,7 +16,8 @@ from typing import Any, NewType, Optional, Union
 import attrs
 
 from ge_plugin.dtypes import DType
-from ge_plugin.params import PRECISIONS, DimTie, InputRange, ModelParams, ShapeTie
+from ge_plugin.params import DimTie, InputRange, ModelParams, ShapeTie
+from ge_plugin.precision import PRECISIONS
 from ge_plugin.spec import validators as v
 
 #: field metadata key: the field is not read from YAML (cattrs omits it; the loader fills it in)

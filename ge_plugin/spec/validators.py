@@ -6,9 +6,10 @@ only what is wrong and what would be right. Field validators are attrs validator
 (``(2,)`` for ``gears[2]``). ``cross_checks`` holds the rules that span fields (names, gear grids, dim ties);
 they run once the whole spec has structured.
 
-The numeric limits are ATC's: 2 to 100 gears per model (``--dynamic_batch_size`` / ``--dynamic_image_size`` /
-``--dynamic_dims``), batch sizes 1 to 2048, and one dynamic mode per model, which is why batch gears and dims
-gears combine into a single ``--dynamic_dims`` grid, and why image sizes take one fixed batch size.
+The numeric limits are ATC's (ge_plugin.atc_tables): 2 to 100 gears per model (``--dynamic_batch_size`` /
+``--dynamic_image_size`` / ``--dynamic_dims``), batch sizes 1 to 2048, and one dynamic mode per model, which is
+why batch gears and dims gears combine into a single ``--dynamic_dims`` grid, and why image sizes take one fixed
+batch size.
 """
 
 from __future__ import annotations
@@ -22,16 +23,22 @@ from typing import TYPE_CHECKING, Any, NoReturn, Union
 
 import attrs
 
+from ge_plugin.acl_constants import ACL_DYNAMIC_TENSOR_NAME as MBATCH_INPUT
+from ge_plugin.atc_tables import (
+    CONTROLLED_ATC_FLAGS,
+    GEAR_FLAGS_EXCLUSIVE,
+    MAX_BATCH,
+    MAX_GEARS,
+    MIN_GEARS,
+    MULTI_DEVICE_ATC_FLAGS,
+)
+
 if TYPE_CHECKING:
     from ge_plugin.dtypes import DType
     from ge_plugin.spec.model import ModelSpec
 
 #: where a cross-field problem is, from the spec root, and what it is
 Problem = tuple[tuple[Union[str, int], ...], str]
-
-MIN_GEARS = 2
-MAX_GEARS = 100
-MAX_BATCH = 2048
 
 #: streams one device has (CANN documents 1024 for the Ascend 310 and 2048 for the 910; a spec keeps within
 #: the smaller so that it loads on either). Every instance takes ``streams_per_instance`` of them plus the
@@ -46,65 +53,8 @@ UINT32_MAX = 2**32 - 1
 #: Triton's version numbers are int64; a version folder is named by its number
 MAX_VERSION = 2**63 - 1
 
-#: the extra input ATC adds to every gear model
-MBATCH_INPUT = "ascend_mbatch_shape_data"
-
-#: ATC's own words for its one-dynamic-mode rule (E10009; its --dynamic_batch_size page says the flag "is
-#: mutually exclusive with --dynamic_image_size, --input_shape_range, and --dynamic_dims")
-GEAR_FLAGS_EXCLUSIVE = (
-    "ATC: --dynamic_batch_size, --dynamic_image_size, --input_shape_range, and --dynamic_dims are mutually "
-    "exclusive (E10009)"
-)
-
-#: ATC flags the spec sets itself -> the spec field to use instead
-CONTROLLED_ATC_FLAGS = {
-    "model": "model.source",
-    "framework": "model.source (ge-plugin always compiles ONNX, --framework=5)",
-    "output": "model.om (the output path is derived from it)",
-    "mode": "nothing: ge-plugin runs ATC to build an .om (--mode=0)",
-    "input_shape": "inputs[*].dims (and batching.gears for the batch dim)",
-    "dynamic_batch_size": "batching.gears",
-    "dynamic_dims": "dims_gears",
-    "dynamic_image_size": "image_sizes",
-    "input_shape_range": "batching.gears, image_sizes and dims_gears (shape-range models are not served)",
-    "soc_version": "model.soc_version",
-    "precision_mode": "precision (origin, fp16 or bf16)",
-    "precision_mode_v2": "precision (origin, fp16 or bf16)",
-}
-
-#: names people try for tensor parallelism; ATC has neither
-NOT_ATC_FLAGS = ("tp_size", "tensor_parallel_size")
-#: ATC's distributed-build flags: their OMs are not loadable with aclmdlLoadFromFile
-DISTRIBUTED_ATC_FLAGS = (
-    "distributed_cluster_build",
-    "enable_graph_parallel",
-    "graph_parallel_option_path",
-    "shard_model_dir",
-    "model_relation_config",
-)
-_DISTRIBUTED_OM = (
-    "CANN loads such an OM only through GE's Session::LoadGraph and RunGraph, not with aclmdlLoadFromFile "
-    "(pyACL acl.mdl.load_from_file), the only way the ge backend loads an OM"
-)
-_DATA_PARALLEL = (
-    "to use several NPUs, list them in placement.devices: one instance group per NPU, each serving whole "
-    "requests (data parallel); docs/serving.md explains"
-)
-#: flag -> why a model that the ge backend serves cannot use it (the flag's name is not part of the text)
-MULTI_DEVICE_ATC_FLAGS = {
-    **dict.fromkeys(
-        NOT_ATC_FLAGS,
-        "ATC has no such flag, and no ATC flag makes an OM split requests across NPUs: an OM loaded with "
-        "aclmdlLoadFromFile runs on the one device it is loaded on. ATC's tensor parallelism is a distributed "
-        "build (--distributed_cluster_build=1 --enable_graph_parallel=1, with tensor_parallel_size in the "
-        f"--graph_parallel_option_path file), and {_DISTRIBUTED_OM}; {_DATA_PARALLEL}",
-    ),
-    **dict.fromkeys(
-        DISTRIBUTED_ATC_FLAGS,
-        f"this flag builds an OM for distributed deployment over several NPUs, and {_DISTRIBUTED_OM}; "
-        f"{_DATA_PARALLEL}",
-    ),
-}
+#: ATC's own words for its one-dynamic-mode rule, as a spec error says it
+_ONE_DYNAMIC_MODE = f"ATC: {GEAR_FLAGS_EXCLUSIVE} (E10009)"
 
 _MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*")
 _SOC_VERSION = re.compile(r"Ascend[0-9A-Za-z_]+")
@@ -462,7 +412,7 @@ def _batch_gear_count(spec: ModelSpec) -> list[Problem]:
         return [
             (
                 where,
-                f"{GEAR_FLAGS_EXCLUSIVE}: with image_sizes an OM has one batch size, so list one gear, the OM's "
+                f"{_ONE_DYNAMIC_MODE}: with image_sizes an OM has one batch size, so list one gear, the OM's "
                 f"fixed batch (--input_shape=NAME:{gears[-1]},3,-1,-1), or give height and width as dims_gears "
                 "(--dynamic_dims, which takes batch gears), got "
                 f"{_show(gears)}",
@@ -480,7 +430,7 @@ def _image_sizes_fit(spec: ModelSpec) -> list[Problem]:
         problems.append(
             (
                 ("dims_gears",),
-                f"{GEAR_FLAGS_EXCLUSIVE}: give an image's height and width as image_sizes or every -1 dim as "
+                f"{_ONE_DYNAMIC_MODE}: give an image's height and width as image_sizes or every -1 dim as "
                 "dims_gears, not both",
             )
         )

@@ -145,6 +145,16 @@ def test_output_type_forms():
     assert "is not node:index:type" in rejected("--out_nodes=y", "--output_type=y:FP16")
 
 
+@pytest.mark.parametrize("index", ["²", "٢", "x"])
+def test_output_type_index_that_is_not_an_ascii_number_is_refused_as_atc_does(index):
+    """``"²".isdigit()`` is true and ``int("²")`` raises a bare ValueError; ``int("٢")`` is 2."""
+    message = rejected("--out_nodes=mm:0", f"--output_type=mm:{index}:FP16")
+    assert message == (
+        f"E10001: Value [mm:{index}:FP16] for parameter [--output_type] is invalid. Reason: [mm:{index}:FP16] "
+        "is not node:index:type"
+    )
+
+
 def test_input_format_and_log():
     assert rejected("--input_format=NHWC").startswith("E10001: Value [NHWC] for parameter [--input_format]")
     assert rejected("--log=verbose").startswith("E10010:")

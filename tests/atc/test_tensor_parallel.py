@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from ge_plugin.atc.flags import parse_args
+from ge_plugin.atc_tables import DISTRIBUTED_ATC_FLAGS
 from ge_plugin.cli import main
 from ge_plugin.errors import AtcError
-from ge_plugin.spec.validators import DISTRIBUTED_ATC_FLAGS
 
 BASE = ["--model=m.onnx", "--framework=5", "--output=out", "--soc_version=Ascend910B3"]
 

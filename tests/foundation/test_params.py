@@ -1,7 +1,11 @@
 """The config.pbtxt parameters contract between the renderer and the backend."""
 
+import json
+
+import attrs
 import pytest
 
+from ge_plugin import params
 from ge_plugin.errors import ConfigError
 from ge_plugin.params import DimTie, ModelParams
 
@@ -65,3 +69,23 @@ def test_params_bad_values_name_the_key(parameters, message):
     with pytest.raises(ConfigError) as info:
         ModelParams.from_parameters(parameters)
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize("version", ["²", "٢", "0", "01", "-1", "x"])
+def test_params_version_paths_refuse_what_is_not_a_version_folder(version):
+    """``"²".isdigit()`` is true but ``int("²")`` fails, and ``int("٢")`` is 2: every such key is a ConfigError
+    naming the parameter and the key, never a bare ValueError or another version."""
+    text = json.dumps({version: "v.om"})
+    with pytest.raises(ConfigError) as info:
+        ModelParams.from_parameters({"om_model_path": "m.om", "version_om_model_paths": text})
+    message = str(info.value)
+    assert message.startswith(
+        "parameters.version_om_model_paths: expected a JSON object of version -> OM path"
+    )
+    assert f"({version!r}: 'v.om' is not a version >= 1 and a path)" in message
+
+
+def test_params_keys_are_the_fields_each_with_its_parser():
+    assert tuple(field.name for field in attrs.fields(ModelParams)) == params.KEYS
+    assert params.KEYS[0] == "om_model_path"
+    assert set(ModelParams(om_model_path="m.om").to_parameters()) <= set(params.KEYS)
