@@ -13,8 +13,8 @@ import os
 import platform
 import statistics
 import sys
-from collections.abc import Iterator
-from typing import Any, Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pytest

@@ -7,8 +7,9 @@ Run with ``make bench-micro``; the summary table at the end gives the py/c ratio
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest

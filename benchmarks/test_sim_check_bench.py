@@ -18,9 +18,9 @@ drift and other processes' work cancel out of the on/off ratio. The summary prin
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest

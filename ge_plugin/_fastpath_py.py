@@ -14,8 +14,8 @@ from __future__ import annotations
 import ctypes
 import operator
 import threading
-from collections.abc import Mapping, Sequence
-from typing import Any, Callable
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray

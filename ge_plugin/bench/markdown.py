@@ -63,8 +63,9 @@ def _head(result: Result) -> list[str]:
     return [
         f"# ge-plugin bench: {result.label}",
         "",
-        f"**{result.label}: not NPU time.** The simulator runs sim OMs in timing-only mode: it checks, copies "
-        "and zero-fills outputs on this host's CPU but computes nothing, and an execute takes the device time its "
+        f"**{result.label}: not NPU time.** The simulator runs sim OMs in timing-only mode: it checks every "
+        "pyACL call's arguments as always but moves, zero-fills and computes nothing (outputs hold whatever their "
+        "staging held), and an execute takes the device time its "
         "profile gives, waiting off the CPU as a host waits for an NPU. The host phase has no device time; the "
         f"replica takes {seed.SOURCE}'s direct times per batch gear ({seed.DIRECT_MS[1]:g} / "
         f"{seed.DIRECT_MS[4]:g} / {seed.DIRECT_MS[8]:g} ms at batch 1 / 4 / 8).",

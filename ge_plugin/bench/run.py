@@ -266,7 +266,7 @@ def run_bench(
 
     result = Result(
         label=machine.label(machine.cores()),
-        created=datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat(),
+        created=datetime.datetime.now(datetime.UTC).replace(microsecond=0).isoformat(),
         machine=machine.describe(tritonserver=server_version, perf_analyzer=perf_version, load_average=load),
         options=options.as_json(),
         models=selected,

@@ -162,7 +162,7 @@ def run_tune(
             label,
             machine,
             options,
-            datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat(),
+            datetime.datetime.now(datetime.UTC).replace(microsecond=0).isoformat(),
         )
         if choice is None:
             paths = report.write(outcome, out)

@@ -11,6 +11,7 @@ validator refuses them when the candidate is written, and the search records why
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any, Union
 
@@ -233,7 +234,7 @@ def dims_gear_ladder(gears: DimsGears, *, pad_ok: bool) -> tuple[DimsGears, ...]
             current = current[::-1][::2][::-1]
             rungs.insert(0, current)
     dense = [gears[0]]
-    for low, high in zip(gears, gears[1:]):
+    for low, high in itertools.pairwise(gears):
         mid = tuple((a + b) // 2 for a, b in zip(low, high))
         if all(lo < m < hi for lo, m, hi in zip(low, mid, high)):
             dense.append(mid)

@@ -13,8 +13,9 @@ import json
 import logging
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import pytest

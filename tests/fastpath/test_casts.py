@@ -3,8 +3,9 @@ sample: round to nearest even, subnormals, infinities, NaN stays NaN (with its s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 import ml_dtypes
 import numpy as np

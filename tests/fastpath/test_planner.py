@@ -8,8 +8,9 @@ staging); and the plan keeps the planner's own promises whichever implementation
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest

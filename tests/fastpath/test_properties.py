@@ -5,8 +5,9 @@ byte (NaN payloads and error messages included), and gather followed by scatter 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 import ml_dtypes
 import numpy as np

@@ -7,6 +7,7 @@ windows of two devices do, copies finish while a compute is still running.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -31,7 +32,7 @@ def _windows(device: int = 0) -> list[tuple[float, float]]:
 
 def _disjoint(windows) -> bool:
     ordered = sorted(windows)
-    return all(end <= next_start for (_, end), (next_start, _) in zip(ordered, ordered[1:]))
+    return all(end <= next_start for (_, end), (next_start, _) in itertools.pairwise(ordered))
 
 
 def _overlap(a, b) -> bool:

@@ -9,6 +9,7 @@ Each stub writes its counters at finalize; their compute windows on device 0 mus
 from __future__ import annotations
 
 import concurrent.futures
+import itertools
 import json
 import textwrap
 from pathlib import Path
@@ -116,6 +117,6 @@ def test_two_instances_on_one_device_take_turns_with_the_configured_device_time(
     )
     windows = sorted(w for stub in per_stub for w in stub)
     assert all(end - start >= 0.030 for start, end in windows), "the device time from the environment"
-    assert all(end <= nxt for (_, end), (nxt, _) in zip(windows, windows[1:])), (
+    assert all(end <= nxt for (_, end), (nxt, _) in itertools.pairwise(windows)), (
         "two stub processes computed on device 0 at the same time"
     )
