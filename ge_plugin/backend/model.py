@@ -33,8 +33,8 @@ from ge_plugin.errors import GePluginError, RequestError, UnavailableError
 
 log = logging.getLogger("ge_plugin.backend")
 
-#: A one-lane instance whose execute keeps the device this long (µs) or longer answers from then on from the
-#: engine's completion thread, as a two-lane one does. Returning the responses from ``execute`` lets the
+#: A one-lane instance whose executes keep the device this long (µs) or longer, on a running average, answers
+#: from the engine's completion thread, as a two-lane one does. Returning the responses from ``execute`` lets the
 #: client have its answer a moment before Triton 2.51 counts the instance free again; a request sent in that
 #: moment finds no free instance, and the dynamic batcher then waits for its 500 ms poll. On a busy host that
 #: moment is long enough to hit often (perf_analyzer at concurrency 1 against the LLaMA on the seed's device
@@ -42,6 +42,9 @@ log = logging.getLogger("ge_plugin.backend")
 #: ``execute`` return before the answer exists, which costs a thread hand-over (about 0.2 ms per execute on
 #: the bench's host, so not for executes of microseconds, which are over before any client could ask again).
 ANSWER_LATER_US = 2_000.0
+#: the weight of an execute call's stream time in that running average: one stall of a quick model's
+#: execute (a preempted host thread) moves it by an eighth, and the instance keeps returning its responses
+RECENT_WEIGHT = 0.125
 
 
 class _TritonLog(logging.Handler):
@@ -115,8 +118,12 @@ class TritonPythonModel:
             f"{self.engine.stats.device_bytes} device bytes allocated once, fast path {fastpath.describe()}"
         )
         #: answer from the engine's completion thread, ``execute`` returning at once: always with two lanes or
-        #: more, and with one once an execute has kept the device ANSWER_LATER_US or longer
-        self.answer_later = self.engine.mode is Mode.PIPELINED
+        #: more, and with one while its executes keep the device ANSWER_LATER_US or longer (``recent_us``)
+        self.pipelined = self.engine.mode is Mode.PIPELINED
+        self.answer_later = self.pipelined
+        #: the running average of stream µs per execute call, and (executes, stream µs) as last read
+        self.recent_us = 0.0
+        self._seen = (0, 0.0)
         self.timer = timing.from_environment(self.name, labels["instance"])
         if self.timer is not None:  # the stub calls the instance's execute: the timed one, from now on
             self.execute = self._timed_execute  # type: ignore[method-assign]
@@ -177,7 +184,7 @@ class TritonPythonModel:
         self, requests: list[Any], batch: list[dict[str, Any]], requested: list[list[str]] | None
     ) -> list[Outcome] | None:
         """The engine's outcomes, or None when they are sent later from the completion thread."""
-        if self.answer_later:
+        if self.answer_later and (self.pipelined or self._still_slow()):
             senders = [request.get_response_sender() for request in requests]
             bf16_out = self.bf16_outputs
 
@@ -192,9 +199,24 @@ class TritonPythonModel:
         stats = self.engine.stats
         before = stats.execute_us_sum
         outcomes = self.engine.execute(batch, requested, lifetime=Lifetime.UNTIL_NEXT_CALL)
-        if stats.execute_us_sum - before >= ANSWER_LATER_US:
-            self.answer_later = True  # see ANSWER_LATER_US
+        self.recent_us += (stats.execute_us_sum - before - self.recent_us) * RECENT_WEIGHT
+        if self.recent_us >= ANSWER_LATER_US:  # see ANSWER_LATER_US
+            self.answer_later = True
+            self._seen = (sum(stats.execute_buckets), stats.execute_us_sum)
         return outcomes
+
+    def _still_slow(self) -> bool:
+        """Whether a one-lane instance answering from its completion thread should go on doing so: the
+        running average taken on over the executes that thread finished since the last look."""
+        stats = self.engine.stats
+        count, spent = sum(stats.execute_buckets), stats.execute_us_sum
+        seen_count, seen_spent = self._seen
+        if count > seen_count:
+            per_execute = (spent - seen_spent) / (count - seen_count)
+            self.recent_us += (per_execute - self.recent_us) * RECENT_WEIGHT
+            self._seen = (count, spent)
+            self.answer_later = self.recent_us >= ANSWER_LATER_US
+        return self.answer_later
 
     def _respond(self, outcomes: list[Outcome]) -> list[Any]:
         if self.bf16_outputs:

@@ -270,3 +270,30 @@ def test_adapter_answers_a_one_lane_models_slow_executes_from_its_completion_thr
     np.testing.assert_array_equal(sent.output_tensors()[0].as_numpy(), second)
     model.finalize()
     assert snapshot()["devices"][0]["live_bytes"] == 0
+
+
+def test_adapter_returns_responses_again_once_a_one_lane_models_executes_are_quick(
+    pb_utils, identity_repo, args_for
+):
+    """The choice follows a running average, not one execute: once the device is quick again (the
+    simulated device time set to 0 ms), the instance goes back to returning its responses from ``execute``."""
+    from ge_plugin.sim import device_time
+
+    model = load_model(pb_utils)
+    model.initialize(
+        args_for(identity_repo, acl_json=json.dumps({"ge_plugin_sim": {"execute_latency_ms": 20}}))
+    )
+    data = np.ones((1, 16), np.float32)
+    assert model.execute([pb_utils.InferenceRequest({"INPUT0": data})]) is not None  # the first one returns
+    assert model.execute([pb_utils.InferenceRequest({"INPUT0": data})]) is None
+    device_time.set_profile(device_time.LatencyProfile(base_ms=0.0))
+    answers = []
+    for _ in range(40):
+        request = pb_utils.InferenceRequest({"INPUT0": data})
+        returned = model.execute([request])
+        model.engine.wait_idle()
+        answers.append("returned" if returned is not None else "sent")
+        if returned is None:
+            assert len(request.sender.sent) == 1
+    assert answers[-10:] == ["returned"] * 10, answers
+    model.finalize()
