@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def add_command(
@@ -16,3 +20,15 @@ def add_command(
         epilog="examples:\n" + examples.strip("\n") + "\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+
+
+def argument_type(parse: Callable[[str], T]) -> Callable[[str], T]:
+    """``parse`` as an argparse ``type=``: its ValueError becomes argparse's usage error, with its message."""
+
+    def convert(text: str) -> T:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ge_plugin import __version__
-from ge_plugin.cli._common import add_command
+from ge_plugin.cli._common import add_command, argument_type
 
 if TYPE_CHECKING:
     from ge_plugin.deploy import K8sOptions
@@ -24,16 +24,6 @@ EXAMPLES = """
   ge-plugin deploy k8s specs/llama.yaml -o deploy/llama --driver hostpath --npu-smi /usr/local/sbin/npu-smi
   kubectl apply -k deploy/llama        # the kustomize base: Deployment, Services, HPA, PDB (ServiceMonitor)
 """
-
-
-def _type(check):
-    def convert(text: str):
-        try:
-            return check(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    return convert
 
 
 def _key_value(what: str):
@@ -95,7 +85,7 @@ def register(subparsers) -> None:
     k8s.add_argument("-o", "--output", type=Path, required=True, metavar="DIR", help="folder to write to")
     k8s.add_argument(
         "--name",
-        type=_type(check_name),
+        type=argument_type(check_name),
         help="name of the Deployment and its objects (default: the model's name as a DNS label; ge-plugin for several)",
     )
     k8s.add_argument(
@@ -105,12 +95,16 @@ def register(subparsers) -> None:
     )
     k8s.add_argument(
         "--models-claim",
-        type=_type(check_name),
+        type=argument_type(check_name),
         metavar="PVC",
         help="PersistentVolumeClaim holding model_repository/ (default: NAME-models)",
     )
-    k8s.add_argument("--min-replicas", type=_type(_positive), default=1, metavar="N", help="(default: 1)")
-    k8s.add_argument("--max-replicas", type=_type(_positive), default=4, metavar="N", help="(default: 4)")
+    k8s.add_argument(
+        "--min-replicas", type=argument_type(_positive), default=1, metavar="N", help="(default: 1)"
+    )
+    k8s.add_argument(
+        "--max-replicas", type=argument_type(_positive), default=4, metavar="N", help="(default: 4)"
+    )
     k8s.add_argument(
         "--target-queue-ms",
         type=float,
@@ -121,48 +115,51 @@ def register(subparsers) -> None:
     k8s.add_argument(
         "--shm-size",
         default="1Gi",
-        type=_type(check_quantity),
+        type=argument_type(check_quantity),
         metavar="QUANTITY",
         help="/dev/shm for Triton's Python backend (default: 1Gi)",
     )
     k8s.add_argument(
         "--npu-resource",
-        type=_type(check_resource_name),
+        type=argument_type(check_resource_name),
         metavar="NAME",
         help="extended resource instead of the one soc_version implies (e.g. huawei.com/Ascend910-4c, a vNPU)",
     )
     pod = k8s.add_argument_group("pod")
     pod.add_argument(
-        "--namespace", type=_type(check_namespace), help="namespace of every object (default: none)"
+        "--namespace", type=argument_type(check_namespace), help="namespace of every object (default: none)"
     )
     pod.add_argument(
         "--label",
         action="append",
         default=[],
-        type=_type(_key_value("label")),
+        type=argument_type(_key_value("label")),
         metavar="KEY=VALUE",
         help="extra label on every object and pod (repeatable; the selector's own labels are fixed)",
     )
     pod.add_argument(
         "--cpu",
         default="4",
-        type=_type(check_quantity),
+        type=argument_type(check_quantity),
         metavar="QUANTITY",
         help="CPU request, and limit unless --cpu-limit (default: %(default)s)",
     )
     pod.add_argument(
-        "--cpu-limit", type=_type(check_quantity), metavar="QUANTITY", help="a CPU limit above the request"
+        "--cpu-limit",
+        type=argument_type(check_quantity),
+        metavar="QUANTITY",
+        help="a CPU limit above the request",
     )
     pod.add_argument(
         "--memory",
         default="16Gi",
-        type=_type(check_quantity),
+        type=argument_type(check_quantity),
         metavar="QUANTITY",
         help="memory request and limit; the /dev/shm emptyDir counts against it (default: %(default)s)",
     )
     pod.add_argument(
         "--run-as",
-        type=_type(run_as),
+        type=argument_type(run_as),
         default=(NPU_UID, NPU_GID),
         metavar="UID:GID",
         help=f"the serving process's ids: the host's HwHiAiUser, which owns the NPU devices (default: {NPU_UID}:{NPU_GID})",
@@ -181,13 +178,13 @@ def register(subparsers) -> None:
         help="with --driver hostpath: mount npu-smi from this host path (its place differs between driver packages)",
     )
     pod.add_argument(
-        "--runtime-class", type=_type(check_name), metavar="NAME", help="the pod's runtimeClassName"
+        "--runtime-class", type=argument_type(check_name), metavar="NAME", help="the pod's runtimeClassName"
     )
     pod.add_argument(
         "--node-selector",
         action="append",
         default=[],
-        type=_type(_key_value("node selector")),
+        type=argument_type(_key_value("node selector")),
         metavar="KEY=VALUE",
         help="schedule only on nodes with this label (repeatable)",
     )
@@ -195,7 +192,7 @@ def register(subparsers) -> None:
         "--toleration",
         action="append",
         default=[],
-        type=_type(toleration),
+        type=argument_type(toleration),
         metavar="KEY[=VALUE][:EFFECT]",
         help="tolerate this taint (repeatable)",
     )
@@ -203,7 +200,7 @@ def register(subparsers) -> None:
         "--image-pull-secret",
         action="append",
         default=[],
-        type=_type(check_name),
+        type=argument_type(check_name),
         metavar="NAME",
         help="a docker-registry Secret for pulling the image (repeatable)",
     )
@@ -218,14 +215,14 @@ def register(subparsers) -> None:
     )
     extras.add_argument(
         "--prometheus-release",
-        type=_type(check_label_value),
+        type=argument_type(check_label_value),
         metavar="NAME",
         help="with --service-monitor: its release label, which kube-prometheus-stack's Prometheus selects by",
     )
     extras.add_argument(
         "--prometheus-url",
         default=DEFAULT_PROMETHEUS_URL,
-        type=_type(prometheus_url),
+        type=argument_type(prometheus_url),
         metavar="URL",
         help="where the Prometheus adapter queries Prometheus (default: %(default)s)",
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ge_plugin.cli._common import add_command
+from ge_plugin.cli._common import add_command, argument_type
 
 EXAMPLES = """
   ge-plugin tune specs/llama.yaml --latency-p99-ms 400 --seed-profile --concurrency 1,8,16
@@ -16,26 +16,16 @@ EXAMPLES = """
 """
 
 
-def _type(parse):
-    def convert(text: str):
-        try:
-            return parse(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    return convert
-
-
 def _ints(minimum: int):
     from ge_plugin.tune.space import parse_ints
 
-    return _type(lambda text: parse_ints(text, minimum=minimum))
+    return argument_type(lambda text: parse_ints(text, minimum=minimum))
 
 
 def _gear_sets(pairs: bool):
     from ge_plugin.tune.space import parse_gear_sets
 
-    return _type(lambda text: parse_gear_sets(text, pairs=pairs))
+    return argument_type(lambda text: parse_gear_sets(text, pairs=pairs))
 
 
 def _names(text: str) -> tuple[str, ...]:
