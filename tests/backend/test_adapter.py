@@ -297,3 +297,44 @@ def test_adapter_returns_responses_again_once_a_one_lane_models_executes_are_qui
             assert len(request.sender.sent) == 1
     assert answers[-10:] == ["returned"] * 10, answers
     model.finalize()
+
+
+def test_a_one_lane_instance_answering_later_fails_a_device_fault_alone_and_serves_on(
+    pb_utils, identity_repo, args_for
+):
+    """The completion thread's path with a single lane: a device fault on a batch's execute is isolated by
+    running its requests again alone (the fault does not come back: both are answered), a fault on a lone
+    request's execute is its INTERNAL error, and the next batch is served."""
+    model = load_model(pb_utils)
+    model.initialize(
+        args_for(identity_repo, acl_json=json.dumps({"ge_plugin_sim": {"execute_latency_ms": 20}}))
+    )
+    data = np.ones((1, 16), np.float32)
+    assert (
+        model.execute([pb_utils.InferenceRequest({"INPUT0": data})]) is not None
+    )  # turns it to answer later
+    faults.inject("mdl.execute_async", 507011, nth=1)
+    requests = [pb_utils.InferenceRequest({"INPUT0": data * k}) for k in (2, 3)]
+    assert model.execute(requests) is None
+    model.engine.wait_idle()
+    answers = [request.sender.sent for request in requests]
+    assert all(len(sent) == 1 for sent in answers), answers
+    # the fault hit the batch's one execute, not a request: the isolation reruns each alone and both succeed
+    for request, k in zip(requests, (2, 3)):
+        ((response, _),) = request.sender.sent
+        assert not response.has_error(), response.error().message()
+        np.testing.assert_array_equal(response.output_tensors()[0].as_numpy(), data * k)
+    faults.inject("mdl.execute_async", 507011, nth=1)
+    lone = pb_utils.InferenceRequest({"INPUT0": data})
+    assert model.execute([lone]) is None
+    model.engine.wait_idle()
+    ((failed, _),) = lone.sender.sent
+    assert failed.error().code() == pb_utils.TritonError.INTERNAL
+    assert "ACL_ERROR_RT_MODEL_EXECUTE (507011)" in failed.error().message()
+    after = pb_utils.InferenceRequest({"INPUT0": data * 4})
+    assert model.execute([after]) is None
+    model.engine.wait_idle()
+    ((response, _),) = after.sender.sent
+    np.testing.assert_array_equal(response.output_tensors()[0].as_numpy(), data * 4)
+    model.finalize()
+    assert snapshot()["devices"][0]["live_bytes"] == 0
