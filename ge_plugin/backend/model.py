@@ -42,7 +42,7 @@ log = logging.getLogger("ge_plugin.backend")
 #: ``execute`` return before the answer exists, which costs a thread hand-over (about 0.2 ms per execute on
 #: the bench's host, so not for executes of microseconds, which are over before any client could ask again).
 ANSWER_LATER_US = 2_000.0
-#: the weight of an execute call's stream time in that running average: one stall of a quick model's
+#: the weight of one execute's stream time in that running average: one stall of a quick model's
 #: execute (a preempted host thread) moves it by an eighth, and the instance keeps returning its responses
 RECENT_WEIGHT = 0.125
 
@@ -117,11 +117,9 @@ class TritonPythonModel:
             f"({device.kind()}), gears {', '.join(g.label for g in self.engine.gears.gears)}, "
             f"{self.engine.stats.device_bytes} device bytes allocated once, fast path {fastpath.describe()}"
         )
-        #: answer from the engine's completion thread, ``execute`` returning at once: always with two lanes or
-        #: more, and with one while its executes keep the device ANSWER_LATER_US or longer (``recent_us``)
+        #: two lanes or more: always answer from the engine's completion thread (one lane: ``_answer_later``)
         self.pipelined = self.engine.mode is Mode.PIPELINED
-        self.answer_later = self.pipelined
-        #: the running average of stream µs per execute call, and (executes, stream µs) as last read
+        #: the running average of stream µs per execute, and (executes, stream µs) as last read
         self.recent_us = 0.0
         self._seen = (0, 0.0)
         self.timer = timing.from_environment(self.name, labels["instance"])
@@ -184,7 +182,7 @@ class TritonPythonModel:
         self, requests: list[Any], batch: list[dict[str, Any]], requested: list[list[str]] | None
     ) -> list[Outcome] | None:
         """The engine's outcomes, or None when they are sent later from the completion thread."""
-        if self.answer_later and (self.pipelined or self._still_slow()):
+        if self.pipelined or self._answer_later():
             senders = [request.get_response_sender() for request in requests]
             bf16_out = self.bf16_outputs
 
@@ -196,18 +194,12 @@ class TritonPythonModel:
             self.engine.submit(batch, requested, send)
             return None
         # Views of the engine's staging: the stub copies returned responses before the next execute.
-        stats = self.engine.stats
-        before = stats.execute_us_sum
-        outcomes = self.engine.execute(batch, requested, lifetime=Lifetime.UNTIL_NEXT_CALL)
-        self.recent_us += (stats.execute_us_sum - before - self.recent_us) * RECENT_WEIGHT
-        if self.recent_us >= ANSWER_LATER_US:  # see ANSWER_LATER_US
-            self.answer_later = True
-            self._seen = (sum(stats.execute_buckets), stats.execute_us_sum)
-        return outcomes
+        return self.engine.execute(batch, requested, lifetime=Lifetime.UNTIL_NEXT_CALL)
 
-    def _still_slow(self) -> bool:
-        """Whether a one-lane instance answering from its completion thread should go on doing so: the
-        running average taken on over the executes that thread finished since the last look."""
+    def _answer_later(self) -> bool:
+        """Whether a one-lane instance answers this batch from the completion thread: while its executes keep
+        the device ANSWER_LATER_US or longer on a running average, taken on here over the executes finished
+        since the last call (by this thread or the completion thread)."""
         stats = self.engine.stats
         count, spent = sum(stats.execute_buckets), stats.execute_us_sum
         seen_count, seen_spent = self._seen
@@ -215,8 +207,7 @@ class TritonPythonModel:
             per_execute = (spent - seen_spent) / (count - seen_count)
             self.recent_us += (per_execute - self.recent_us) * RECENT_WEIGHT
             self._seen = (count, spent)
-            self.answer_later = self.recent_us >= ANSWER_LATER_US
-        return self.answer_later
+        return self.recent_us >= ANSWER_LATER_US
 
     def _respond(self, outcomes: list[Outcome]) -> list[Any]:
         if self.bf16_outputs:
