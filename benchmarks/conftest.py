@@ -19,6 +19,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+# the helpers the benchmark modules share (_pyacl_lane): pytest imports them in importlib mode, which puts
+# no test directory on sys.path
+sys.path.insert(0, os.path.dirname(__file__))
+
 #: untimed calls before each benchmark: the first large allocations move glibc's mmap threshold, and without
 #: this the implementation timed first in a group pays for it and the second does not
 WARMUP_CALLS = 3

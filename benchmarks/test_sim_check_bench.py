@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from _pyacl_lane import D2H, H2D, PyAclLane, close_device, open_device
 
 from ge_plugin.atc import flags, simbuild
 from ge_plugin.models import IDENTITY_WIDTH, identity, write_model
@@ -31,8 +32,7 @@ from ge_plugin.sim import _state, device_time, sanitizer
 from ge_plugin.sim import acl as sim_acl
 
 BATCH = 4
-H2D, D2H = 1, 2
-MBATCH = "ascend_mbatch_shape_data"
+NBYTES = BATCH * IDENTITY_WIDTH * 4  #: one batch of the identity model, each way
 #: the paired measurement: rounds of (off block, on block), in alternating order, of STEPS steps each
 ROUNDS, STEPS = 40, 200
 
@@ -69,75 +69,20 @@ def checking(
     device_time.set_timing_only(False)
 
 
-class _Model:
-    """The identity model loaded with one device buffer per input and output, as an engine keeps them."""
-
-    def __init__(self, acl: Any, path: Path):
-        assert acl.init() == 0 and acl.rt.set_device(0) == 0
-        self.stream, _ = acl.rt.create_stream()
-        self.id, ret = acl.mdl.load_from_file(str(path))
-        assert ret == 0, acl.get_recent_err_msg()
-        self.desc = acl.mdl.create_desc()
-        assert acl.mdl.get_desc(self.desc, self.id) == 0
-        self.mbatch, _ = acl.mdl.get_input_index_by_name(self.desc, MBATCH)
-        self.inputs = self._dataset(acl, acl.mdl.get_num_inputs(self.desc), acl.mdl.get_input_size_by_index)
-        self.outputs = self._dataset(
-            acl, acl.mdl.get_num_outputs(self.desc), acl.mdl.get_output_size_by_index
-        )
-        self.host: tuple[int, ...] = ()  # pinned buffers of the request path
-
-    def _dataset(self, acl: Any, count: int, size_of: Callable[[int, int], int]) -> tuple[int, list[int]]:
-        ds = acl.mdl.create_dataset()
-        ptrs = []
-        for i in range(count):
-            size = size_of(self.desc, i)
-            ptr, _ = acl.rt.malloc(size, 0)
-            acl.mdl.add_dataset_buffer(ds, acl.create_data_buffer(ptr, size))
-            ptrs.append(ptr)
-        return ds, ptrs
-
-    def release(self, acl: Any, *host: int) -> None:
-        """Everything freed and acl.finalize'd: a benchmark is a correct program too (no leak reported)."""
-        for ds, ptrs in (self.inputs, self.outputs):
-            for i, ptr in enumerate(ptrs):
-                assert acl.destroy_data_buffer(acl.mdl.get_dataset_buffer(ds, i)) == 0
-                assert acl.rt.free(ptr) == 0
-            assert acl.mdl.destroy_dataset(ds) == 0
-        for ptr in host:
-            assert acl.rt.free_host(ptr) == 0
-        assert acl.mdl.unload(self.id) == 0 and acl.mdl.destroy_desc(self.desc) == 0
-        assert acl.rt.destroy_stream(self.stream) == 0
-        assert acl.rt.reset_device(0) == 0 and acl.finalize() == 0
+def _engine_path(acl: Any, lane: PyAclLane) -> Callable[[], None]:
+    return lane.step()
 
 
-def _engine_path(acl: Any, model: _Model) -> Callable[[], None]:
-    nbytes = BATCH * IDENTITY_WIDTH * 4
-    host_in, _ = acl.rt.malloc_host(nbytes)
-    host_out, _ = acl.rt.malloc_host(nbytes)
-    model.host = (host_in, host_out)
-    (dev_in, _), (dev_out,) = model.inputs[1], model.outputs[1]
-    rt, mdl, stream = acl.rt, acl.mdl, model.stream
-
-    def step() -> None:
-        rt.memcpy_async(dev_in, nbytes, host_in, nbytes, H2D, stream)
-        mdl.set_dynamic_batch_size(model.id, model.inputs[0], model.mbatch, BATCH)
-        mdl.execute_async(model.id, model.inputs[0], model.outputs[0], stream)
-        rt.memcpy_async(host_out, nbytes, dev_out, nbytes, D2H, stream)
-        rt.synchronize_stream(stream)
-
-    return step
-
-
-def _sample_path(acl: Any, model: _Model) -> Callable[[], None]:
+def _sample_path(acl: Any, lane: PyAclLane) -> Callable[[], None]:
     x = np.ones((BATCH, IDENTITY_WIDTH), np.float32)
-    (dev_in, _), (dev_out,) = model.inputs[1], model.outputs[1]
+    dev_in, dev_out = lane.dev_in, lane.dev_out
     rt, mdl, util = acl.rt, acl.mdl, acl.util
 
     def step() -> None:
         data = x.tobytes()
         rt.memcpy(dev_in, len(data), util.bytes_to_ptr(data), len(data), H2D)
-        mdl.set_dynamic_batch_size(model.id, model.inputs[0], model.mbatch, BATCH)
-        mdl.execute(model.id, model.inputs[0], model.outputs[0])
+        mdl.set_dynamic_batch_size(lane.id, lane.inputs, lane.mbatch, BATCH)
+        mdl.execute(lane.id, lane.inputs, lane.outputs)
         out = bytes(len(data))
         rt.memcpy(util.bytes_to_ptr(out), len(out), dev_out, len(out), D2H)
 
@@ -149,13 +94,15 @@ def _sample_path(acl: Any, model: _Model) -> Callable[[], None]:
 def test_bench_sim_execute_with_and_without_checking(
     identity_om: Path, checking: str, path: Callable[..., Callable[[], None]], record: Callable[..., None]
 ) -> None:
-    model = _Model(sim_acl, identity_om)
-    step = path(sim_acl, model)
+    open_device(sim_acl)
+    lane = PyAclLane(sim_acl, identity_om, NBYTES, BATCH)
+    step = path(sim_acl, lane)
     step()
     assert sim_acl.get_recent_err_msg() is None, "the timed loop must be a correct program"
     case = f"sim {path.__name__.strip('_').replace('_', ' ')}, batch {BATCH}, per execute"
     record(case, f"check {checking}", 0, step)
-    model.release(sim_acl, *model.host)
+    lane.release()
+    close_device(sim_acl)
     assert sanitizer.counts().get(sanitizer.ERROR, 0) == 0 and sanitizer.counts().get(sanitizer.LEAK, 0) == 0
 
 
@@ -177,8 +124,9 @@ def test_bench_sim_check_overhead_paired(
         mp.setenv(name, value)
     _state.reset_for_tests()
     try:
-        model = _Model(sim_acl, identity_om)
-        step = path(sim_acl, model)
+        open_device(sim_acl)
+        lane = PyAclLane(sim_acl, identity_om, NBYTES, BATCH)
+        step = path(sim_acl, lane)
         for _ in range(STEPS * 2):
             step()
 
@@ -197,7 +145,8 @@ def test_bench_sim_check_overhead_paired(
             else:
                 offs.append(block(False))
                 ons.append(block(True))
-        model.release(sim_acl, *model.host)
+        lane.release()
+        close_device(sim_acl)
         assert sanitizer.counts().get(sanitizer.ERROR, 0) == 0
     finally:
         _state.reset_for_tests()

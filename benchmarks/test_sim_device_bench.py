@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _pyacl_lane import PyAclLane, close_device, open_device
 
 from ge_plugin.atc import flags, simbuild
 from ge_plugin.models import write_model
@@ -37,8 +38,6 @@ from ge_plugin.models._graph import FLOAT, GraphBuilder, tensor
 from ge_plugin.sim import _state, device_time
 from ge_plugin.sim import acl as sim_acl
 
-H2D, D2H = 1, 2
-MBATCH = "ascend_mbatch_shape_data"
 #: output (and input) bytes of one execute: a small request, a 2 MiB LLaMA logits row, 8 of them
 SIZES = {"4 KiB": 4 << 10, "2 MiB": 2 << 20, "16 MiB": 16 << 20}
 #: the device time of every execute, ms
@@ -94,73 +93,6 @@ def timing_only_sim(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator
     device_time.set_timing_only(False)
 
 
-def _open(acl: Any) -> None:
-    assert acl.init() == 0 and acl.rt.set_device(0) == 0
-
-
-def _close(acl: Any) -> None:
-    assert acl.rt.reset_device(0) == 0 and acl.finalize() == 0
-
-
-class _Lane:
-    """One model, its device buffers and pinned staging, and a stream: what an engine's lane holds."""
-
-    def __init__(self, acl: Any, path: Path, nbytes: int):
-        self.acl = acl
-        self.stream, _ = acl.rt.create_stream()
-        self.id, ret = acl.mdl.load_from_file(str(path))
-        assert ret == 0, acl.get_recent_err_msg()
-        self.desc = acl.mdl.create_desc()
-        assert acl.mdl.get_desc(self.desc, self.id) == 0
-        self.mbatch, _ = acl.mdl.get_input_index_by_name(self.desc, MBATCH)
-        self.device: list[int] = []
-        self.buffers: list[int] = []
-        self.inputs = self._dataset(acl.mdl.get_num_inputs(self.desc), acl.mdl.get_input_size_by_index)
-        self.outputs = self._dataset(acl.mdl.get_num_outputs(self.desc), acl.mdl.get_output_size_by_index)
-        self.nbytes = nbytes
-        self.host_in, _ = acl.rt.malloc_host(nbytes)
-        self.host_out, _ = acl.rt.malloc_host(nbytes)
-
-    def _dataset(self, count: int, size_of: Callable[[int, int], int]) -> int:
-        acl = self.acl
-        ds = acl.mdl.create_dataset()
-        for i in range(count):
-            size = size_of(self.desc, i)
-            ptr, _ = acl.rt.malloc(size, 0)
-            buf = acl.create_data_buffer(ptr, size)
-            acl.mdl.add_dataset_buffer(ds, buf)
-            self.device.append(ptr)
-            self.buffers.append(buf)
-        return ds
-
-    def step(self) -> Callable[[], None]:
-        rt, mdl, stream, model, nbytes = self.acl.rt, self.acl.mdl, self.stream, self.id, self.nbytes
-        inputs, outputs, mbatch = self.inputs, self.outputs, self.mbatch
-        dev_in, dev_out = self.device[0], self.device[-1]
-        host_in, host_out = self.host_in, self.host_out
-
-        def step() -> None:
-            rt.memcpy_async(dev_in, nbytes, host_in, nbytes, H2D, stream)
-            mdl.set_dynamic_batch_size(model, inputs, mbatch, 1)
-            mdl.execute_async(model, inputs, outputs, stream)
-            rt.memcpy_async(host_out, nbytes, dev_out, nbytes, D2H, stream)
-            rt.synchronize_stream(stream)
-
-        return step
-
-    def release(self) -> None:
-        """Everything freed: a benchmark is a correct program too (no leak reported)."""
-        acl = self.acl
-        for buf in self.buffers:
-            assert acl.destroy_data_buffer(buf) == 0
-        for ptr in self.device:
-            assert acl.rt.free(ptr) == 0
-        assert acl.mdl.destroy_dataset(self.inputs) == 0 and acl.mdl.destroy_dataset(self.outputs) == 0
-        assert acl.rt.free_host(self.host_in) == 0 and acl.rt.free_host(self.host_out) == 0
-        assert acl.mdl.unload(self.id) == 0 and acl.mdl.destroy_desc(self.desc) == 0
-        assert acl.rt.destroy_stream(self.stream) == 0
-
-
 @pytest.mark.parametrize("device_ms", list(DEVICE_MS), ids=["0ms", "1ms"])
 @pytest.mark.parametrize("size", list(SIZES), ids=["4KiB", "2MiB", "16MiB"])
 @pytest.mark.benchmark(group="sim device: host CPU per execute", timer=time.process_time)
@@ -173,8 +105,8 @@ def test_bench_sim_execute_host_cpu(
     record_sim_device: Callable[..., None],
 ) -> None:
     device_time.set_profile(device_time.LatencyProfile(base_ms=DEVICE_MS[device_ms]))
-    _open(sim_acl)
-    lane = _Lane(sim_acl, oms[size], SIZES[size])
+    open_device(sim_acl)
+    lane = PyAclLane(sim_acl, oms[size], SIZES[size])
     step = lane.step()
     step()
     assert sim_acl.get_recent_err_msg() is None, "the timed loop must be a correct program"
@@ -187,7 +119,7 @@ def test_bench_sim_execute_host_cpu(
     executes = snapshot()["devices"][0]["executes"]
     assert executes >= 1 + (ROUNDS + WARMUP_ROUNDS) * ITERATIONS, "every timed step executed"
     lane.release()
-    _close(sim_acl)
+    close_device(sim_acl)
     benchmark.extra_info.update(size=size, device_ms=DEVICE_MS[device_ms], wall_s=wall)
     if benchmark.stats is not None:  # None under --benchmark-disable
         record_sim_device(device_ms, size, benchmark.stats.stats.median, wall, TARGET_S)
@@ -200,8 +132,8 @@ def test_bench_sim_execute_sizes_paired(
     """The three sizes in one simulator, blocks alternating in rotating order, no device time: each size's
     median CPU per execute and, per round, its ratio to the 4 KiB block of that round."""
     device_time.set_profile(device_time.LatencyProfile(base_ms=0.0))
-    _open(sim_acl)
-    lanes = {size: _Lane(sim_acl, oms[size], nbytes) for size, nbytes in SIZES.items()}
+    open_device(sim_acl)
+    lanes = {size: PyAclLane(sim_acl, oms[size], nbytes) for size, nbytes in SIZES.items()}
     steps = {size: lane.step() for size, lane in lanes.items()}
     for step in steps.values():
         for _ in range(STEPS):
@@ -218,7 +150,7 @@ def test_bench_sim_execute_sizes_paired(
             per_size[size].append((time.process_time() - start) / STEPS)
     for lane in lanes.values():
         lane.release()
-    _close(sim_acl)
+    close_device(sim_acl)
     smallest = per_size[sizes[0]]
     record_sim_sizes(
         {size: statistics.median(times) for size, times in per_size.items()},
@@ -247,14 +179,14 @@ def test_bench_what_waiting_costs(
 
     bare = per_step(None)
     device_time.set_profile(device_time.LatencyProfile(base_ms=0.0))
-    _open(sim_acl)
+    open_device(sim_acl)
     after_wait = {}
     for size, nbytes in SIZES.items():
-        lane = _Lane(sim_acl, oms[size], nbytes)
+        lane = PyAclLane(sim_acl, oms[size], nbytes)
         step = lane.step()
         step()
         after_wait[size] = per_step(step)
         lane.release()
-    _close(sim_acl)
+    close_device(sim_acl)
     record_sim_floor("1 ms device time", "bare 1 ms sleep", dict.fromkeys(SIZES, bare))
     record_sim_floor("1 ms device time", "sleep + 0 ms step", after_wait)
