@@ -43,6 +43,9 @@ RESTRICTED = frozenset(
 )
 #: the admin key's name: HTTP header ``ge-admin-key``, gRPC metadata ``triton-grpc-protocol-ge-admin-key``
 ADMIN_KEY_NAME = "ge-admin-key"
+#: the key that closes the repository API on a protocol with no front that checks loads (``Access.load_checked``):
+#: only ge-plugin's own calls carry it, so neither model files nor OM paths can get past unchecked
+INTERNAL_KEY_NAME = "ge-plugin-internal"
 #: how tritonserver's gRPC endpoint names a restricted-protocol key in request metadata
 GRPC_KEY_PREFIX = "triton-grpc-protocol-"
 ADMIN_KEY_ENV = "GE_PLUGIN_ADMIN_KEY"
@@ -148,7 +151,10 @@ class Access:
     """The access policy of one server: which key each API group needs, per protocol, and what a load may do.
 
     ``passed`` holds the restrictions the operator passed to tritonserver with its own flags, per protocol
-    (``"http"``, ``"grpc"``): those groups need that key instead of the admin key."""
+    (``"http"``, ``"grpc"``): those groups need that key instead of the admin key. ``opened``: groups of
+    RESTRICTED the operator opened to every client. ``load_checked``: the protocols whose front applies
+    ``check_load``; on the others the repository API is closed to every client, key or not (only ge-plugin's
+    own calls, with ``internal``, get through): tritonserver itself would take model files and any OM path."""
 
     admin_key: str = attrs.field(repr=False, factory=internal_key)
     #: the operator gave the key (else it is ``internal_key()``: the restricted groups are closed to clients)
@@ -158,39 +164,61 @@ class Access:
     model_roots: tuple[Path, ...] = ()
     repository: Path | None = None
     passed: Mapping[str, tuple[Restriction, ...]] = attrs.field(factory=dict)
+    opened: frozenset[str] = frozenset()
+    load_checked: frozenset[str] = frozenset({"http"})
+    internal: str = attrs.field(repr=False, factory=internal_key)
+
+    def __attrs_post_init__(self) -> None:
+        unknown = sorted(self.opened - RESTRICTED)
+        if unknown:
+            raise ServeError(
+                f"--open-api {unknown[0]}: not a restricted API group ({', '.join(sorted(RESTRICTED))})"
+            )
+
+    def _operators(self, protocol: str) -> set[str]:
+        return {g for r in self.passed.get(protocol, ()) for g in r.groups}
+
+    def internal_restriction(self, protocol: str) -> Restriction | None:
+        """The repository API closed to clients on a protocol whose loads no front checks."""
+        if protocol in self.load_checked or "model-repository" in self._operators(protocol):
+            return None
+        return Restriction(frozenset({"model-repository"}), INTERNAL_KEY_NAME, self.internal)
 
     def admin_restriction(self, protocol: str) -> Restriction | None:
-        """The admin key's restriction: RESTRICTED less the groups the operator's own flags restrict."""
-        groups = RESTRICTED - {g for r in self.passed.get(protocol, ()) for g in r.groups}
+        """The admin key's restriction: RESTRICTED less the groups opened, closed to clients or restricted by
+        the operator's own flags."""
+        groups = RESTRICTED - self.opened - self._operators(protocol)
+        if self.internal_restriction(protocol) is not None:
+            groups -= {"model-repository"}
         return Restriction(groups, ADMIN_KEY_NAME, self.admin_key) if groups else None
+
+    def _restrictions(self, protocol: str) -> list[Restriction]:
+        found = list(self.passed.get(protocol, ()))
+        found += [r for r in (self.admin_restriction(protocol), self.internal_restriction(protocol)) if r]
+        return found
 
     def restriction(self, group: str, protocol: str) -> Restriction | None:
         """What a request of ``group`` must carry on ``protocol``; None: open to every client."""
         if group not in GROUPS:
             raise ValueError(f"unknown API group {group!r}")
-        for passed in self.passed.get(protocol, ()):
-            if group in passed.groups:
-                return passed
-        admin = self.admin_restriction(protocol)
-        return admin if admin is not None and group in admin.groups else None
+        for found in self._restrictions(protocol):
+            if group in found.groups:
+                return found
+        return None
 
     def tritonserver_args(self) -> list[str]:
         """The restriction flags tritonserver enforces besides the operator's own (which stay in its
         passthrough arguments as given)."""
         args = []
         for protocol in FLAGS:
-            admin = self.admin_restriction(protocol)
-            if admin is not None:
-                args.append(admin.flag(protocol))
+            for found in (self.admin_restriction(protocol), self.internal_restriction(protocol)):
+                if found is not None:
+                    args.append(found.flag(protocol))
         return args
 
     def client_headers(self, protocol: str) -> dict[str, str]:
         """The headers (HTTP) or metadata (gRPC) ge-plugin's own control calls send: every key of ``protocol``."""
-        found = list(self.passed.get(protocol, ()))
-        admin = self.admin_restriction(protocol)
-        if admin is not None:
-            found.append(admin)
-        return {r.name(protocol): r.value for r in found}
+        return {r.name(protocol): r.value for r in self._restrictions(protocol)}
 
     def check_key(self, group: str, protocol: str, sent: Mapping[str, str | bytes]) -> None:
         """Refused (403, naming the group and how it is opened) unless ``sent`` (lower-case header or metadata
@@ -204,7 +232,12 @@ class Access:
             given_bytes = given.encode("utf-8", "surrogateescape") if isinstance(given, str) else bytes(given)
             if hmac.compare_digest(given_bytes, needed.value.encode()):
                 return
-        if needed.key != ADMIN_KEY_NAME:
+        if needed.key == INTERNAL_KEY_NAME:
+            how = (
+                f"on {protocol} the repository API is closed to every client, since no front checks its loads "
+                "there (use HTTP through ge-plugin's front)"
+            )
+        elif needed.key != ADMIN_KEY_NAME:
             how = f"send the key the operator set with tritonserver's {FLAGS[protocol]} in {name}"
         elif self.operator_key:
             how = f"send the admin key in {name}"

@@ -86,13 +86,37 @@ def test_the_operators_own_restriction_takes_its_groups_and_may_close_more():
     access.check_key("logging", "http", {"ge-admin-key": KEY})
     access.check_key("inference", "grpc", {})  # gRPC was not restricted by the operator
     assert access.client_headers("http") == {"admin-key": "SECRET", "ge-admin-key": KEY}
-    assert access.client_headers("grpc") == {"triton-grpc-protocol-ge-admin-key": KEY}
-    http, grpc = access.tritonserver_args()
-    assert (
-        http
-        == f"--http-restricted-api=logging,model-config,shared-memory,statistics,trace:ge-admin-key={KEY}"
-    )
-    assert grpc.startswith("--grpc-restricted-protocol=logging,model-config,model-repository,")
+    assert access.client_headers("grpc") == {
+        "triton-grpc-protocol-ge-admin-key": KEY,
+        "triton-grpc-protocol-ge-plugin-internal": access.internal,
+    }
+    groups = "logging,model-config,shared-memory,statistics,trace"
+    assert access.tritonserver_args() == [
+        f"--http-restricted-api={groups}:ge-admin-key={KEY}",
+        f"--grpc-restricted-protocol={groups}:ge-admin-key={KEY}",
+        f"--grpc-restricted-protocol=model-repository:ge-plugin-internal={access.internal}",
+    ]
+
+
+def test_the_repository_api_is_closed_to_every_client_where_no_front_checks_loads():
+    access = Access(KEY, operator_key=True)
+    access.check_key("model-repository", "http", {"ge-admin-key": KEY})
+    with pytest.raises(Refused, match="closed to every client") as caught:
+        access.check_key("model-repository", "grpc", {"triton-grpc-protocol-ge-admin-key": KEY})
+    assert access.internal not in str(caught.value)
+    access.check_key("model-repository", "grpc", access.client_headers("grpc"))  # ge-plugin's own calls
+    checked = Access(KEY, load_checked=frozenset({"http", "grpc"}))
+    assert checked.restriction("model-repository", "grpc").key == "ge-admin-key"
+
+
+def test_opened_groups_need_no_key_and_only_restricted_groups_can_be_opened():
+    access = Access(KEY, opened=frozenset({"statistics", "model-config"}))
+    access.check_key("statistics", "grpc", {})
+    access.check_key("model-config", "http", {})
+    with pytest.raises(Refused):
+        access.check_key("logging", "http", {})
+    with pytest.raises(ServeError, match="--open-api inference: not a restricted API group"):
+        Access(KEY, opened=frozenset({"inference"}))
 
 
 def test_restriction_flags_are_read_in_tritonservers_form_only():
