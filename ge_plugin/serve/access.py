@@ -220,6 +220,10 @@ class Access:
         """The headers (HTTP) or metadata (gRPC) ge-plugin's own control calls send: every key of ``protocol``."""
         return {r.name(protocol): r.value for r in self._restrictions(protocol)}
 
+    def key_names(self, protocol: str) -> frozenset[str]:
+        """The header (metadata) names that carry a key on ``protocol``: a front writes them itself."""
+        return frozenset(r.name(protocol) for r in self._restrictions(protocol))
+
     def check_key(self, group: str, protocol: str, sent: Mapping[str, str | bytes]) -> None:
         """Refused (403, naming the group and how it is opened) unless ``sent`` (lower-case header or metadata
         names) carries the key ``group`` needs. The values are compared in constant time."""
@@ -248,23 +252,23 @@ class Access:
 
     def check_load(self, model: str, parameters: Mapping[str, object]) -> dict[str, object]:
         """The parameters of a load request for ``model`` that may go to tritonserver (``config`` re-encoded
-        from what was checked); Refused for model files (unless allowed), a config override that serves with
-        another backend or runs other code, or an OM outside the model's folder and the allowed roots."""
+        from what was checked); Refused for an OM outside the model's folder and the allowed roots, and
+        unless ``allow_model_files``: model files, or a config override that serves with another backend or
+        runs another Python environment (ways to run code the repository does not hold)."""
         if not model or model in (".", "..") or any(c in model for c in "/\\\0"):
             raise Refused(f"model name {model[:80]!r} is not the name of a folder of the model repository")
         checked: dict[str, object] = {}
+        files = [name for name in parameters if name.startswith("file:")]
+        if files and not self.allow_model_files:
+            name = files[0]
+            raise Refused(
+                f"load of '{model}': parameter {name[:80]!r} uploads a model file, which this server "
+                "refuses whatever the key (the operator allows it with ge-plugin serve "
+                "--allow-model-files: whoever holds the admin key may then run code in the server)",
+                403,
+            )
         for name, value in parameters.items():
-            if name.startswith("file:"):
-                if not self.allow_model_files:
-                    raise Refused(
-                        f"load of '{model}': parameter {name[:80]!r} uploads a model file, which this server "
-                        "refuses whatever the key (the operator allows it with ge-plugin serve "
-                        "--allow-model-files: whoever holds the admin key may then run code in the server)",
-                        403,
-                    )
-            elif name == "config":
-                value = self._checked_config(model, value)
-            checked[name] = value
+            checked[name] = self._checked_config(model, value) if name == "config" else value
         return checked
 
     def _checked_config(self, model: str, value: object) -> str:
@@ -280,7 +284,9 @@ class Access:
             ) from None
         if not isinstance(config, dict):
             raise Refused(f"load of '{model}': parameter 'config' must hold a JSON object")
-        if config.get("backend") != "ge" or config.get("platform") or config.get("runtime"):
+        if self.allow_model_files:
+            pass  # the operator let key holders run code of their own: another backend is one more way
+        elif config.get("backend") != "ge" or config.get("platform") or config.get("runtime"):
             raise Refused(
                 f"load of '{model}': a config override must serve with backend 'ge' (and no platform or "
                 "runtime): another backend would run code the repository does not hold",
@@ -289,7 +295,7 @@ class Access:
         params = config.get("parameters", {})
         if not isinstance(params, dict):
             raise Refused(f"load of '{model}': config.parameters must be an object")
-        if "EXECUTION_ENV_PATH" in params:
+        if "EXECUTION_ENV_PATH" in params and not self.allow_model_files:
             raise Refused(
                 f"load of '{model}': config.parameters.EXECUTION_ENV_PATH would run another Python environment",
                 403,

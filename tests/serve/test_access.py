@@ -224,3 +224,10 @@ def test_a_model_name_that_is_no_folder_name_is_refused(repo, name):
 def test_a_load_without_parameters_passes_as_it_is(repo):
     assert Access(KEY, repository=repo).check_load("m", {}) == {}
     assert Access(KEY, repository=repo).check_load("m", {"unrelated": True}) == {"unrelated": True}
+
+
+def test_allowing_model_files_allows_another_backend_but_no_om_outside(repo):
+    access = Access(KEY, repository=repo, allow_model_files=True)
+    access.check_load("m", {"config": json.dumps({"backend": "python"}), "file:1/model.py": "eA=="})
+    with pytest.raises(Refused, match="--model-root"):
+        access.check_load("m", {"config": config(om_model_path="/etc/x.om")})
