@@ -17,6 +17,7 @@ from __future__ import annotations
 import hmac
 import json
 import os
+import re
 import secrets
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -284,24 +285,36 @@ class Access:
             ) from None
         if not isinstance(config, dict):
             raise Refused(f"load of '{model}': parameter 'config' must hold a JSON object")
+        from google.protobuf import json_format
+        from tritonclient.grpc import model_config_pb2
+
+        # read as tritonserver reads it (protobuf's JSON mapping: string_value and stringValue alike), and
+        # re-encoded from the message, so that what was checked is what tritonserver gets
+        message = model_config_pb2.ModelConfig()
+        try:
+            _one_spelling(config)
+            json_format.ParseDict(config, message)
+        except (json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
+            raise Refused(
+                f"load of '{model}': parameter 'config' is not a model config ({_short(exc)})"
+            ) from None
         if self.allow_model_files:
             pass  # the operator let key holders run code of their own: another backend is one more way
-        elif config.get("backend") != "ge" or config.get("platform") or config.get("runtime"):
+        elif message.backend != "ge" or message.platform or message.runtime:
             raise Refused(
                 f"load of '{model}': a config override must serve with backend 'ge' (and no platform or "
                 "runtime): another backend would run code the repository does not hold",
                 403,
             )
-        params = config.get("parameters", {})
-        if not isinstance(params, dict):
-            raise Refused(f"load of '{model}': config.parameters must be an object")
+        params = {key: value.string_value for key, value in message.parameters.items()}
         if "EXECUTION_ENV_PATH" in params and not self.allow_model_files:
             raise Refused(
                 f"load of '{model}': config.parameters.EXECUTION_ENV_PATH would run another Python environment",
                 403,
             )
         self._check_om_paths(model, _om_paths(model, params))
-        return json.dumps(config, separators=(",", ":"), ensure_ascii=False)
+        encoded = json_format.MessageToDict(message, preserving_proto_field_name=True)
+        return json.dumps(encoded, separators=(",", ":"), ensure_ascii=False)
 
     def _check_om_paths(self, model: str, paths: Sequence[tuple[str, str]]) -> None:
         if self.repository is None:
@@ -359,6 +372,24 @@ def _om_paths(model: str, params: Mapping[str, object]) -> list[tuple[str, str]]
                 )
             found.append((str(int(version)), path.strip()))
     return found
+
+
+def _one_spelling(value: object) -> None:
+    """ValueError for an object that names one field twice, once in each of protobuf's JSON spellings
+    (``string_value`` and ``stringValue``): which one a parser keeps is that parser's own choice."""
+    if isinstance(value, dict):
+        seen: dict[str, str] = {}
+        for key, item in value.items():
+            field = re.sub(r"[A-Z]", lambda m: "_" + m.group(0).lower(), key)
+            if field in seen:
+                raise ValueError(
+                    f"field {field[:40]!r} is given twice, as {seen[field][:40]!r} and {key[:40]!r}"
+                )
+            seen[field] = key
+            _one_spelling(item)
+    elif isinstance(value, list):
+        for item in value:
+            _one_spelling(item)
 
 
 def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:

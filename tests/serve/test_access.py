@@ -231,3 +231,19 @@ def test_allowing_model_files_allows_another_backend_but_no_om_outside(repo):
     access.check_load("m", {"config": json.dumps({"backend": "python"}), "file:1/model.py": "eA=="})
     with pytest.raises(Refused, match="--model-root"):
         access.check_load("m", {"config": config(om_model_path="/etc/x.om")})
+
+
+def test_the_config_is_read_as_protobuf_reads_it_and_re_encoded(repo):
+    """protobuf's JSON mapping takes ``stringValue`` as well as ``string_value``: a reader of one spelling
+    only let ``{"stringValue": "/etc/x.om"}`` through to tritonserver, which read it."""
+    access = Access(KEY, repository=repo)
+    camel = {"backend": "ge", "parameters": {"om_model_path": {"stringValue": "/etc/x.om"}}}
+    with pytest.raises(Refused, match="resolves outside"):
+        access.check_load("m", {"config": json.dumps(camel)})
+    both = {"backend": "ge", "parameters": {"om_model_path": {"stringValue": "a.om", "string_value": "/x"}}}
+    with pytest.raises(Refused, match="not a model config"):
+        access.check_load("m", {"config": json.dumps(both)})
+    with pytest.raises(Refused, match="not a model config"):
+        access.check_load("m", {"config": json.dumps({"backend": "ge", "unknown_field": 1})})
+    sent = access.check_load("m", {"config": json.dumps({"backend": "ge", "maxBatchSize": 8})})["config"]
+    assert json.loads(sent) == {"backend": "ge", "max_batch_size": 8}
