@@ -119,6 +119,16 @@ def register(subparsers) -> None:
             "counted in ge_serve_stub_recoveries_total on the metrics port (default: on)"
         ),
     )
+    add_control_flags(parser)
+    parser.add_argument("--log-verbose", type=int, default=0, metavar="N")
+    parser.add_argument(
+        "--work-dir", type=Path, default=Path("build/triton"), help="where the backend directory is prepared"
+    )
+    parser.set_defaults(func=run, passthrough_ok=True)
+
+
+def add_control_flags(parser: argparse.ArgumentParser) -> None:
+    """The control-plane flags (serve/access.py), shared by ``serve`` and ``doctor``."""
     control = parser.add_argument_group(
         "control plane",
         "Inference, health and metadata are open to every client. The model-repository, shared-memory, "
@@ -165,11 +175,16 @@ def register(subparsers) -> None:
             f"statistics and cannot send a key); repeatable; one of {', '.join(sorted(RESTRICTED))}"
         ),
     )
-    parser.add_argument("--log-verbose", type=int, default=0, metavar="N")
-    parser.add_argument(
-        "--work-dir", type=Path, default=Path("build/triton"), help="where the backend directory is prepared"
-    )
-    parser.set_defaults(func=run, passthrough_ok=True)
+
+
+def control_options(args: argparse.Namespace) -> dict:
+    """ServerOptions fields from the control-plane flags (the key read from its file or the environment)."""
+    return {
+        "admin_key": read_key(args.admin_key_file),
+        "allow_model_files": args.allow_model_files,
+        "model_roots": args.model_root,
+        "open_apis": frozenset(args.open_api),
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -200,10 +215,7 @@ def run(args: argparse.Namespace) -> int:
         max_body_bytes=args.max_body_bytes,
         jemalloc=args.jemalloc,
         supervise_stubs=args.restart_dead_stubs,
-        admin_key=read_key(args.admin_key_file),
-        allow_model_files=args.allow_model_files,
-        model_roots=args.model_root,
-        open_apis=frozenset(args.open_api),
+        **control_options(args),
     )
     server = TritonServer(options)
     stopping = False

@@ -225,6 +225,25 @@ class Access:
         """The header (metadata) names that carry a key on ``protocol``: a front writes them itself."""
         return frozenset(r.name(protocol) for r in self._restrictions(protocol))
 
+    def exposure(self, protocol: str) -> dict[str, list[str]]:
+        """Who may use each API group on ``protocol``: ``{"every client": [...], "the admin key": [...],
+        "key <name> (tritonserver's own flag)": [...], "no client (why)": [...]}`` (empty ones left out)."""
+        found: dict[str, list[str]] = {}
+        for group in GROUPS:
+            needed = self.restriction(group, protocol)
+            if needed is None:
+                who = "every client"
+            elif needed.key == INTERNAL_KEY_NAME:
+                who = "no client (no front checks loads on this protocol)"
+            elif needed.key == ADMIN_KEY_NAME and not self.operator_key:
+                who = "no client (no admin key given)"
+            elif needed.key == ADMIN_KEY_NAME:
+                who = "the admin key"
+            else:
+                who = f"key {needed.key} (tritonserver's own {FLAGS[protocol]})"
+            found.setdefault(who, []).append(group)
+        return found
+
     def check_key(self, group: str, protocol: str, sent: Mapping[str, str | bytes]) -> None:
         """Refused (403, naming the group and how it is opened) unless ``sent`` (lower-case header or metadata
         names) carries the key ``group`` needs. The values are compared in constant time."""

@@ -193,3 +193,34 @@ def test_apis_that_change_the_server_are_accepted_with_the_key(control_server, p
             assert "This protocol is restricted" in refused(call)  # closed where no front checks loads
         else:
             call()
+
+
+# -- tritonserver's own restriction flag, passed through -------------------------------------------------
+
+OPERATOR_KEY = "operator-secret-0123456789"
+
+
+def test_tritonservers_own_restriction_flag_passed_through_opens_with_its_key(start_server, tmp_path):
+    """``ge-plugin serve REPO -- --http-restricted-api=model-repository,logging:admin-key=SECRET``, the form of
+    tritonserver's own usage line: the front read only ``apis,key=value``, dropped the ``admin-key`` header,
+    and every request with the right key got "This API is restricted"."""
+    import tritonclient.http as httpclient
+
+    repo = tmp_path / "empty-repo"
+    repo.mkdir()
+    flag = ["--http-restricted-api", f"model-repository,logging:admin-key={OPERATOR_KEY}"]
+    with start_server(repo, model_control_mode="explicit", extra_args=flag) as server:
+        with closing(keyed_client("http", server.http_url, {"admin-key": OPERATOR_KEY})) as client:
+            assert client.get_model_repository_index() == []
+            client.update_log_settings({"log_verbose_level": 0})
+            message = refused(client.update_trace_settings, settings={"log_frequency": "0"})
+            assert "trace API is restricted" in message  # still the admin key's
+        with closing(httpclient.InferenceServerClient(server.http_url)) as client:
+            message = refused(client.get_model_repository_index)
+            assert "set with tritonserver's --http-restricted-api in admin-key" in message
+            assert OPERATOR_KEY not in message
+        with closing(keyed_client("http", server.http_url, {"admin-key": OPERATOR_KEY[:-1] + "x"})) as client:
+            assert "not the one it needs" in refused(client.get_model_repository_index)
+        with closing(server.client("http")) as client:  # ge-plugin's own calls carry every key
+            client.update_trace_settings(settings={"log_frequency": "0"})
+            assert client.get_model_repository_index() == []
