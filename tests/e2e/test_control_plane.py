@@ -177,18 +177,23 @@ def control_calls(client, key: str) -> dict:
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-@pytest.mark.parametrize("api", ["unload", "logging", "trace", "shared-memory"])
+@pytest.mark.parametrize("api", ["unload", "logging", "trace", "shared-memory", "model-config", "statistics"])
 def test_apis_that_change_the_server_are_refused_without_the_key(control_server, protocol, api):
     with region() as key, closing(control_server.client(protocol, admin=False)) as client:
-        message = refused(control_calls(client, key)[api])
+        calls = {
+            **control_calls(client, key),
+            "model-config": lambda: client.get_model_config(MODEL),
+            "statistics": lambda: client.get_inference_statistics(),
+        }
+        message = refused(calls[api])
     assert "restricted" in message, message
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-@pytest.mark.parametrize("api", ["unload", "logging", "trace", "shared-memory"])
+@pytest.mark.parametrize("api", ["unload", "logging", "trace", "shared-memory", "statistics"])
 def test_apis_that_change_the_server_are_accepted_with_the_key(control_server, protocol, api):
     with region() as key, closing(keyed(control_server, protocol)) as client:
-        call = control_calls(client, key)[api]
+        call = {**control_calls(client, key), "statistics": lambda: client.get_inference_statistics()}[api]
         if protocol == "grpc" and api == "unload":
             assert "This protocol is restricted" in refused(call)  # closed where no front checks loads
         else:
