@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+from numpy.typing import NDArray
 
 from ge_plugin.models import _blocks as B
 from ge_plugin.models._graph import FLOAT, INT64, MASKED, GraphBuilder, tensor
@@ -54,6 +55,8 @@ BRANCH_SCALE = 0.02
 SEED = 20261204
 
 FORMS = ("full", "stacked", "per_layer")
+
+Matrix = NDArray[np.float64]
 
 
 def tiny_llama_gen() -> onnx.ModelProto:
@@ -170,8 +173,9 @@ def _decoder_layer(
     sin: str,
     past: tuple[str, str] | None,
 ) -> tuple[str, tuple[str, str]]:
-    def proj(name: str, fan_in: int, fan_out: int, scale: float = 1.0) -> np.ndarray:
-        return rng.standard_normal((fan_in, fan_out)) * (scale / np.sqrt(fan_in))
+    def proj(name: str, fan_in: int, fan_out: int, scale: float = 1.0) -> Matrix:
+        weights: Matrix = rng.standard_normal((fan_in, fan_out)) * (scale / np.sqrt(fan_in))
+        return weights
 
     wq, wk = proj("q", HIDDEN, HIDDEN), proj("k", HIDDEN, HIDDEN)
     wv, wo = proj("v", HIDDEN, HIDDEN), proj("o", HIDDEN, HIDDEN, BRANCH_SCALE)
@@ -198,9 +202,7 @@ def _decoder_layer(
         return g.op("Add", h, down), (k, v)
 
 
-def _copy_heads(
-    wq: np.ndarray, wk: np.ndarray, wv: np.ndarray, wo: np.ndarray, bq: np.ndarray, bk: np.ndarray
-) -> None:
+def _copy_heads(wq: Matrix, wk: Matrix, wv: Matrix, wo: Matrix, bq: Matrix, bk: Matrix) -> None:
     """Heads 0 and 1 of layer 0 become the copy heads (in place): constant rotated q and k, values that
     carry the normalised embedding (``√HIDDEN`` times the row) and an output into the upper half."""
     half = HEAD_DIM // 2

@@ -40,7 +40,7 @@ def _stacked_step(session, past, chunk, cached):
     mask[:, CONTEXT:] = 1
     positions = np.broadcast_to(np.arange(cached, cached + seq), (batch, seq))
     feeds = {"input_ids": chunk, "attention_mask": mask, "position_ids": positions}
-    return feeds, mask
+    return feeds
 
 
 @pytest.mark.parametrize("form", ["stacked", "per_layer"])
@@ -51,7 +51,7 @@ def test_cached_forms_in_chunks_equal_the_full_recompute(sessions, prompt, form)
     cached, pieces = 0, []
     for end in (16, 17, 18, 33, 40):
         chunk = prompt[:, cached:end]
-        feeds, _ = _stacked_step(sessions[form], stacked, chunk, cached)
+        feeds = _stacked_step(sessions[form], stacked, chunk, cached)
         if form == "stacked":
             feeds["past_key_values"] = stacked
         else:
@@ -73,12 +73,12 @@ def test_a_lost_cache_entry_changes_the_generated_ids(sessions, prompt):
     # What "a broken cache must change the text" means: drop one cached position and the copy goes wrong.
     batch, seq = prompt.shape
     stacked = np.zeros((K.LAYERS, 2, batch, K.HEADS, CONTEXT, K.HEAD_DIM), np.float32)
-    feeds, _ = _stacked_step(sessions["stacked"], stacked, prompt, 0)
+    feeds = _stacked_step(sessions["stacked"], stacked, prompt, 0)
     feeds["past_key_values"] = stacked
     _, present = sessions["stacked"].run(None, feeds)
     stacked[:, :, :, :, :seq] = present
     step = prompt[:, -1:] * 0 + 5
-    feeds, mask = _stacked_step(sessions["stacked"], stacked, step, seq)
+    feeds = _stacked_step(sessions["stacked"], stacked, step, seq)
     feeds["past_key_values"] = stacked
     good = sessions["stacked"].run(None, feeds)[0][:, -1].argmax(-1)
     assert (good == prompt[:, seq - K.COPY_DISTANCE]).all()
