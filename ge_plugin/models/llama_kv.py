@@ -104,8 +104,8 @@ def _build(form: str) -> onnx.ModelProto:
 
     inputs = [tensor("input_ids", INT64, ["batch", "seq"])]
     outputs = [tensor("logits", FLOAT, ["batch", "seq", VOCAB])]
-    cache = ["batch", HEADS, "past", HEAD_DIM]
-    new = ["batch", HEADS, "seq", HEAD_DIM]
+    cache: list[int | str] = ["batch", HEADS, "past", HEAD_DIM]
+    new: list[int | str] = ["batch", HEADS, "seq", HEAD_DIM]
     if form != "full":
         inputs.append(tensor("attention_mask", INT64, ["batch", "total"]))
         inputs.append(tensor("position_ids", INT64, ["batch", "seq"]))
