@@ -19,13 +19,14 @@ prefill at ``b = 1`` on the seq gears ``(1, s)``. Both need ``(1, 1)``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import attrs
 
 from ge_plugin import acl_constants as C
 from ge_plugin.device.om import OmModel, TensorInfo
-from ge_plugin.errors import ModelFileError
+from ge_plugin.errors import ConfigError, ModelFileError
 
 FORMS = ("stacked", "per_layer")
 KINDS = ("key", "value")
@@ -49,6 +50,22 @@ class GenerateConfig:
     prefill_tokens_per_step: int = 256
     #: requests waiting for a slot; one more is refused (UNAVAILABLE)
     max_queue: int = 64
+
+    #: responses stream this many tokens each (the Triton adapter's concern, carried with the rest)
+    tokens_per_response: int = 1
+
+    @classmethod
+    def from_json(cls, text: str) -> GenerateConfig:
+        """The ``generate`` config parameter; ConfigError naming what is wrong."""
+        try:
+            raw = json.loads(text)
+            if not isinstance(raw, dict):
+                raise ValueError("not a JSON object")
+            if "eos_ids" in raw:
+                raw["eos_ids"] = tuple(int(i) for i in raw["eos_ids"])
+            return cls(**raw)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"parameters.generate: {exc}") from None
 
     def past_names(self, layers: int) -> list[str]:
         if self.form == "stacked":
