@@ -67,6 +67,8 @@ class Sequence:
         self.pending = -1  # the last sampled token, fed at the next decode step
         self.generated: list[int] = []
         self.finish = ""
+        #: what failed, when ``finish`` is "error"
+        self.error = ""
         self.cancelled = False
         self.submitted = time.monotonic()
         self.last_token_at = 0.0
@@ -412,6 +414,17 @@ class Generator:
         mask = self.decode.mask
         mask[slot * width : (slot + 1) * width] = mask[sequence.slot * width : (sequence.slot + 1) * width]
         sequence.slot = slot
+
+    def fail_all(self, message: str) -> None:
+        """End every active and waiting sequence with the finish reason "error" (after a failed step)."""
+        with self._lock:
+            waiting = list(self.waiting)
+            self.waiting.clear()
+        for sequence in [*self.active, *waiting]:
+            sequence.error = message
+            self._finish(sequence, "error")
+            sequence.slot = -1
+        self.active.clear()
 
     def run_until_idle(self) -> None:
         while not self.idle:
