@@ -18,6 +18,7 @@ copies dominate too.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import statistics
 import tempfile
@@ -28,14 +29,14 @@ import numpy as np
 
 os.environ.setdefault("GE_PLUGIN_DEVICE", "sim")
 
-from ge_plugin import acl_constants as C  # noqa: E402
-from ge_plugin.atc import flags, simbuild  # noqa: E402
-from ge_plugin.atc.generate import GenerateShapes, atc_flags  # noqa: E402
-from ge_plugin.device import copy_async  # noqa: E402
-from ge_plugin.generate import GenerateConfig, Generator, SamplingParams  # noqa: E402
-from ge_plugin.models import write_model  # noqa: E402
-from ge_plugin.models.llama_kv import tiny_llama_kv  # noqa: E402
-from ge_plugin.sim import device_time  # noqa: E402
+from ge_plugin import acl_constants as C
+from ge_plugin.atc import flags, simbuild
+from ge_plugin.atc.generate import GenerateShapes, atc_flags
+from ge_plugin.device import copy_async
+from ge_plugin.generate import GenerateConfig, Generator, SamplingParams
+from ge_plugin.models import write_model
+from ge_plugin.models.llama_kv import tiny_llama_kv
+from ge_plugin.sim import device_time
 
 CONTEXT = 256
 BATCH_GEARS = (1, 2, 4, 8, 16, 32)
@@ -139,7 +140,7 @@ def run(om: Path, mode: str, concurrency: int, cases: list[tuple[np.ndarray, int
     finally:
         generator.close()
     ttft = [stamps[k][0] - arrivals[k] for k in stamps]
-    itl = [b - a for times in stamps.values() for a, b in zip(times, times[1:])]
+    itl = [b - a for times in stamps.values() for a, b in itertools.pairwise(times)]
     return {
         "tokens_per_s": tokens / elapsed,
         "ttft_p50_ms": statistics.median(ttft) * 1e3,
