@@ -172,3 +172,52 @@ def test_generation_metrics_are_published(server):
     assert value("ge_generate_inter_token_latency_seconds_count") >= 2
     names = {n for n, labels, _ in server.metrics().samples if labels.get("model") == "gen_layers"}
     assert {"ge_generate_kv_cache_occupancy", "ge_generate_active_slots"} <= names
+
+
+def test_bad_requests_among_good_ones_fail_alone_naming_the_input(server):
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+
+    def tensor(name, value, dtype):
+        item = grpcclient.InferInput(name, list(value.shape), dtype)
+        item.set_data_from_numpy(value)
+        return item
+
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    try:
+        bad = [
+            (
+                [
+                    tensor("input_ids", np.array(_prompt(13), np.int64), "INT64"),
+                    tensor("max_tokens", np.array([2, 3], np.int32), "INT32"),
+                ],
+                "unexpected shape for input 'max_tokens'",
+            ),
+            (
+                [
+                    tensor("input_ids", np.array(_prompt(13), np.int64), "INT64"),
+                    tensor("stop_ids", np.arange(2000, dtype=np.int64), "INT64"),
+                ],
+                "at most 1024",
+            ),
+            ([tensor("input_ids", np.array([5, 600], np.int64), "INT64")], "token ids in [0, 511]"),
+            (
+                [
+                    tensor("input_ids", np.array(_prompt(13), np.int64), "INT64"),
+                    tensor("max_tokens", np.array([0], np.int32), "INT32"),
+                ],
+                "max_tokens must be at least 1",
+            ),
+        ]
+        for inputs, message in bad:
+            results: queue.Queue = queue.Queue()
+            client.start_stream(callback=lambda result, error, box=results: box.put((result, error)))
+            client.async_stream_infer("gen_layers", inputs)
+            _, error = results.get(timeout=30)
+            client.stop_stream()
+            assert isinstance(error, InferenceServerException) and message in str(error), error
+    finally:
+        client.close()
+    prompt = _prompt(20, 3)
+    status, body = _post(server, "/v2/models/gen_layers/generate", {"input_ids": prompt, "max_tokens": 4})
+    assert status == 200 and _list(json.loads(body)["output_ids"]) == _expected(prompt, 4)
