@@ -4,7 +4,8 @@ pyACL returns the address of a ``bytes`` or ndarray buffer and forgets the objec
 the object holds then reads past its end (a crash, or someone else's data), and a pointer whose object was
 garbage-collected reads freed memory. The simulator keeps each object (its owner: for an ndarray view, the
 array or buffer that owns the memory) with its extent and the line that made the pointer, so a copy from or
-to such a pointer is checked against the object it came from.
+to such a pointer is checked against the object it came from (what a read past it or through a dead one
+does is ``memory.check_host``'s: as on hardware by default, an error when checking).
 
 Keeping the object is what makes the checks certain: while the simulator holds it, its memory cannot be
 freed or reused, so a pointer inside it really points into it. An object the program no longer references
