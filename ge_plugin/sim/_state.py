@@ -15,7 +15,7 @@ from typing import Any
 
 from ge_plugin import acl_constants as C
 from ge_plugin.acl_constants import error_name
-from ge_plugin.sim import _host_objects, counters, device_time, events, faults, sanitizer
+from ge_plugin.sim import _dvpp_state, _host_objects, counters, device_time, events, faults, sanitizer
 from ge_plugin.sim._config import SimConfig
 from ge_plugin.sim._fail import Fail
 from ge_plugin.sim._sites import UNKNOWN, Origin, Site, origin
@@ -249,6 +249,7 @@ def reset_for_tests() -> None:
         SIM.exit_leaks_reported = False
     counters.forget()
     _host_objects.forget()
+    _dvpp_state.forget()
     sanitizer.reset()
     faults.reset()
     events.forget()

@@ -22,7 +22,7 @@ import time as _time
 from ge_plugin import acl_constants as _C
 from ge_plugin.sim import _args as _a
 from ge_plugin.sim import _codes as _K
-from ge_plugin.sim import _config, mdl, rt, util
+from ge_plugin.sim import _config, mdl, media, rt, util
 from ge_plugin.sim import _state as _s
 from ge_plugin.sim import device_time as _device_time
 from ge_plugin.sim import faults as _faults
@@ -64,6 +64,7 @@ __all__ = [
     "get_version",
     "init",
     "mdl",
+    "media",
     "rt",
     "set_tensor_desc_name",
     "update_data_buffer",

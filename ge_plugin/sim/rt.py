@@ -317,6 +317,12 @@ def free(dev_ptr: int, /) -> int:
             f"0x{dev_ptr:x} is inside {alloc.describe()}; free takes the address malloc returned",
             _sanitizer.INVALID_FREE,
         )
+    if alloc.origin.call.startswith("acl.media.dvpp_malloc"):
+        raise _Fail(
+            _C.ACL_ERROR_INVALID_PARAM,
+            f"0x{dev_ptr:x} is {alloc.describe()}, DVPP memory; free it with acl.media.dvpp_free",
+            _sanitizer.WRONG_MEMORY_KIND,
+        )
     _s.memory().devices[alloc.device].free(dev_ptr, _origin("acl.rt.free"))
     return 0
 
@@ -401,7 +407,7 @@ class _PlanRecord(_Record):
 
 
 def _queue(target: _Stream, api: str, plan: _Plan) -> None:
-    """Queue ``plan`` on ``target``; when a fault rule of ``api`` fires, work failing with its code instead
+    """Queue ``plan`` (a copy, a memset, ``acl.media``'s DVPP work) on ``target``; when a fault rule of ``api`` fires, work failing with its code instead
     (the call succeeds, synchronize_stream reports it)."""
     injected = _faults.hit(api) if _faults.RULES else 0
     if _TIMING.timing_only:
