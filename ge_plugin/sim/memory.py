@@ -230,8 +230,10 @@ class _Arena:
 class DeviceArena(_Arena):
     """The memory of one simulated device: fake addresses, numpy backing, accounted against a capacity."""
 
-    def __init__(self, device: int, capacity: int, remembered: Remembered):
+    def __init__(self, device: int, capacity: int, remembered: Remembered, *, host_memory: bool = False):
         super().__init__(remembered)
+        #: RC mode (ACL_DEVICE): the device's memory is this process's own, page-mapped like pinned memory
+        self.host_memory = host_memory
         self.device = device
         self.capacity = capacity
         self.used = 0
@@ -246,15 +248,22 @@ class DeviceArena(_Arena):
             if self.used + accounted > self.capacity:
                 return None
             try:
-                buf = np.empty(accounted, dtype=np.uint8)
+                if self.host_memory:
+                    addr = _pages.map_pages(accounted)
+                    buf = np.ctypeslib.as_array((ctypes.c_uint8 * accounted).from_address(addr))
+                else:
+                    buf = np.empty(accounted, dtype=np.uint8)
             except MemoryError:
                 raise Fail(
                     C.ACL_ERROR_RT_MEMORY_ALLOCATION,
                     f"the host running the simulator cannot back {accounted} bytes of device {self.device} memory",
                 ) from None
             buf[:_POISON_LIMIT] = POISON
-            base = self._next
-            self._next = align_up(base + accounted + _GAP, _GAP)
+            if self.host_memory:
+                base = addr
+            else:
+                base = self._next
+                self._next = align_up(base + accounted + _GAP, _GAP)
             alloc = Allocation(base, accounted, accounted, buf, buf.ctypes.data, self.device, origin, size)
             self._insert(alloc)
             self.used += accounted
@@ -267,8 +276,17 @@ class DeviceArena(_Arena):
             with self.lock:
                 self.used -= alloc.accounted
                 self._remember(_record(alloc, freed_by))
+            if self.host_memory:
+                _pages.release(alloc.addr, alloc.size, _record(alloc, freed_by))
             counters.device(self.device).freed(alloc.accounted, reclaimed=reclaimed)
         return alloc
+
+    def past_the_end(self, ptr: int) -> Allocation | None:
+        """RC mode: the live allocation whose last page holds ``ptr`` beyond the allocation's end."""
+        near = self.below(ptr)
+        if near is not None and ptr < align_up(near.base + max(near.size, 1), 4096):
+            return near
+        return None
 
     def _remember(self, record: FreedRecord) -> None:
         """Keep ``record`` for messages about stale pointers (the latest _FREED_KEPT). Holds the lock."""
@@ -325,6 +343,8 @@ class DeviceArena(_Arena):
             for alloc in allocs:
                 self._remember(_record(alloc, by))
         for alloc in allocs:
+            if self.host_memory:
+                _pages.release(alloc.addr, alloc.size, _record(alloc, by))
             counters.device(self.device).freed(alloc.accounted, reclaimed=True)
         return allocs
 
@@ -554,10 +574,14 @@ class Memory:
     and an asynchronous copy that passed its checks, are remembered until an allocation is freed
     (:class:`Remembered`), so a program that repeats its calls pays for the checks once."""
 
-    def __init__(self, devices: int, capacity: int):
+    def __init__(self, devices: int, capacity: int, *, device_run_mode: bool = False):
         self.remembered = Remembered()
         self._places = self.remembered.places
-        self.devices = [DeviceArena(d, capacity, self.remembered) for d in range(devices)]
+        #: RC mode (ACL_DEVICE): device memory is host memory, and every memcpy kind is right
+        self.device_run_mode = device_run_mode
+        self.devices = [
+            DeviceArena(d, capacity, self.remembered, host_memory=device_run_mode) for d in range(devices)
+        ]
         self.pinned = PinnedArena(self.remembered)
 
     @property
@@ -597,10 +621,17 @@ class Memory:
         alloc = self.pinned.find(ptr)
         if alloc is not None:
             return Place(PINNED, alloc)
+        if self.device_run_mode:
+            for arena in self.devices:
+                alloc = arena.find(ptr)
+                if alloc is not None:
+                    return Place(DEVICE, alloc)
         freed = explain_pinned_free(ptr)
         if freed is not None:
             return Place(INVALID, None, freed, sanitizer.USE_AFTER_FREE)
         near = self.pinned.past_the_end(ptr)
+        for arena in self.devices if self.device_run_mode and near is None else ():
+            near = near or arena.past_the_end(ptr)
         if near is not None:
             return Place(
                 INVALID,
@@ -653,7 +684,7 @@ class Memory:
             raise Fail(_BAD, f"count {count} is larger than dest_max {dest_max}")
         to, source = self._valid("dst", dst), self._valid("src", src)
         direction = ("d" if source.kind == DEVICE else "h") + "2" + ("d" if to.kind == DEVICE else "h")
-        if kind != C.ACL_MEMCPY_DEFAULT and _KIND_DIRECTION[kind] != direction:
+        if kind != C.ACL_MEMCPY_DEFAULT and _KIND_DIRECTION[kind] != direction and not self.device_run_mode:
             _kind_contradicts(call, kind, direction, dst, src)
         _check_range("dst", dst, count, to.alloc)
         _check_range("src", src, count, source.alloc)
