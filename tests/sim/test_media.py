@@ -367,3 +367,28 @@ def test_acllite_style_image_processing_feeds_the_model(oms, tmp_path):
     assert logits.shape == (2, 10)
     np.testing.assert_allclose(logits, expected, atol=0.15)
     assert (logits.argmax(1) == expected.argmax(1)).all()
+
+
+@pytest.mark.parametrize(
+    "subsampling, fmt, factors",
+    [(0, 5, (1, 1)), (0, 6, (1, 1)), (1, 3, (2, 1)), (1, 4, (2, 1)), (0, 10000, (1, 1)), (1, 1, (2, 2))],
+)
+def test_jpegd_writes_each_semiplanar_format_the_docs_list(acl, dvpp, subsampling, fmt, factors):
+    """4:4:4 as YUV444SP / YVU444SP (and PIXEL_FORMAT_UNKNOWN: the source's sampling, V first), 4:2:2 as
+    YUV422SP / YVU422SP or NV12: the chroma plane holds (U, V) pairs at the format's subsampling."""
+    data = _jpeg(96, 64, subsampling=subsampling)
+    size, ret = acl.media.dvpp_jpeg_predict_dec_size(acl.util.bytes_to_ptr(data), len(data), fmt)
+    sx, sy = factors
+    assert ret == 0 and size == 128 * 64 + 2 * 128 * 64 // (sx * sy)
+    desc, buf = dvpp.picture(96, 64, 128, 64, fmt, size=size)
+    assert dvpp.decode(data, desc) == 0 and acl.rt.synchronize_stream(dvpp.stream) == 0
+    host = np.zeros(size, np.uint8)
+    assert acl.rt.memcpy(acl.util.numpy_to_ptr(host), size, buf, size, D2H) == 0
+    ref = _ycbcr(data)
+    rows = host[128 * 64 :].reshape(64 // sy, 2 * 128 // sx)[:, : 2 * 96 // sx].reshape(64 // sy, 96 // sx, 2)
+    v_first = fmt in (6, 4, 10000)
+    u, v = (rows[..., 1], rows[..., 0]) if v_first else (rows[..., 0], rows[..., 1])
+    for plane, ref_plane in ((u, ref[..., 1]), (v, ref[..., 2])):
+        averaged = ref_plane.reshape(64 // sy, sy, 96 // sx, sx).mean(axis=(1, 3))
+        assert np.abs(plane.astype(np.int16) - averaged).mean() < 1.5
+    assert acl.media.dvpp_get_pic_desc_format(desc) == (6 if fmt == 10000 else fmt)
