@@ -37,7 +37,9 @@ class HostObject:
 
     __slots__ = ("array", "base", "origin", "owner", "size")
 
-    def __init__(self, base: int, size: int, owner: Any, origin: Origin, array: tuple[Any, tuple] | None):
+    def __init__(
+        self, base: int, size: int, owner: Any, origin: Origin, array: tuple[Any, tuple[int, ...]] | None
+    ):
         self.base = base
         self.size = size
         self.owner = owner
@@ -79,7 +81,7 @@ def _alive(obj: HostObject) -> bool:
 
 
 def register(
-    base: int, size: int, owner: Any, origin: Origin, array: tuple[Any, tuple] | None = None
+    base: int, size: int, owner: Any, origin: Origin, array: tuple[Any, tuple[int, ...]] | None = None
 ) -> None:
     """Remember that the program holds a pointer to ``size`` bytes at ``base`` of ``owner``."""
     key = (id(owner), base, size)
