@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ge_plugin import acl_constants as C
-from ge_plugin.sim import _host_objects, _pages, counters, sanitizer
+from ge_plugin.sim import _host_objects, _pages, counters, device_time, sanitizer
 from ge_plugin.sim._fail import Fail
 from ge_plugin.sim._sites import Origin
 
@@ -410,6 +410,7 @@ class CopyPlan:
         self.check(None)
         if self.count:
             ctypes.memmove(self.dst, self.src, self.count)
+            device_time.hold_copy(self.direction, self.count)
         counters.device(self.device).copied(self.direction, self.count)
 
     def check(self, at: float | None) -> None:

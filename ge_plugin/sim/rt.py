@@ -424,6 +424,12 @@ class _PlanRecord(_Record):
     def __init__(self, plan: _Plan):
         self.plan = plan
 
+    def place(self, ready: float) -> None:
+        """A copy lasts its bytes over the profile's bandwidth (device_time.copy_s); a memset takes none."""
+        self.start = ready
+        direction = getattr(self.plan, "direction", None)
+        self.end = ready + (_device_time.copy_s(direction, self.plan.count) if direction else 0.0)  # type: ignore[attr-defined]
+
     def settle(self) -> None:
         self.plan.timed(self.start)
 
