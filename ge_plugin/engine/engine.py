@@ -35,7 +35,7 @@ from ge_plugin.engine.completion import Completion
 from ge_plugin.engine.config import ServingConfig
 from ge_plugin.engine.isolation import Isolation
 from ge_plugin.engine.lane import InFlight, Lane, Outcome, Put
-from ge_plugin.engine.modes import Lifetime, Mode
+from ge_plugin.engine.modes import Answering, Lifetime, Mode
 from ge_plugin.engine.planner import Entry, Planner
 from ge_plugin.engine.recovery import Rebuilder
 from ge_plugin.engine.scheduler import Scheduler
@@ -109,6 +109,8 @@ class Engine:
         self.recovering = self.rebuilder.down
         #: submitted batches when there is more than one lane to pipeline them on, else executed
         self.mode = Mode.PIPELINED if config.params.streams_per_instance > 1 else Mode.SYNCHRONOUS
+        #: whether the next batch is submitted or executed (``answers_later``)
+        self.answering = Answering(self.mode, self.stats)
         self.context: device.Context | None = None
         self._closed = False
         self._completion: Completion | None = None
@@ -206,6 +208,12 @@ class Engine:
             if lane.pending is not None:
                 finish(lane)
         return cast(list[Outcome], results)
+
+    def answers_later(self) -> bool:
+        """Whether the caller should ``submit`` its next batch (answered from the completion thread) rather
+        than ``execute`` it: always when pipelined, and with one lane while its executes are slow
+        (``modes.Answering``)."""
+        return self.answering.later()
 
     def submit(
         self,
