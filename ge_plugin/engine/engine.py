@@ -345,10 +345,8 @@ class Engine:
         """Queue the staged chunk's copies and execute on ``lane``, and count the execute. A submitted job is
         then the completion thread's to finish (called with the mutex held, so that jobs reach it in the
         order they reach the device)."""
-        chunk = job.chunk
         job.started = time.perf_counter()
-        lane.launch(self.gears.gears[chunk.gear], chunk.in_bytes, chunk.out_index, chunk.out_bytes)
-        self.planner.count(chunk)
+        lane.launch(*self.planner.launch(job.chunk))  # counted as an execute, too
         if job.queued:
             self.scheduler.launched()
             assert self._completion is not None  # submit() made it

@@ -3,8 +3,10 @@
 The planner knows the model's tensors and gears and nothing of a device: it validates a window of requests,
 groups them into chunks (one execute each), gathers a chunk into staging memory it is handed and splits an
 execute's outputs back to the requests. The work per request is the compiled fast path's
-(``fastpath.Planner``); this wraps it with what the engine knows once (the bound tensors, the gears, the
-refusal a request that no gear takes gets), so that it can be built and tested from plain records.
+(``fastpath.Planner``, which this is, built from the engine's own records: the bound tensors and the gears);
+this adds what the engine knows once (warm-up launches, bytes per gear, a failed chunk taken back out of
+its staging, the refusal a request that no gear takes gets), so that it can be built and tested from plain
+records.
 """
 
 from __future__ import annotations
@@ -30,13 +32,13 @@ PADDING_IS_OPT_IN = (
 )
 
 
-class Planner:
+class Planner(fp.Planner):
     """The model's tensors (``inputs`` in the OM's order, each with its ``spec``; ``outputs`` in the
     config's) on its ``gears``; ``exact`` marks, per flat dim, the dims a request must match exactly.
 
-    ``plan``, ``chunk``, ``extend``, ``stage``, ``count``, ``split`` and ``tally`` are the compiled
-    planner's own methods (``fastpath.Planner``), bound once: the request path calls them with no Python
-    layer in between."""
+    ``plan``, ``chunk``, ``extend``, ``stage``, ``launch``, ``split`` and ``tally`` are the compiled
+    planner's own (``fastpath.Planner``): the request path calls them with no Python layer in between, and
+    ``launch`` hands back the chunk's ``Gear`` with what its copies move."""
 
     def __init__(
         self,
@@ -57,24 +59,15 @@ class Planner:
         self.gears = gears
         self.batched = batched
         self.exact = tuple(exact)
-        self.compiled = fp.Planner(
-            [spec for spec in specs if spec is not None],
-            [tensor.om_type for tensor in inputs],
-            [(gear.input_dims, gear.output_dims) for gear in gears.gears],
-            [(t.name, t.om_index, t.type, t.om_type, t.ties) for t in outputs],
+        super().__init__(
+            self.inputs,
+            self.outputs,
+            gears.gears,
             batched=batched,
             exact=self.exact,
             pad_value=pad_value,
             refusal=self.refusal,
         )
-        compiled = self.compiled
-        self.plan = compiled.plan
-        self.chunk = compiled.chunk
-        self.extend = compiled.extend
-        self.stage = compiled.stage
-        self.count = compiled.count
-        self.split = compiled.split
-        self.tally = compiled.tally
 
     def launch_of(self, position: int) -> tuple[Gear, list[int], list[int], list[int]]:
         """What a launch of the gear at ``position`` copies when every output is wanted at its full size
