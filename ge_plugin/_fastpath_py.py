@@ -679,7 +679,7 @@ class Planner:
     ``name``, ``om_index``, ``type``, ``om_type`` and ``ties``, a tie (output dim, input, input dim) giving an
     output dim the length of a request's input dim; ``gears`` are the OM's compiled shapes, cheapest first,
     each with ``input_dims`` per input and ``output_dims`` per OM output (the records the engine binds:
-    ``engine.tensors.BoundTensor``, ``engine.gears.Gear``; ``launch`` hands a chunk's gear record back). ``batched``:
+    ``engine.tensors.BoundTensor``, ``engine.gear_table.Gear``; ``launch`` hands a chunk's gear record back). ``batched``:
     dim 0 of every input is rows, which add up when requests share an execute. ``exact`` marks, per flat dim
     (every dim of every input, in order), the dims a gear must match exactly rather than hold (padding there
     would change the answer). ``pad_value`` fills what requests leave of a gear; ``refusal(arrays)`` words why
@@ -1158,18 +1158,24 @@ _EXPORTED: dict[int, tuple[_DLManagedTensor, object, NDArray[Any]]] = {}
 _EXPORTED_LOCK = threading.Lock()
 
 
-@_DELETER
-def _release(managed: Any) -> None:
+def _release_exported(managed: Any) -> None:
     with _EXPORTED_LOCK:
         _EXPORTED.pop(ctypes.addressof(managed.contents), None)
 
 
-@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-def _capsule_died(capsule: int) -> None:
+#: the deleter every exported capsule's DLManagedTensor carries (a C function pointer over the above)
+_release = _DELETER(_release_exported)
+
+
+def _capsule_gone(capsule: int) -> None:
     # the capsule goes without a consumer having taken the tensor (renamed it): release it here
     if _is_valid(capsule, _DLPACK):
         address = _get_pointer(capsule, _DLPACK)
         _release(ctypes.cast(address, ctypes.POINTER(_DLManagedTensor)))
+
+
+#: the destructor of every exported capsule
+_capsule_died = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(_capsule_gone)
 
 
 def bf16_capsule(words: NDArray[Any]) -> object:

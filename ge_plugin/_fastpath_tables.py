@@ -48,7 +48,7 @@ class PlannedOutput(Protocol):
 
 
 class PlannedGear(Protocol):
-    """What the planner reads of a gear (``engine.gears.Gear`` is one): the OM's input dims per input and
+    """What the planner reads of a gear (``engine.gear_table.Gear`` is one): the OM's input dims per input and
     output dims per OM output at that gear."""
 
     @property

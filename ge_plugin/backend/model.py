@@ -27,8 +27,7 @@ from ge_plugin import __version__, device, fastpath
 from ge_plugin.backend import timing
 from ge_plugin.backend.metrics import MetricsPublisher
 from ge_plugin.backend.triton_log import log_to_triton
-from ge_plugin.engine import Engine, Lifetime
-from ge_plugin.engine.lane import Outcome
+from ge_plugin.engine import Answer, Engine, Lifetime
 from ge_plugin.errors import GePluginError, RequestError, UnavailableError
 
 
@@ -122,14 +121,14 @@ class TritonPythonModel:
 
     def _run(
         self, requests: list[Any], tensors: tuple[list[dict[str, Any]], list[list[str]] | None]
-    ) -> list[Outcome] | None:
+    ) -> list[Answer] | None:
         """The engine's outcomes, or None when they are sent later from the completion thread."""
         batch, requested = tensors
         if self.answers_later():
             senders = [request.get_response_sender() for request in requests]
             bf16_out = self.bf16_outputs
 
-            def send(index: int, outcome: Outcome) -> None:
+            def send(index: int, outcome: Answer) -> None:
                 senders[index].send(
                     _response(outcome, bf16_out), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
                 )
@@ -139,7 +138,7 @@ class TritonPythonModel:
         # Views of the engine's staging: the stub copies returned responses before the next execute.
         return self.engine.execute(batch, requested, lifetime=Lifetime.UNTIL_NEXT_CALL)
 
-    def _respond(self, outcomes: list[Outcome]) -> list[Any]:
+    def _respond(self, outcomes: list[Answer]) -> list[Any]:
         if self.bf16_outputs:
             return [_response(outcome, self.bf16_outputs) for outcome in outcomes]
         response, tensor = pb_utils.InferenceResponse, pb_utils.Tensor
@@ -178,7 +177,7 @@ def _bf16_words(tensor: Any) -> object:
         return tensor
 
 
-def _response(outcome: Outcome, bf16: frozenset[str] = frozenset()) -> Any:
+def _response(outcome: Answer, bf16: frozenset[str] = frozenset()) -> Any:
     """Outputs, or the error with the code a client can act on: 400 bad input, 503 retry later, 500. A bf16
     output (its words, uint16) goes back as a DLPack capsule, the only way Triton 2.51 takes TYPE_BF16."""
     if isinstance(outcome, GePluginError):

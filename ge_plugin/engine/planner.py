@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from ge_plugin import dtypes
 from ge_plugin import fastpath as fp
-from ge_plugin.engine.gears import Gear, GearTable
+from ge_plugin.engine.gear_table import Gear, GearTable
 from ge_plugin.engine.tensors import BoundTensor
 
 #: one request of a chunk: its place in the chunk, and its arrays in the OM's input order

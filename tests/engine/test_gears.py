@@ -7,7 +7,7 @@ import attrs
 import pytest
 
 from ge_plugin import fastpath as fp
-from ge_plugin.engine.gears import Gear, GearTable
+from ge_plugin.engine.gear_table import Gear, GearTable
 
 
 def batch_table(*batches, seq=128):

@@ -12,7 +12,7 @@ import pytest
 from ge_plugin import dtypes
 from ge_plugin import fastpath as fp
 from ge_plugin.engine.config import IOConfig
-from ge_plugin.engine.gears import Gear, GearTable
+from ge_plugin.engine.gear_table import Gear, GearTable
 from ge_plugin.engine.planner import Planner
 from ge_plugin.engine.tensors import BoundTensor
 from ge_plugin.errors import RequestError
