@@ -12,7 +12,8 @@ records.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import numpy.typing as npt
@@ -140,3 +141,21 @@ def _typed(staging: npt.NDArray[Any], dims: Sequence[int], type_name: str) -> np
     """The head of a staging buffer's bytes as a ``dims`` array of ``type_name``: a view, no copy."""
     dtype = dtypes.by_name(type_name).numpy
     return staging[: math.prod(dims) * dtype.itemsize].view(dtype).reshape(tuple(dims))
+
+
+def gear_fit(gears: Sequence[Sequence[int]], exact: Sequence[bool]) -> Callable[[Sequence[int]], int | None]:
+    """The fast path's gear-fit rule for a caller with no OM (tune checks requests against a candidate's
+    gears): ``gears`` are the values each gear gives a request's variable dims (one tuple per gear, the same
+    width as a request's ``need``), ``exact`` marks the dims a request must match rather than be padded to.
+    The returned function gives the position of the first gear that fits ``need``, or None; it is the
+    compiled planner's own ``choose``, so that the rule exists once per language."""
+    width = len(exact)
+    spec = fp.TensorSpec("dims", "uint8", (-1,) * width, (max(max(g) for g in gears),) * width, batched=False)
+    planner = fp.Planner(
+        [SimpleNamespace(spec=spec, om_type="uint8")],
+        [],
+        [SimpleNamespace(input_dims=(tuple(gear),), output_dims=()) for gear in gears],
+        batched=False,
+        exact=exact,
+    )
+    return planner.choose
