@@ -341,7 +341,7 @@ class _Resolver:
             and node_name in self.nodes
             and int(index) < len(self.nodes[node_name].output)
         ):
-            return self.nodes[node_name].output[int(index)]
+            return str(self.nodes[node_name].output[int(index)])
         return None
 
 
