@@ -1,7 +1,8 @@
 """``TritonPythonModel`` of the ``ge`` backend: serves an Ascend OM model for any config with ``backend: "ge"``.
 
 Installed as ``<backend-dir>/ge/model.py`` (``ge-plugin install-backend``). It stays thin: parse the config
-once, hand each batch of requests to the engine, map outcomes to responses, and per request do no more than
+once, hand each batch of requests to the engine (which says whether it answers them at once or from its
+completion thread: ``Engine.answers_later``), map answers to responses, and per request do no more than
 the least a Python backend does (the bench's floor: ``as_numpy()`` in, ``Tensor`` and ``InferenceResponse``
 out). Request tensors are read with ``as_numpy()``: the stub copied each input out of shared memory when it
 loaded the request, and ``as_numpy()`` hands that array over, where a DLPack view would make a capsule and a
