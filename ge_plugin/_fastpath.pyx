@@ -1109,7 +1109,7 @@ cdef class Planner:
 
     cdef list specs
     cdef list om_type_names
-    cdef list records  # the gears as given, for launch
+    cdef list records  # the gears as given, for launch_args
     cdef object refusal
     cdef bint batched
     cdef double pad
@@ -1636,16 +1636,19 @@ cdef class Planner:
             gear_dims[0] -= row
             _gather_into(buffers[k], gear_dims, ndim, dst_code, src_code, &mv, sources, k, offset)
 
-    def launch(self, Chunk chunk) -> tuple[Any, list[int], list[int], list[int]]:
-        """What launching ``chunk`` copies, and ``chunk`` counted as one execute (twin: Planner.launch)."""
+    def launch_args(self, Chunk chunk) -> tuple[Any, list[int], list[int], list[int]]:
+        """What launching ``chunk`` copies (twin: Planner.launch_args)."""
+        return self.records[chunk.gear], chunk.in_bytes, chunk.out_index, chunk.out_bytes
+
+    def count(self, Chunk chunk) -> None:
+        """Count ``chunk`` as one execute (twin: Planner.count)."""
         self.staged_by_gear[chunk.gear] += 1
         self.staged_rows += chunk.rows
         self.staged_elements += chunk.elements
         self.staged_d2h += chunk.d2h
-        return self.records[chunk.gear], chunk.in_bytes, chunk.out_index, chunk.out_bytes
 
     def tally(self) -> tuple[list[int], int, int, int]:
-        """The executes ``launch`` has counted (twin: Planner.tally)."""
+        """The executes ``count`` has counted (twin: Planner.tally)."""
         return (
             [self.staged_by_gear[g] for g in range(self.n_gears)],
             self.staged_rows,

@@ -679,7 +679,7 @@ class Planner:
     ``name``, ``om_index``, ``type``, ``om_type`` and ``ties``, a tie (output dim, input, input dim) giving an
     output dim the length of a request's input dim; ``gears`` are the OM's compiled shapes, cheapest first,
     each with ``input_dims`` per input and ``output_dims`` per OM output (the records the engine binds:
-    ``engine.tensors.BoundTensor``, ``engine.gear_table.Gear``; ``launch`` hands a chunk's gear record back). ``batched``:
+    ``engine.tensors.BoundTensor``, ``engine.gear_table.Gear``; ``launch_args`` hands a chunk's gear record back). ``batched``:
     dim 0 of every input is rows, which add up when requests share an execute. ``exact`` marks, per flat dim
     (every dim of every input, in order), the dims a gear must match exactly rather than hold (padding there
     would change the answer). ``pad_value`` fills what requests leave of a gear; ``refusal(arrays)`` words why
@@ -933,18 +933,20 @@ class Planner:
                 self._pad,
             )
 
-    def launch(self, chunk: Chunk) -> tuple[Any, list[int], list[int], list[int]]:
+    def launch_args(self, chunk: Chunk) -> tuple[Any, list[int], list[int], list[int]]:
         """What launching ``chunk`` copies, in one call: its gear's record (as given to the Planner), the
-        bytes of each input, the OM indices of the outputs copied back and their bytes; and ``chunk``
-        counted as one execute (the engine calls it as it launches the chunk)."""
+        bytes of each input, the OM indices of the outputs copied back and their bytes."""
+        return self._records[chunk.gear], chunk.in_bytes, chunk.out_index, chunk.out_bytes
+
+    def count(self, chunk: Chunk) -> None:
+        """Count ``chunk`` as one execute (the engine calls it once the chunk is launched)."""
         self._staged_by_gear[chunk.gear] += 1
         self._staged[0] += chunk.rows
         self._staged[1] += chunk.elements
         self._staged[2] += sum(chunk.out_bytes)
-        return self._records[chunk.gear], chunk.in_bytes, chunk.out_index, chunk.out_bytes
 
     def tally(self) -> tuple[list[int], int, int, int]:
-        """The executes ``launch`` has counted: per gear position, and their rows, input elements and D2H
+        """The executes ``count`` has counted: per gear position, and their rows, input elements and D2H
         bytes in all. The engine's execute counters are read from it, so that counting an execute costs the
         request path no Python."""
         return list(self._staged_by_gear), self._staged[0], self._staged[1], self._staged[2]

@@ -106,7 +106,7 @@ class GearTables:
 class PlannerTables:
     """A Planner's constant tables, checked once (the compiled Planner builds its C arrays from them).
 
-    ``gears`` keeps the records as given, for what a launch hands back (``Planner.launch``)."""
+    ``gears`` keeps the records as given, for what a launch copies (``Planner.launch_args``)."""
 
     def __init__(
         self,

@@ -305,7 +305,8 @@ class Engine:
         then the completion thread's to finish (called with the mutex held, so that jobs reach it in the
         order they reach the device)."""
         job.started = time.perf_counter()
-        lane.launch(*self.planner.launch(job.chunk))  # counted as an execute, too
+        lane.launch(*self.planner.launch_args(job.chunk))
+        self.planner.count(job.chunk)
         if job.queued:
             self.scheduler.launched()
             assert self._completion is not None  # submit() made it

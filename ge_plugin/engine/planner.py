@@ -37,9 +37,9 @@ class Planner(fp.Planner):
     """The model's tensors (``inputs`` in the OM's order, each with its ``spec``; ``outputs`` in the
     config's) on its ``gears``; ``exact`` marks, per flat dim, the dims a request must match exactly.
 
-    ``plan``, ``chunk``, ``extend``, ``stage``, ``launch``, ``split`` and ``tally`` are the compiled
-    planner's own (``fastpath.Planner``): the request path calls them with no Python layer in between, and
-    ``launch`` hands back the chunk's ``Gear`` with what its copies move."""
+    ``plan``, ``chunk``, ``extend``, ``stage``, ``launch_args``, ``count``, ``split`` and ``tally`` are the
+    compiled planner's own (``fastpath.Planner``): the request path calls them with no Python layer in
+    between, and ``launch_args`` hands back the chunk's ``Gear`` with what its copies move."""
 
     def __init__(
         self,

@@ -178,7 +178,7 @@ def _defined_here(module: Any) -> set[str]:
 FUNCTIONS = ["validate", "gather", "scatter", "bf16_view", "bf16_capsule"]
 CLASSES = ["TensorSpec", "Planner", "Chunk"]
 #: the Planner's methods, whose signatures the stub, the twin and the compiled module share
-PLANNER_METHODS = ["choose", "plan", "chunk", "extend", "stage", "launch", "split", "tally"]
+PLANNER_METHODS = ["choose", "plan", "chunk", "extend", "stage", "launch_args", "count", "split", "tally"]
 
 
 def test_fastpath_twin_and_stub_export_same_names() -> None:

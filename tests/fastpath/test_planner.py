@@ -344,7 +344,7 @@ def run(fp: ModuleType, model: Model, window: Window, views: bool, seed: int) ->
     for chunk in chunks:
         staging = model.staging_in()
         planner.stage(chunk, staging)
-        planner.launch(chunk)
+        planner.count(chunk)
         staged.append([s.tobytes() for s in staging])
         out = [np.frombuffer(rng.bytes(size), np.uint8).copy() for size in out_sizes]
         try:
@@ -544,10 +544,12 @@ def test_planner_tallies_what_the_engine_counts_as_launched(fp: ModuleType) -> N
     staging = [np.zeros(4 * 8 * 8, np.uint8)]
     planner.stage(chunk, staging)
     assert planner.tally() == ([0, 0, 0, 0], 0, 0, 0)  # staged is not launched
-    gear, in_bytes, out_index, out_bytes = planner.launch(chunk)
+    gear, in_bytes, out_index, out_bytes = planner.launch_args(chunk)
     assert gear.input_dims == gears[3][0] and gear.output_dims == gears[3][1]  # its gear's own record
     assert (in_bytes, out_index, out_bytes) == (chunk.in_bytes, chunk.out_index, chunk.out_bytes)
-    planner.launch(chunk)
+    assert planner.tally() == ([0, 0, 0, 0], 0, 0, 0)  # asking what a launch copies counts nothing
+    planner.count(chunk)
+    planner.count(chunk)
     # gear 4x8 twice: 3 rows, 18 input elements and 3 rows of [8, 3] fp32 copied back each time
     assert chunk.gear == 3 and chunk.out_bytes == [3 * 8 * 3 * 4]
     assert planner.tally() == ([0, 0, 0, 2], 6, 36, 2 * 3 * 8 * 3 * 4)
