@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Union
 
 from ge_plugin.atc import generate as generate_flags
-from ge_plugin.atc_tables import ONNX_FRAMEWORK
+from ge_plugin.atc.tables import ONNX_FRAMEWORK
 from ge_plugin.errors import AtcError
 from ge_plugin.precision import ATC_PRECISION_MODE
 from ge_plugin.spec import validators

@@ -18,7 +18,7 @@ import attrs
 
 from ge_plugin import dtypes
 from ge_plugin import precision as P
-from ge_plugin.atc_tables import (
+from ge_plugin.atc.tables import (
     FRAMEWORKS,
     GEAR_FLAGS,
     GEAR_FLAGS_EXCLUSIVE,

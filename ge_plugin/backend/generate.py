@@ -24,7 +24,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ge_plugin import device, generate_io
-from ge_plugin.engine.engine import device_for_instance
+from ge_plugin.engine import device_for_instance
 from ge_plugin.errors import RequestError, UnavailableError
 from ge_plugin.generate import GenerateConfig, Generator, SamplingParams, Sequence
 from ge_plugin.generate.loop import GenerationLoop

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ge_plugin.atc import flags as atc_flags
-from ge_plugin.atc_tables import MULTI_DEVICE_ATC_FLAGS
+from ge_plugin.atc.tables import MULTI_DEVICE_ATC_FLAGS
 from ge_plugin.cli._common import add_command
 from ge_plugin.errors import AtcError
 

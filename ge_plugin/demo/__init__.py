@@ -25,11 +25,11 @@ from pathlib import Path
 import attrs
 import numpy as np
 
-from ge_plugin import tokenizer
 from ge_plugin._files import write_atomic
 from ge_plugin.atc.command import atc_args, atc_command
 from ge_plugin.atc.flags import parse_args
 from ge_plugin.atc.simbuild import build
+from ge_plugin.demo import tokenizer
 from ge_plugin.errors import DemoFailed
 from ge_plugin.models import write_demo_models
 from ge_plugin.promtext import scrape

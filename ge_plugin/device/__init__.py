@@ -5,8 +5,7 @@ directly, per request, because it stands for the hand-written code people put in
 """
 
 from ge_plugin.device.aclapi import acl, kind
-from ge_plugin.device.context import Context, Stream
-from ge_plugin.device.memory import (
+from ge_plugin.device.buffers import (
     DeviceBuffer,
     PinnedBuffer,
     copy_async,
@@ -15,6 +14,7 @@ from ge_plugin.device.memory import (
     memory_info,
     zero,
 )
+from ge_plugin.device.context import Context, Stream
 from ge_plugin.device.om import Dataset, OmModel, TensorInfo
 from ge_plugin.device.runtime import acquire, check, finalize, release
 

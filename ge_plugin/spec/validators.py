@@ -6,7 +6,7 @@ only what is wrong and what would be right. Field validators are attrs validator
 (``(2,)`` for ``gears[2]``). ``cross_checks`` holds the rules that span fields (names, gear grids, dim ties);
 they run once the whole spec has structured.
 
-The numeric limits are ATC's (ge_plugin.atc_tables): 2 to 100 gears per model (``--dynamic_batch_size`` /
+The numeric limits are ATC's (ge_plugin.atc.tables): 2 to 100 gears per model (``--dynamic_batch_size`` /
 ``--dynamic_image_size`` / ``--dynamic_dims``), batch sizes 1 to 2048, and one dynamic mode per model, which is
 why batch gears and dims gears combine into a single ``--dynamic_dims`` grid, and why image sizes take one fixed
 batch size.
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Union
 import attrs
 
 from ge_plugin.acl_constants import ACL_DYNAMIC_TENSOR_NAME as MBATCH_INPUT
-from ge_plugin.atc_tables import (
+from ge_plugin.atc.tables import (
     CONTROLLED_ATC_FLAGS,
     GEAR_FLAGS_EXCLUSIVE,
     MAX_BATCH,

@@ -9,6 +9,7 @@ the fast path as a numpy uint8 array without copying.
 from __future__ import annotations
 
 import ctypes
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +45,9 @@ class PinnedBuffer:
         check(ret, f"acl.rt.malloc_host({size})")
         self.ptr = ptr
         self.size = size
-        self.array: np.ndarray = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(ptr))
+        self.array: np.ndarray[Any, np.dtype[np.uint8]] = np.ctypeslib.as_array(
+            (ctypes.c_uint8 * size).from_address(ptr)
+        )
 
     def close(self) -> None:
         if self.ptr:
