@@ -12,8 +12,12 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import attrs
+
+if TYPE_CHECKING:
+    from ge_plugin.serve.access import Access
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 NUMPY_PIN = "numpy<2"
@@ -141,6 +145,33 @@ def check_perf_analyzer() -> Finding:
             WARN, "perf_analyzer", f"{binary} cannot load: missing {hints} (only ge-plugin bench needs it)"
         )
     return Finding(OK, "perf_analyzer", f"{binary}, every library found")
+
+
+def check_control_plane(access: Access | None = None) -> list[Finding]:
+    """Which API groups ``ge-plugin serve`` with these control-plane settings opens to whom, per protocol,
+    and what a load may do (docs/serving.md, "Security"). ``warn`` for a switch that lets clients change or
+    take over the server."""
+    from ge_plugin.serve.access import Access
+
+    access = access or Access()
+    findings = []
+    for protocol in ("http", "grpc"):
+        parts = [f"{who}: {', '.join(groups)}" for who, groups in access.exposure(protocol).items()]
+        risky = sorted(
+            {"model-repository", "shared-memory", "logging", "trace"}
+            & set(access.exposure(protocol).get("every client", []))
+        )
+        status = WARN if risky else OK
+        note = f" (open to every client: {', '.join(risky)} change the server)" if risky else ""
+        findings.append(Finding(status, f"{protocol} APIs", "; ".join(parts) + note))
+    roots = ", ".join(str(root) for root in access.model_roots)
+    loads = [
+        "model files uploaded with a load: "
+        + ("ALLOWED (key holders can run code in the server)" if access.allow_model_files else "refused"),
+        "a config override's OM path: the model's own folder" + (f" and {roots}" if roots else " only"),
+    ]
+    findings.append(Finding(WARN if access.allow_model_files else OK, "loads", "; ".join(loads)))
+    return findings
 
 
 CHECKS: tuple[Callable[[], Finding], ...] = (

@@ -21,7 +21,17 @@ def test_doctor_after_make_setup_finds_every_piece(capsys, monkeypatch):
     monkeypatch.delenv("GE_PLUGIN_DEVICE", raising=False)
     assert main(["doctor"]) == 0
     found = lines(capsys)
-    assert set(found) == {"device", "fast", "numpy", "glibc", "tritonserver", "perf_analyzer"}
+    assert set(found) == {
+        "device",
+        "fast",
+        "numpy",
+        "glibc",
+        "tritonserver",
+        "perf_analyzer",
+        "http",
+        "grpc",
+        "loads",
+    }
     assert all(line.startswith("ok") for line in found.values()), found
 
 
@@ -100,3 +110,48 @@ def test_every_check_names_what_it_checked(check):
     finding = check()
     assert finding.status in (doctor.OK, doctor.WARN, doctor.FAIL)
     assert finding.what and finding.detail
+
+
+# -- the control plane ----------------------------------------------------------------------------------
+
+
+def test_doctor_says_the_defaults_close_the_control_plane_to_every_client(capsys, monkeypatch):
+    monkeypatch.delenv("GE_PLUGIN_ADMIN_KEY", raising=False)
+    assert main(["doctor"]) == 0
+    found = lines(capsys)
+    for protocol in ("http", "grpc"):
+        assert "every client: health, metadata, inference;" in found[protocol]
+        assert "no client (no admin key given): shared-memory, model-config" in found[protocol]
+    assert "model files uploaded with a load: refused" in found["loads"]
+
+
+def test_doctor_with_serves_flags_says_who_may_use_what(capsys, monkeypatch, tmp_path):
+    key = tmp_path / "key"
+    key.write_text("x" * 32)
+    monkeypatch.delenv("GE_PLUGIN_ADMIN_KEY", raising=False)
+    argv = ["doctor", "--admin-key-file", str(key), "--open-api", "logging", "--allow-model-files"]
+    assert main([*argv, "--model-root", "/models"]) == 0
+    found = lines(capsys)
+    assert (
+        found["http"].startswith("warn")
+        and "open to every client: logging change the server" in found["http"]
+    )
+    assert "the admin key: shared-memory, model-config, model-repository, statistics, trace" in found["http"]
+    assert "no client (no front checks loads on this protocol): model-repository" in found["grpc"]
+    assert found["loads"].startswith("warn") and "ALLOWED" in found["loads"] and "/models" in found["loads"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "said"),
+    [
+        (["--admin-key-file", "/nonexistent/key"], {}, "cannot read it"),
+        ([], {"GE_PLUGIN_ADMIN_KEY": "short"}, "fewer than 16"),
+        (["--", "--http-restricted-api=logging,k=v"], {}, "APIS:KEY=VALUE"),
+    ],
+)
+def test_doctor_fails_on_a_control_plane_serve_would_refuse(capsys, monkeypatch, argv, env, said):
+    monkeypatch.delenv("GE_PLUGIN_ADMIN_KEY", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert main(["doctor", *argv]) == 1
+    assert said in lines(capsys)["control"]
