@@ -19,7 +19,7 @@ from kubernetes_validate.utils import schema_contents
 from referencing import Registry, Resource
 
 from ge_plugin.cli import build_parser
-from ge_plugin.deploy import MANIFEST, K8sOptions, render_k8s
+from ge_plugin.deploy.render import MANIFEST, K8sOptions, render_k8s
 from ge_plugin.deploy import k8s as k8s_module
 from ge_plugin.deploy.npu import npu_request, resource_for
 from ge_plugin.errors import DeployError, SpecError
@@ -98,7 +98,7 @@ CRD_SCHEMAS = {
     "ServingRuntime": "servingruntime-serving-v1alpha1.json",
     "InferenceService": "inferenceservice-serving-v1beta1.json",
 }
-CORE_KINDS = {"Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget"}
+CORE_KINDS = {"Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget", "NetworkPolicy"}
 
 
 def deploy(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
@@ -244,6 +244,9 @@ def test_deployment_runs_serve_with_flags_ge_plugin_serve_accepts_and_a_grace_pe
     assert container["env"] == [
         {"name": "GE_PLUGIN_DEVICE", "value": "ascend"},
         {"name": "HOME", "value": "/tmp"},
+        {"name": "ASCEND_SLOG_PRINT_TO_STDOUT", "value": "1"},
+        {"name": "ASCEND_LOG_PRINT_TO_STDOUT", "value": "1"},
+        {"name": "ASCEND_PROCESS_LOG_PATH", "value": "/tmp/ascend-log"},
     ]
 
 
@@ -595,7 +598,8 @@ def test_serving_containers_are_guaranteed_qos_non_root_read_only_with_writable_
         assert pod["securityContext"]["runAsNonRoot"] and pod["automountServiceAccountToken"] is False
         mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
         volumes = {v["name"]: v for v in pod["volumes"]}
-        assert volumes[mounts["/tmp"]] == {"name": "work", "emptyDir": {}}
+        assert volumes[mounts["/tmp"]] == {"name": "work", "emptyDir": {"sizeLimit": "4Gi"}}
+        assert limits["ephemeral-storage"] == "4Gi"  # what the kubelet evicts on, and the scheduler counts
         assert volumes[mounts["/dev/shm"]]["emptyDir"]["medium"] == "Memory"
         shm = k8s_module.quantity(volumes[mounts["/dev/shm"]]["emptyDir"]["sizeLimit"])
         assert k8s_module.quantity(limits["memory"]) > shm  # the shm emptyDir counts against the limit
@@ -618,8 +622,8 @@ def test_pair_carries_every_pod_knob_from_the_command_line(rendered):
     assert "team" in deployment["spec"]["template"]["metadata"]["labels"]
     assert "team" not in deployment["spec"]["selector"]["matchLabels"]  # a selector never changes
     assert container["resources"] == {
-        "requests": {"cpu": "8", "memory": "32Gi", "huawei.com/Ascend910": "2"},
-        "limits": {"cpu": "16", "memory": "32Gi", "huawei.com/Ascend910": "2"},
+        "requests": {"cpu": "8", "memory": "32Gi", "ephemeral-storage": "4Gi", "huawei.com/Ascend910": "2"},
+        "limits": {"cpu": "16", "memory": "32Gi", "ephemeral-storage": "4Gi", "huawei.com/Ascend910": "2"},
     }
     assert pod["nodeSelector"] == {"accelerator": "huawei-Ascend910"}
     assert pod["tolerations"] == [
@@ -694,7 +698,10 @@ def test_kserve_runtime_has_probes_cpu_memory_and_both_ports(rendered):
     assert (args.http_port, args.grpc_port) == (8080, 9000)
     assert {"cpu", "memory", "huawei.com/Ascend910"} <= set(container["resources"]["limits"])
     annotations = by_kind["InferenceService"]["metadata"]["annotations"]
-    assert annotations == {"serving.kserve.io/deploymentMode": "RawDeployment"}  # serverless routes one port
+    assert annotations == {
+        "serving.kserve.io/deploymentMode": "RawDeployment",  # serverless routes one port
+        "serving.kserve.io/autoscalerClass": "external",  # the rendered HPA scales it, on queue time, not CPU
+    }
 
 
 def test_kustomize_base_lists_exactly_the_core_objects(rendered):
