@@ -508,7 +508,7 @@ def restricted_violations(pod: dict) -> list[str]:
         kinds = set(volume) - {"name"}
         if not kinds <= RESTRICTED_VOLUMES:
             found.append(f"volume {volume['name']}: {', '.join(sorted(kinds))}")
-    for container in pod["containers"]:
+    for container in [*pod.get("initContainers", []), *pod["containers"]]:
         context, name = container.get("securityContext", {}), container["name"]
         if context.get("allowPrivilegeEscalation") is not False:
             found.append(f"{name}: allowPrivilegeEscalation not false")
@@ -781,3 +781,183 @@ def test_rerender_keeps_a_stale_file_the_operator_edited_and_says_so(tmp_path):
 def test_render_refuses_a_prometheus_release_without_a_service_monitor():
     with pytest.raises(DeployError, match="needs --service-monitor"):
         render_k8s([load_spec(ROOT / "specs" / "llama.yaml")], _options(prometheus_release="kps"))
+
+
+# --- round 3: where the models come from, access, sizing, the simulator ------------------------------------
+
+LLAMA = ROOT / "specs" / "llama.yaml"
+
+
+def _render(specs=None, **changes) -> dict:
+    return render_k8s(specs or [load_spec(LLAMA)], _options(**changes))
+
+
+def _pod(files: dict) -> dict:
+    return files["deployment.yaml"]["spec"]["template"]["spec"]
+
+
+def test_shm_is_sized_from_the_specs_largest_execute_times_streams_and_instances():
+    from ge_plugin.deploy import sizing
+
+    llama = load_spec(LLAMA)
+    # 8 rows x 128 tokens of fp32 logits over 32000 ids, plus the int64 ids: the largest gear's execute
+    assert sizing.execute_bytes(llama) == 8 * 128 * 32000 * 4 + 8 * 128 * 8
+    volumes = {v["name"]: v for v in _pod(_render())["volumes"]}
+    shm = k8s_module.quantity(volumes["dshm"]["emptyDir"]["sizeLimit"])
+    # two streams of one instance, each with a batch in flight, fit with room to spare
+    assert 2 * sizing.execute_bytes(llama) < shm <= 2 * 2 * sizing.execute_bytes(llama) + (256 << 20)
+    explicit = {v["name"]: v for v in _pod(_render(shm_size="3Gi"))["volumes"]}
+    assert explicit["dshm"]["emptyDir"]["sizeLimit"] == "3Gi"
+
+
+def test_shm_sized_from_the_specs_must_still_fit_under_the_memory_limit():
+    with pytest.raises(DeployError, match="must exceed --shm-size 512Mi.*sized from the specs"):
+        _render(memory="512Mi")
+
+
+@pytest.mark.parametrize("mode", ["ReadWriteOnce", "ReadWriteOncePod"])
+def test_a_single_node_claim_with_replicas_spread_over_nodes_is_refused(mode):
+    with pytest.raises(ValueError, match=f"a {mode} claim attaches to one node.*second would never start"):
+        _options(models_access_mode=mode, max_replicas=2)
+    # one replica (maxSurge 0 replaces it in place) is fine
+    assert _options(models_access_mode=mode, min_replicas=1, max_replicas=1).max_replicas == 1
+
+
+def test_cli_refuses_a_read_write_once_claim_with_several_replicas(tmp_path):
+    result = deploy("specs/llama.yaml", "-o", str(tmp_path / "out"), "--models-access-mode", "ReadWriteOnce")
+
+    assert result.returncode == 2
+    assert "Multi-Attach" in result.stderr and "ReadOnlyMany or ReadWriteMany" in result.stderr
+
+
+def test_models_image_fills_an_empty_dir_before_the_server_starts_with_no_claim(tmp_path):
+    files = _render(models_claim=None, models_image="registry.example/llama-models:1")
+    pod = _pod(files)
+
+    (init,) = pod["initContainers"]
+    assert init["image"] == "registry.example/llama-models:1"
+    assert init["command"] == ["cp", "-R", "/model_repository/.", "/models/"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert "persistentVolumeClaim" not in volumes["models"] and volumes["models"]["emptyDir"]["sizeLimit"]
+    (server,) = pod["containers"]
+    assert {"name": "models", "mountPath": "/models", "readOnly": True} in server["volumeMounts"]
+    assert restricted_violations(pod) == []  # the init container is as locked down as the server
+    for version in KUBERNETES_VERSIONS:
+        kubernetes_validate.validate(files["deployment.yaml"], version, strict=True)
+    assert "COPY model_repository /model_repository" in files["models.Dockerfile"]
+    with pytest.raises(ValueError, match="a claim or from a models image, not both"):
+        _options(models_image="registry.example/llama-models:1")
+
+
+def test_admin_key_secret_is_mounted_read_only_and_given_to_serve_as_a_file():
+    files = _render(admin_key_secret="llama-admin-key")
+    pod = _pod(files)
+    (container,) = pod["containers"]
+
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["admin-key"]["secret"]["secretName"] == "llama-admin-key"
+    assert volumes["admin-key"]["secret"]["items"] == [{"key": "admin-key", "path": "admin-key"}]
+    assert {"name": "admin-key", "mountPath": "/etc/ge-plugin/admin-key", "readOnly": True} in container[
+        "volumeMounts"
+    ]
+    args = build_parser(["serve"]).parse_args(container["args"][1:])
+    assert str(args.admin_key_file) == "/etc/ge-plugin/admin-key/admin-key"
+    assert "llama-admin-key" not in " ".join(container["args"])  # the key itself is never on a command line
+    assert restricted_violations(pod) == []  # a secret volume is allowed by "restricted"
+    # without the Secret, the control plane is closed to every client: nothing is mounted, no key is given
+    (plain,) = _pod(_render())["containers"]
+    assert "--admin-key-file" not in plain["args"]
+
+
+def test_network_policy_lets_inference_clients_and_prometheus_in_and_nothing_else():
+    policy = _render(allow_namespaces=("apps", "batch"), monitoring_namespace="observability")[
+        "networkpolicy.yaml"
+    ]
+    for version in KUBERNETES_VERSIONS:
+        kubernetes_validate.validate(policy, version, strict=True)
+
+    assert policy["spec"]["podSelector"]["matchLabels"] == k8s_module.selector_labels(_options())
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    inference, metrics = policy["spec"]["ingress"]
+    assert [p["port"] for p in inference["ports"]] == ["http", "grpc"]
+    assert [
+        f["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"] for f in inference["from"]
+    ] == [
+        "apps",
+        "batch",
+    ]
+    assert [p["port"] for p in metrics["ports"]] == ["metrics"]
+    assert metrics["from"] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}}}
+    ]
+    # by default only the pods' own namespace reaches inference
+    (default_inference, _metrics) = _render()["networkpolicy.yaml"]["spec"]["ingress"]
+    assert default_inference["from"] == [{"podSelector": {}}]
+    assert "networkpolicy.yaml" not in _render(network_policy=False)
+
+
+def test_kserve_is_scaled_by_the_rendered_hpa_on_queue_time_with_a_pdb(rendered):
+    out = rendered("llama")
+    by_file = {p.relative_to(out).as_posix(): yaml.safe_load(p.read_text()) for p in out.rglob("*.yaml")}
+    service = by_file["kserve/inferenceservice.yaml"]
+    hpa, pdb = by_file["kserve/hpa.yaml"], by_file["kserve/pdb.yaml"]
+
+    assert service["metadata"]["annotations"]["serving.kserve.io/autoscalerClass"] == "external"
+    assert hpa["spec"]["scaleTargetRef"] == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": f"{service['metadata']['name']}-predictor",
+    }
+    assert hpa["spec"]["metrics"] == by_file["hpa.yaml"]["spec"]["metrics"]  # the same queue-time metric
+    assert pdb["spec"]["selector"]["matchLabels"] == {
+        "serving.kserve.io/inferenceservice": service["metadata"]["name"]
+    }
+    for version in KUBERNETES_VERSIONS:
+        kubernetes_validate.validate(hpa, version, strict=True)
+        kubernetes_validate.validate(pdb, version, strict=True)
+
+
+def test_rollout_deadline_outlasts_an_image_pull_and_the_startup_window():
+    deployment = _render()["deployment.yaml"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    startup = container["startupProbe"]["periodSeconds"] * container["startupProbe"]["failureThreshold"]
+
+    assert deployment["spec"]["progressDeadlineSeconds"] >= startup + 600
+
+
+def test_scheduler_name_and_cann_logs_to_stdout():
+    pod = _pod(_render(scheduler_name="volcano"))
+    (container,) = pod["containers"]
+
+    assert pod["schedulerName"] == "volcano"
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["ASCEND_SLOG_PRINT_TO_STDOUT"] == env["ASCEND_LOG_PRINT_TO_STDOUT"] == "1"
+    assert env["ASCEND_PROCESS_LOG_PATH"].startswith("/tmp/")  # on the bounded emptyDir
+    assert "schedulerName" not in _pod(_render())
+
+
+def test_simulator_render_asks_for_no_npu_and_serves_on_the_simulator():
+    files = _render(simulator=True)
+    pod = _pod(files)
+    (container,) = pod["containers"]
+
+    assert not [r for r in container["resources"]["limits"] if r.startswith("huawei.com/")]
+    assert {e["name"]: e["value"] for e in container["env"]}["GE_PLUGIN_DEVICE"] == "sim"
+    assert [v for v in pod["volumes"] if "hostPath" in v] == []
+    assert restricted_violations(pod) == []
+    with pytest.raises(ValueError, match="the simulator needs no CANN driver"):
+        _options(simulator=True, driver="hostpath")
+
+
+def test_readiness_probe_imports_no_more_than_a_plain_script():
+    # the probe runs every 5 s in every pod: it must not import the renderer (specs, numpy, YAML) on the way
+    code = (
+        "import sys, runpy; sys.argv = ['ready', '--port', '1', '--timeout', '0.1', 'm']\n"
+        "try:\n    runpy.run_module('ge_plugin.deploy.ready', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'yaml', 'attrs', 'cattrs', 'onnx')))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+
+    assert result.stdout.strip() == "[]", result.stdout + result.stderr
+    assert "m: http://127.0.0.1:1/v2/models/m/ready" in result.stderr  # and it still probed
