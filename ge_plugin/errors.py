@@ -53,6 +53,15 @@ class ServeError(RuntimeError, GePluginError):
     """tritonserver cannot be prepared or started."""
 
 
+class Refused(ValueError, GePluginError):
+    """A request ge-plugin's front answers itself instead of forwarding it: ``status`` is the HTTP status (a
+    gRPC front maps it to its code), the message is what the client reads (it names no server path)."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
 class DemoFailed(RuntimeError, GePluginError):
     """The demo's served answers were wrong."""
 

@@ -148,6 +148,11 @@ def version() -> str:
     raise BenchError(f"perf_analyzer --version printed no version: {text.strip()!r}")
 
 
+#: the restricted API groups perf_analyzer reads over gRPC (the model's config, the server-side statistics);
+#: its ``-H`` reaches HTTP only, so the private loopback servers of bench and tune open these to every client
+SERVER_APIS = frozenset({"model-config", "statistics"})
+
+
 def command(
     model: BenchModel,
     *,

@@ -231,6 +231,7 @@ def run_bench(
         metrics_port=free_port(),
         work_dir=repo.work / "triton",
         environment={"GE_PLUGIN_SIM_REPORT_DIR": str(repo.reports), timing.ENV: str(timings), **sim_env},
+        open_apis=perf.SERVER_APIS,
     )
     log_path = repo.work / "tritonserver.log"
     bar.show(f"starting tritonserver (log: {log_path})")

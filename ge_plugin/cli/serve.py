@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ge_plugin.cli._common import add_command
 from ge_plugin.errors import ServeError
+from ge_plugin.serve.access import ADMIN_KEY_ENV, MIN_KEY_CHARS, RESTRICTED, read_key
 from ge_plugin.serve.front import MAX_BODY_BYTES, MAX_INPUT_BYTES
 from ge_plugin.serve.memory import ENV as JEMALLOC_ENV
 from ge_plugin.serve.triton import EXIT_TIMEOUT_S
@@ -21,6 +22,8 @@ EXAMPLES = """
   ge-plugin serve model_repository --http-port 9000 --grpc-port 9001 --metrics-port 9002
   ge-plugin serve model_repository --load-model llama_model
   ge-plugin serve model_repository --exit-timeout-secs 60
+  ge-plugin serve model_repository --admin-key-file /etc/ge-plugin/admin-key/admin-key
+  GE_PLUGIN_ADMIN_KEY=$(cat key) ge-plugin serve model_repository --open-api statistics
   ge-plugin serve model_repository -- --log-info=true
 """
 
@@ -116,6 +119,52 @@ def register(subparsers) -> None:
             "counted in ge_serve_stub_recoveries_total on the metrics port (default: on)"
         ),
     )
+    control = parser.add_argument_group(
+        "control plane",
+        "Inference, health and metadata are open to every client. The model-repository, shared-memory, "
+        "logging, trace, model-config and statistics APIs need the admin key (HTTP header ge-admin-key, gRPC "
+        "metadata triton-grpc-protocol-ge-admin-key); without a key they are closed to every client. "
+        "docs/serving.md, 'Security', says what each switch risks.",
+    )
+    control.add_argument(
+        "--admin-key-file",
+        type=Path,
+        metavar="PATH",
+        help=(
+            f"the admin key: this file's content, at least {MIN_KEY_CHARS} characters (default: "
+            f"${ADMIN_KEY_ENV}; never a command-line value)"
+        ),
+    )
+    control.add_argument(
+        "--allow-model-files",
+        action="store_true",
+        help=(
+            "let a load request upload model files (its file: parameters) and serve them with any backend: "
+            "whoever holds the admin key can then run code inside the server (default: refused, whatever the key)"
+        ),
+    )
+    control.add_argument(
+        "--model-root",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="DIR",
+        help=(
+            "a folder a load's config override may take its OM from (om_model_path), besides the model's own "
+            "folder in REPO; repeatable (default: only the model's own folder)"
+        ),
+    )
+    control.add_argument(
+        "--open-api",
+        action="append",
+        default=[],
+        choices=sorted(RESTRICTED),
+        metavar="GROUP",
+        help=(
+            "open a restricted API group to every client (perf_analyzer over gRPC reads model-config and "
+            f"statistics and cannot send a key); repeatable; one of {', '.join(sorted(RESTRICTED))}"
+        ),
+    )
     parser.add_argument("--log-verbose", type=int, default=0, metavar="N")
     parser.add_argument(
         "--work-dir", type=Path, default=Path("build/triton"), help="where the backend directory is prepared"
@@ -151,6 +200,10 @@ def run(args: argparse.Namespace) -> int:
         max_body_bytes=args.max_body_bytes,
         jemalloc=args.jemalloc,
         supervise_stubs=args.restart_dead_stubs,
+        admin_key=read_key(args.admin_key_file),
+        allow_model_files=args.allow_model_files,
+        model_roots=args.model_root,
+        open_apis=frozenset(args.open_api),
     )
     server = TritonServer(options)
     stopping = False

@@ -24,11 +24,14 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 
 from ge_plugin.backend.install import install_backend
 from ge_plugin.errors import ServeError
+from ge_plugin.serve.access import FLAGS, Access, internal_key, parse_restriction
+from ge_plugin.serve.clients import keyed_client
 from ge_plugin.serve.front import MAX_BODY_BYTES, MAX_INPUT_BYTES, Front, Rules
 from ge_plugin.serve.memory import allocator_environment
 from ge_plugin.serve.supervise import StubWatch, stubs_of
@@ -165,23 +168,53 @@ class ServerOptions:
     #: reload a model whose stub died and end its old stubs (serve/supervise.py); ``ge-plugin serve`` turns
     #: it on, tests that kill stubs on purpose leave it off
     supervise_stubs: bool = False
+    #: the operator's admin key (serve/access.py): the restricted API groups open to clients that send it;
+    #: None: ``internal_key``, which no client learns, so those groups are closed to every client
+    admin_key: str | None = attrs.field(default=None, repr=False)
+    #: the key ge-plugin's own control calls use when the operator gave none, and the one that closes the
+    #: repository API on a protocol whose loads no front checks
+    internal_key: str = attrs.field(factory=internal_key, repr=False)
+    #: load requests may upload model files (``file:`` parameters): code the server then runs
+    allow_model_files: bool = False
+    #: folders besides each model's own that a load's config override may take its OM from
+    model_roots: Sequence[Path] = ()
+    #: restricted API groups opened to every client (``ge-plugin serve --open-api``)
+    open_apis: frozenset[str] = frozenset()
 
-    def rules(self) -> Rules:
-        """What the front forwards: besides its own, the headers tritonserver was told to read by flags
-        passed through (``--http-restricted-api``'s key, ``--http-header-forward-pattern``)."""
-        keys = set()
+    def access(self) -> Access:
+        """The access policy of this server: the key per API group on each protocol, what a load may do.
+        tritonserver's own restriction flags passed through are read here, in its form, and nowhere else."""
+        passed: dict[str, tuple] = {}
+        for protocol, flag in FLAGS.items():
+            passed[protocol] = tuple(
+                parse_restriction(value, protocol)
+                for name, value in _flag_values(self.extra_args)
+                if name == flag
+            )
+        return Access(
+            admin_key=self.admin_key or self.internal_key,
+            operator_key=self.admin_key is not None,
+            allow_model_files=self.allow_model_files,
+            model_roots=tuple(Path(root) for root in self.model_roots),
+            repository=Path(self.repository),
+            passed=passed,
+            opened=frozenset(self.open_apis),
+            load_checked=frozenset({"http"} if self.http_guard else ()),
+            internal=self.internal_key,
+        )
+
+    def rules(self, access: Access | None = None) -> Rules:
+        """What the front forwards: besides its own, the key headers of ``access`` (the front checks them and
+        writes them itself) and the headers ``--http-header-forward-pattern`` passes through to the model."""
         pattern = None
         for name, value in _flag_values(self.extra_args):
-            if name == "--http-restricted-api":
-                key = value.rsplit(",", 1)[-1].split("=", 1)[0]
-                keys.add(key.strip().lower())
-            elif name == "--http-header-forward-pattern":
+            if name == "--http-header-forward-pattern":
                 pattern = re.compile(value, re.IGNORECASE)
         return Rules(
             upstream_host=f"127.0.0.1:{self.internal_http_port}".encode(),
             max_input_bytes=self.max_input_bytes,
             max_body_bytes=self.max_body_bytes,
-            forward_headers=frozenset(keys),
+            access=access or self.access(),
             forward_pattern=pattern,
         )
 
@@ -205,6 +238,7 @@ class ServerOptions:
             f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
         ]
         cmd += [f"--load-model={name}" for name in self.load_models]
+        cmd += self.access().tritonserver_args()
         cmd += list(self.extra_args)
         return cmd
 
@@ -256,6 +290,8 @@ class TritonServer:
 
     def __init__(self, options: ServerOptions, *, stdout=None, stderr=None):
         self.options = options
+        #: the access policy (serve/access.py); ``admin_headers`` and ``control_client`` carry its keys
+        self.access = options.access()
         self.dist = find_distribution()
         work = Path(options.work_dir or Path.cwd() / "build" / "triton")
         self.backend_dir = prepare_backends(work / "backends", self.dist)
@@ -277,7 +313,7 @@ class TritonServer:
             self.guard = Front(
                 (options.host, options.http_port),
                 ("127.0.0.1", options.internal_http_port),
-                rules=options.rules(),
+                rules=options.rules(self.access),
             )
             self.metrics_front = Front(
                 (options.host, options.metrics_port),
@@ -303,10 +339,23 @@ class TritonServer:
         if options.supervise_stubs:
             self.watch = StubWatch(self.process.pid, self._grpc_client)
 
-    def _grpc_client(self):
-        import tritonclient.grpc as grpcclient
+    def admin_headers(self, protocol: str = "http") -> dict[str, str]:
+        """The headers (HTTP) or gRPC metadata that open every restricted API group of this server: what
+        ge-plugin's own control calls send (never shown to a client)."""
+        return self.access.client_headers(protocol)
 
-        return grpcclient.InferenceServerClient(self.grpc_url)
+    def control_client(self, protocol: str = "grpc", **kwargs: Any) -> Any:
+        """A tritonclient (``tritonclient.http`` or ``.grpc``) for this server whose every call carries the
+        keys of ``admin_headers``; ``kwargs`` go to its constructor."""
+        return keyed_client(
+            protocol,
+            self.http_url if protocol == "http" else self.grpc_url,
+            self.admin_headers(protocol),
+            **kwargs,
+        )
+
+    def _grpc_client(self) -> Any:
+        return self.control_client("grpc")
 
     def metrics_text(self) -> bytes:
         """ge-plugin serve's own Prometheus families, after tritonserver's on the metrics port."""
@@ -383,11 +432,10 @@ class TritonServer:
             threading.Thread(target=self._unload_all, name="ge-plugin-drain", daemon=True).start()
 
     def _unload_all(self) -> None:
-        import tritonclient.grpc as grpcclient
         from tritonclient.utils import InferenceServerException
 
         deadline = time.monotonic() + self.options.exit_timeout_s
-        client = grpcclient.InferenceServerClient(self.grpc_url)
+        client = self.control_client("grpc")
         try:
             for model in client.get_model_repository_index().models:
                 if model.state in ("READY", "LOADING"):

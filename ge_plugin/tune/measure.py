@@ -123,6 +123,7 @@ class Sweep:
             work_dir=self.work / "triton",
             # this sweep's own simulated device: no other simulator on the host holds it
             environment={"GE_PLUGIN_SIM_DEVICE_LOCK_DIR": str(self.work / "device-locks")},
+            open_apis=perf.SERVER_APIS,
         )
         self.log_path = self.work / "tritonserver.log"
         try:
@@ -133,9 +134,7 @@ class Sweep:
             except ServeError as exc:
                 raise TuneError(f"{exc}; see {self.log_path}") from None
             self.stats = self._stack.enter_context(ServerStats(self.server.http_url, self.server.metrics_url))
-            import tritonclient.grpc as grpcclient
-
-            self.client = grpcclient.InferenceServerClient(self.server.grpc_url)
+            self.client = self.server.control_client("grpc")
             self._stack.callback(self.client.close)
         except BaseException:
             self._stack.close()

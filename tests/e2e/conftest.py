@@ -184,12 +184,17 @@ class RunningServer:
         text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
         return "\n".join(text.splitlines()[-lines:])
 
-    def client(self, protocol: str):
-        """A new client (one per thread: neither client is meant to be shared by concurrent calls)."""
+    def client(self, protocol: str, *, admin: bool = True):
+        """A new client (one per thread: neither client is meant to be shared by concurrent calls); with
+        ``admin`` it sends the server's control keys (``TritonServer.admin_headers``) with every call, as
+        ge-plugin's own calls do, without it it is any client on the network."""
+        kwargs = {"network_timeout": 120.0} if protocol == "http" else {}
+        if admin:
+            return self.triton.control_client(protocol, **kwargs)
         if protocol == "http":
             import tritonclient.http as httpclient
 
-            return httpclient.InferenceServerClient(self.http_url, network_timeout=120.0)
+            return httpclient.InferenceServerClient(self.http_url, **kwargs)
         import tritonclient.grpc as grpcclient
 
         return grpcclient.InferenceServerClient(self.grpc_url)

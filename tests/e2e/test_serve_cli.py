@@ -87,6 +87,17 @@ def user_cnn() -> onnx.ModelProto:
     return model
 
 
+#: the admin key every ``ge-plugin serve`` of these tests gets (from the environment, as an operator gives it)
+ADMIN_KEY = "e2e-admin-key-0123456789abcdef"
+
+
+def admin_client(port: int):
+    """An HTTP client that sends the admin key with every call (the repository API needs it)."""
+    from ge_plugin.serve.clients import keyed_client
+
+    return keyed_client("http", f"127.0.0.1:{port}", {"ge-admin-key": ADMIN_KEY})
+
+
 def ge_plugin_command() -> list[str]:
     """The installed ``ge-plugin`` script next to this Python, as a user runs it."""
     script = Path(sys.executable).parent / "ge-plugin"
@@ -185,7 +196,14 @@ def ge_plugin_serve(
     command = [*ge_plugin_command(), "serve", *arguments, *extra]
     with open(log_path, "wb") as log:
         serve = ServeProcess(
-            subprocess.Popen(command, cwd=work, stdout=log, stderr=subprocess.STDOUT, preexec_fn=preexec_fn),
+            subprocess.Popen(
+                command,
+                cwd=work,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=preexec_fn,
+                env={**os.environ, "GE_PLUGIN_ADMIN_KEY": ADMIN_KEY},
+            ),
             log_path,
             *ports,
         )
@@ -449,7 +467,6 @@ def test_serve_recovers_a_killed_stub_and_still_stops_leaving_nothing(reload_rep
 def test_serve_stays_ready_when_one_model_fails_to_load(reload_repo, tmp_path):
     """Per-model readiness: a model that fails to load, even unloaded again, does not make the server
     unready while the others serve (tritonserver's strict readiness did)."""
-    import tritonclient.http as httpclient
     from tritonclient.utils import InferenceServerException
 
     repo = tmp_path / "repo"
@@ -459,7 +476,7 @@ def test_serve_stays_ready_when_one_model_fails_to_load(reload_repo, tmp_path):
     (repo / "broken" / "config.pbtxt").write_text(config.replace('name: "reload_one"', 'name: "broken"'))
     with ge_plugin_serve(repo, tmp_path, tmp_path / "serve.log", "--load-model=reload_one") as serve:
         serve.wait_ready()
-        client = httpclient.InferenceServerClient(f"127.0.0.1:{serve.http_port}")
+        client = admin_client(serve.http_port)
         try:
             with pytest.raises(InferenceServerException, match=re.escape("identity.om")):
                 client.load_model("broken")
@@ -512,7 +529,6 @@ def test_serve_killed_takes_tritonserver_and_its_stubs_along_and_the_ports_are_f
 def test_serve_in_explicit_mode_loads_nothing_and_a_broken_model_does_not_stop_it(reload_repo, tmp_path):
     """``--model-control-mode explicit`` without ``--load-model`` means tritonserver's explicit mode: nothing
     is loaded at start, so a repository with a broken model comes up and the client loads the good one."""
-    import tritonclient.http as httpclient
     from tritonclient.utils import InferenceServerException
 
     repo = tmp_path / "repo"
@@ -522,7 +538,7 @@ def test_serve_in_explicit_mode_loads_nothing_and_a_broken_model_does_not_stop_i
     (repo / "broken" / "config.pbtxt").write_text(config.replace('name: "reload_one"', 'name: "broken"'))
     with ge_plugin_serve(repo, tmp_path, tmp_path / "serve.log", "--model-control-mode", "explicit") as serve:
         serve.wait_ready()
-        client = httpclient.InferenceServerClient(f"127.0.0.1:{serve.http_port}")
+        client = admin_client(serve.http_port)
         try:
             index = {m["name"]: m.get("state") for m in client.get_model_repository_index()}
             assert index == {"broken": None, "reload_one": None}, index  # known, none loaded

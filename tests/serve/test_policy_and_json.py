@@ -10,6 +10,7 @@ import zlib
 
 import pytest
 
+from ge_plugin.serve.access import Access, parse_restriction
 from ge_plugin.serve.front import strict_json
 from ge_plugin.serve.front.encoding import content_coding, inflate
 from ge_plugin.serve.front.forward import Incoming, Rules, accept_encoding, origin_form, prepare
@@ -222,18 +223,26 @@ def test_prepare_re_encodes_and_reframes():
 
 
 def test_prepare_forwards_only_the_headers_it_was_told_triton_reads():
-    rules = Rules(forward_headers=frozenset({"admin-key"}), forward_pattern=re.compile("^x-trace", re.I))
+    # the operator's own restriction on inference: the front checks the key and writes it itself, and a key
+    # header is never passed on by the forward pattern, even one that matches it
+    mine = parse_restriction("inference:admin-key=s3cret")
+    rules = Rules(
+        access=Access("k" * 32, passed={"http": (mine,)}),
+        forward_pattern=re.compile("^x-trace|admin-key", re.I),
+    )
     out = prepare(
         request(
             b"",
             (b"admin-key", b"s3cret"),
+            (b"ge-admin-key", b"k" * 32),
             (b"x-trace-id", b"7"),
             (b"x-other", b"no"),
             (b"content-length", b"0"),
         ),
         rules,
     )
-    assert out.head.endswith(b"admin-key: s3cret\r\nx-trace-id: 7\r\n\r\n")
+    assert out.head.endswith(b"\r\nx-trace-id: 7\r\nadmin-key: s3cret\r\n\r\n")
+    assert b"ge-admin-key" not in out.head
 
 
 @pytest.mark.parametrize(

@@ -15,9 +15,11 @@ from collections.abc import Sequence
 import attrs
 import httptools
 
+from ge_plugin.serve.access import Access
 from ge_plugin.serve.front import strict_json
 from ge_plugin.serve.front.encoding import content_coding, inflate
 from ge_plugin.serve.front.policy import MAX_INPUT_BYTES, Refused, check_infer_header
+from ge_plugin.serve.front.routes import api_group, loaded_model
 
 #: a request body (as sent, and once inflated) may not be larger; the front holds it whole while it checks it
 MAX_BODY_BYTES = 256 << 20
@@ -60,8 +62,9 @@ class Rules:
     upstream_host: bytes = b"127.0.0.1"
     max_input_bytes: int = MAX_INPUT_BYTES
     max_body_bytes: int = MAX_BODY_BYTES
-    #: header names (lower case) forwarded as they are: the keys of ``--http-restricted-api``
-    forward_headers: frozenset[str] = frozenset()
+    #: who may use which API group and what a load may ask (serve/access.py); None: every API open, loads
+    #: unchecked (the front alone in tests)
+    access: Access | None = None
     #: ``--http-header-forward-pattern``: headers tritonserver hands to the model as request parameters
     forward_pattern: re.Pattern[str] | None = None
     #: pass the client's Accept-Encoding on (off in front of the metrics port: the front appends text to an
@@ -125,6 +128,8 @@ def prepare(request: Incoming, rules: Rules) -> Outgoing:
     coding = content_coding(headers.one("content-encoding"))
     if coding is not None and body:
         body = inflate(body, coding, rules.max_body_bytes)
+    path = target.partition(b"?")[0]
+    keys = _checked_key(path, headers, rules)
     infer = is_infer(target)
     split = headers.one("inference-header-content-length")
     if request.method == "GET":
@@ -143,7 +148,7 @@ def prepare(request: Incoming, rules: Rules) -> Outgoing:
                 )
             json_length = int(split)
         view = memoryview(body)
-        json = _checked_json(bytes(view[:json_length]), infer, rules)
+        json = _checked_json(bytes(view[:json_length]), infer, loaded_model(path), rules)
         tail = view[json_length:]
     else:
         raise Refused(f"method {request.method} is not served", 405)
@@ -160,10 +165,28 @@ def prepare(request: Incoming, rules: Rules) -> Outgoing:
         if wanted:
             lines.append(b"Accept-Encoding: " + wanted)
     lines += [name + b": " + value for name, value in headers.forwarded(rules)]
+    lines += [name.encode() + b": " + value.encode() for name, value in keys.items()]
     return Outgoing(b"\r\n".join(lines) + b"\r\n\r\n", json, tail)
 
 
-def _checked_json(data: bytes, infer: bool, rules: Rules) -> bytes:
+def _checked_key(path: bytes, headers: _Headers, rules: Rules) -> dict[str, str]:
+    """The key header tritonserver needs for ``path``'s API group, once the client sent the right one (the
+    front writes it itself; the client's own key headers are never forwarded); Refused (403) otherwise. A
+    path tritonserver does not serve is closed like a restricted group."""
+    if rules.access is None:
+        return {}
+    group = api_group(path)
+    if group is None:
+        raise Refused(f"{_show(path)} is not an API of tritonserver's that ge-plugin serve opens", 404)
+    needed = rules.access.restriction(group, "http")
+    if needed is None:
+        return {}
+    sent = headers.one(needed.key)
+    rules.access.check_key(group, "http", {needed.key: sent} if sent is not None else {})
+    return {needed.key: needed.value}
+
+
+def _checked_json(data: bytes, infer: bool, load: str | None, rules: Rules) -> bytes:
     if not data.strip(b" \t\r\n"):
         return b""  # no JSON at all: Triton answers an inference request without one itself
     value = strict_json.loads(data)
@@ -171,6 +194,11 @@ def _checked_json(data: bytes, infer: bool, rules: Rules) -> bytes:
         if not isinstance(value, dict):
             raise Refused("an inference request's JSON must be an object")
         check_infer_header(value, rules.max_input_bytes)
+    elif load is not None and rules.access is not None:
+        if not isinstance(value, dict) or not isinstance(value.get("parameters", {}), dict):
+            raise Refused("a load request's JSON must be an object whose parameters are an object")
+        if "parameters" in value:
+            value["parameters"] = rules.access.check_load(load, value["parameters"])
     return strict_json.dumps(value)
 
 
@@ -204,16 +232,15 @@ class _Headers:
         return found[0] if found else None
 
     def forwarded(self, rules: Rules) -> list[tuple[bytes, bytes]]:
-        if not rules.forward_headers and rules.forward_pattern is None:
+        if rules.forward_pattern is None:
             return []
+        keys = rules.access.key_names("http") if rules.access is not None else frozenset()
         out = []
         for name, value in self.items:
             text = name.decode("latin-1")
-            if text in _OWN:
+            if text in _OWN or text in keys:
                 continue
-            if text in rules.forward_headers or (
-                rules.forward_pattern is not None and rules.forward_pattern.search(text)
-            ):
+            if rules.forward_pattern.search(text):
                 if not all(32 <= b < 127 or b == 9 for b in value):
                     raise Refused(f"header {text} has bytes outside visible ASCII")
                 out.append((name, value))

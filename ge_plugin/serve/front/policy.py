@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from ge_plugin.errors import Refused
+
 #: bytes per element of each KServe datatype; BYTES elements have no fixed size (counted as 1)
 ITEMSIZE = {
     "BOOL": 1,
@@ -31,13 +33,7 @@ ITEMSIZE = {
 #: the most an input may declare by default: far above any gear of a served model, far below bad_alloc
 MAX_INPUT_BYTES = 4 << 30
 
-
-class Refused(ValueError):
-    """A request the front answers itself, with ``status`` and Triton's body ``{"error": message}``."""
-
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.status = status
+__all__ = ["ITEMSIZE", "MAX_INPUT_BYTES", "Refused", "check_infer_header"]
 
 
 def check_infer_header(header: Mapping, max_input_bytes: int = MAX_INPUT_BYTES) -> None:
