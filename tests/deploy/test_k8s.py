@@ -19,9 +19,9 @@ from kubernetes_validate.utils import schema_contents
 from referencing import Registry, Resource
 
 from ge_plugin.cli import build_parser
-from ge_plugin.deploy.render import MANIFEST, K8sOptions, render_k8s
 from ge_plugin.deploy import k8s as k8s_module
 from ge_plugin.deploy.npu import npu_request, resource_for
+from ge_plugin.deploy.render import MANIFEST, K8sOptions, render_k8s
 from ge_plugin.errors import DeployError, SpecError
 from ge_plugin.serve.triton import EXIT_TIMEOUT_S
 from ge_plugin.spec import load_spec, load_specs
@@ -811,7 +811,7 @@ def test_shm_is_sized_from_the_specs_largest_execute_times_streams_and_instances
 
 
 def test_shm_sized_from_the_specs_must_still_fit_under_the_memory_limit():
-    with pytest.raises(DeployError, match="must exceed --shm-size 512Mi.*sized from the specs"):
+    with pytest.raises(DeployError, match=r"must exceed --shm-size 512Mi.*sized from the specs"):
         _render(memory="512Mi")
 
 

@@ -155,7 +155,7 @@ def test_the_simulator_pods_container_serves_as_a_plain_process(tmp_path):
         answer = client.infer(spec.name, [given]).as_numpy("OUTPUT0")
         np.testing.assert_array_equal(answer, data)
         # the control plane opens with the Secret's key and stays closed without it
-        with pytest.raises(Exception, match="403|restricted|closed"):
+        with pytest.raises(Exception, match=r"403|restricted|closed"):
             client.get_model_repository_index()
         assert client.get_model_repository_index(headers={"ge-admin-key": key})
         client.close()
