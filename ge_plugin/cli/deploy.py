@@ -122,6 +122,19 @@ def register(subparsers) -> None:
         "builds one), copied into the pod by an init container",
     )
     models.add_argument(
+        "--models-uri",
+        metavar="URI",
+        help="instead of a claim: an object store tritonserver reads the repository from (s3://BUCKET/PATH, or "
+        "s3://https://HOST:PORT/BUCKET/PATH for another endpoint)",
+    )
+    models.add_argument(
+        "--models-secret",
+        type=argument_type(check_name),
+        metavar="SECRET",
+        help="with --models-uri: a Secret of its credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
+        "AWS_DEFAULT_REGION), given to the server as environment",
+    )
+    models.add_argument(
         "--models-size",
         default=MODELS_SIZE,
         type=argument_type(check_quantity),
@@ -372,7 +385,10 @@ def _options(args: argparse.Namespace, specs: Sequence[ModelSpec]) -> K8sOptions
         return K8sOptions(
             name=name,
             image=args.image,
-            models_claim=args.models_claim or (None if args.models_image else f"{name}-models"),
+            models_claim=args.models_claim
+            or (None if args.models_image or args.models_uri else f"{name}-models"),
+            models_uri=args.models_uri,
+            models_secret=args.models_secret,
             models_access_mode=args.models_access_mode,
             models_image=args.models_image,
             models_size=args.models_size,

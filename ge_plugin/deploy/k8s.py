@@ -29,7 +29,7 @@ import attrs
 
 from ge_plugin.deploy.dockerfile import NPU_GID, NPU_UID
 from ge_plugin.deploy.npu import NpuRequest
-from ge_plugin.serve.triton import EXIT_TIMEOUT_S
+from ge_plugin.serve.triton import EXIT_TIMEOUT_S, remote_repository
 from ge_plugin.spec.model import ModelSpec
 
 #: ``ge-plugin serve``'s exit timeout (tritonserver's --exit-timeout-secs): how long in-flight requests may
@@ -270,6 +270,12 @@ class K8sOptions:
     #: an OCI image holding the repository in MODELS_IMAGE_DIR: an init container copies it into an emptyDir
     #: (no claim; a model update is a new image tag, rolled out like any other change)
     models_image: Optional[str] = None
+    #: an object store tritonserver reads the repository from (``s3://...``), with its credentials from the
+    #: Secret ``models_secret`` (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION...) as environment
+    models_uri: Optional[str] = None
+    models_secret: Optional[str] = attrs.field(
+        default=None, validator=attrs.validators.optional(lambda _i, _a, value: check_name(value))
+    )
     #: that emptyDir's sizeLimit
     models_size: str = attrs.field(default=MODELS_SIZE, validator=lambda _i, _a, value: check_quantity(value))
     #: a Secret the operator created (data key ``admin-key``): mounted, and ``ge-plugin serve --admin-key-file``
@@ -335,12 +341,20 @@ class K8sOptions:
             raise ValueError(
                 f"the model claim's access mode is one of {', '.join(ACCESS_MODES)}, got {self.models_access_mode!r}"
             )
-        if self.models_image is None and self.models_claim is None:
-            raise ValueError("the model repository comes from a claim or from a models image: name one")
-        if self.models_image is not None and self.models_claim is not None:
-            raise ValueError("the model repository comes from a claim or from a models image, not both")
+        sources = [s for s in (self.models_claim, self.models_image, self.models_uri) if s is not None]
+        if len(sources) != 1:
+            raise ValueError(
+                "the model repository comes from one place: a claim, a models image or an object store, "
+                f"got {len(sources)}"
+            )
+        if self.models_uri is not None and not remote_repository(self.models_uri):
+            raise ValueError(
+                f"an object-store repository is s3://, gs:// or as:// (as tritonserver reads them), got {self.models_uri!r}"
+            )
+        if self.models_secret is not None and self.models_uri is None:
+            raise ValueError("the models' credentials Secret is for an object-store repository")
         if (
-            self.models_image is None
+            self.models_claim is not None
             and self.models_access_mode in SINGLE_NODE_ACCESS
             and self.max_replicas > 1
         ):
@@ -482,8 +496,10 @@ def pod_security_context(options: K8sOptions) -> Obj:
 def _volumes(options: K8sOptions) -> tuple[list[Obj], list[Obj]]:
     """The model repository (Deployment only: a claim, or an emptyDir a models image fills), the writable
     emptyDir, /dev/shm, the admin key and the driver."""
-    if options.models_image is not None:
-        models: tuple[list[Obj], list[Obj]] = (
+    if options.models_uri is not None:
+        models: tuple[list[Obj], list[Obj]] = ([], [])  # tritonserver reads the object store itself
+    elif options.models_image is not None:
+        models = (
             [{"name": "models", "emptyDir": {"sizeLimit": options.models_size}}],
             [{"name": "models", "mountPath": MODEL_REPOSITORY, "readOnly": True}],
         )
@@ -572,6 +588,11 @@ def resources(npu: NpuRequest, options: K8sOptions) -> Obj:
     return {"requests": requests, "limits": limits}
 
 
+def _env_from(options: K8sOptions) -> Obj:
+    """The object store's credentials, from the operator's Secret, as the environment tritonserver reads."""
+    return {"envFrom": [{"secretRef": {"name": options.models_secret}}]} if options.models_secret else {}
+
+
 def _env(options: K8sOptions) -> list[Obj]:
     return [
         # refuse to start without pyACL rather than fall back to the CPU simulator (unless it is asked for)
@@ -642,6 +663,7 @@ def serving_container(
             admin_key=options.admin_key_secret is not None,
         ),
         "env": _env(options),
+        **_env_from(options),
         "ports": [
             {"name": "http", "containerPort": http_port, "protocol": "TCP"},
             {"name": "grpc", "containerPort": grpc_port, "protocol": "TCP"},
@@ -662,7 +684,7 @@ def deployment(specs: Sequence[ModelSpec], npu: NpuRequest, options: K8sOptions)
         specs,
         npu,
         options,
-        repository=MODEL_REPOSITORY,
+        repository=options.models_uri or MODEL_REPOSITORY,
         http_port=HTTP_PORT,
         grpc_port=GRPC_PORT,
         mounts=mounts,

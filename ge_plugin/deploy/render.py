@@ -74,7 +74,7 @@ def render_k8s(
             options = attrs.evolve(options, shm_size=sizing.shm_size(specs))
         except ValueError as exc:
             raise DeployError(f"{exc} (sized from the specs' largest tensors: docs/deploy.md)") from None
-    if kserve and storage_uri is None and options.models_claim is None:
+    if kserve and storage_uri is None and options.models_claim is None and options.models_uri is None:
         raise DeployError("KServe fetches the repository from --storage-uri or the model claim: name one")
     if options.prometheus_release is not None and not service_monitor:
         raise DeployError("--prometheus-release labels the ServiceMonitor: it needs --service-monitor")
@@ -98,7 +98,7 @@ def render_k8s(
     }
     files["prometheus-adapter/values.yaml"] = k8s.prometheus_adapter_rules(options)
     if kserve:
-        uri = storage_uri or f"pvc://{options.models_claim}/{k8s.CLAIM_SUBPATH}"
+        uri = storage_uri or options.models_uri or f"pvc://{options.models_claim}/{k8s.CLAIM_SUBPATH}"
         runtime, service = k8s.kserve_objects(specs, npu, options, storage_uri=uri)
         files["kserve/servingruntime.yaml"] = runtime
         files["kserve/inferenceservice.yaml"] = service

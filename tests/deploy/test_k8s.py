@@ -845,7 +845,7 @@ def test_models_image_fills_an_empty_dir_before_the_server_starts_with_no_claim(
     for version in KUBERNETES_VERSIONS:
         kubernetes_validate.validate(files["deployment.yaml"], version, strict=True)
     assert "COPY model_repository /model_repository" in files["models.Dockerfile"]
-    with pytest.raises(ValueError, match="a claim or from a models image, not both"):
+    with pytest.raises(ValueError, match="comes from one place"):
         _options(models_image="registry.example/llama-models:1")
 
 
@@ -961,3 +961,22 @@ def test_readiness_probe_imports_no_more_than_a_plain_script():
 
     assert result.stdout.strip() == "[]", result.stdout + result.stderr
     assert "m: http://127.0.0.1:1/v2/models/m/ready" in result.stderr  # and it still probed
+
+
+def test_an_object_store_repository_is_read_by_the_server_with_credentials_from_a_secret():
+    files = _render(
+        models_claim=None, models_uri="s3://models/model_repository", models_secret="s3-credentials"
+    )
+    pod = _pod(files)
+    (container,) = pod["containers"]
+
+    args = build_parser(["serve"]).parse_args(container["args"][1:])
+    assert args.repository == "s3://models/model_repository"  # as written: tritonserver reads it
+    assert container["envFrom"] == [{"secretRef": {"name": "s3-credentials"}}]
+    assert "/models" not in {m["mountPath"] for m in container["volumeMounts"]}
+    for version in KUBERNETES_VERSIONS:
+        kubernetes_validate.validate(files["deployment.yaml"], version, strict=True)
+    with pytest.raises(ValueError, match="comes from one place"):
+        _options(models_uri="s3://models/model_repository")  # and the default claim
+    with pytest.raises(ValueError, match="s3://, gs:// or as://"):
+        _options(models_claim=None, models_uri="http://models/model_repository")
