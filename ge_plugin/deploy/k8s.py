@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any, Optional
 
@@ -243,6 +243,16 @@ def default_name(specs: Sequence[ModelSpec]) -> str:
     return name[:63].rstrip("-")
 
 
+def _optional(check: Callable[[str], str]) -> Callable[[Any, Any, Optional[str]], None]:
+    """An attrs validator: ``check`` on a value that is given, nothing on None."""
+
+    def validate(_instance: Any, _attribute: Any, value: Optional[str]) -> None:
+        if value is not None:
+            check(value)
+
+    return validate
+
+
 @attrs.frozen
 class K8sOptions:
     """What the specs do not say about a cluster."""
@@ -250,18 +260,14 @@ class K8sOptions:
     name: str = attrs.field(validator=lambda _i, _a, value: check_name(value))
     image: str
     #: the PersistentVolumeClaim holding the model repository (configs + OM files); None with ``models_image``
-    models_claim: Optional[str] = attrs.field(
-        validator=attrs.validators.optional(lambda _i, _a, value: check_name(value))
-    )
+    models_claim: Optional[str] = attrs.field(validator=_optional(check_name))
     min_replicas: int = 1
     max_replicas: int = 4
     #: the HPA adds pods while the mean queue time per request exceeds this
     target_queue_us: int = 20_000
     #: the emptyDir on /dev/shm: Triton's Python backend moves every tensor through shared memory; None:
     #: sized from the specs (``shm_size_for``)
-    shm_size: Optional[str] = attrs.field(
-        default=None, validator=attrs.validators.optional(lambda _i, _a, value: check_quantity(value))
-    )
+    shm_size: Optional[str] = attrs.field(default=None, validator=_optional(check_quantity))
     #: the /tmp emptyDir's sizeLimit, and the container's ephemeral-storage request and limit
     tmp_size: str = attrs.field(default=TMP_SIZE, validator=lambda _i, _a, value: check_quantity(value))
     #: how the pods share the model claim: ReadOnlyMany (the default) or ReadWriteMany let replicas on several
@@ -273,16 +279,12 @@ class K8sOptions:
     #: an object store tritonserver reads the repository from (``s3://...``), with its credentials from the
     #: Secret ``models_secret`` (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION...) as environment
     models_uri: Optional[str] = None
-    models_secret: Optional[str] = attrs.field(
-        default=None, validator=attrs.validators.optional(lambda _i, _a, value: check_name(value))
-    )
+    models_secret: Optional[str] = attrs.field(default=None, validator=_optional(check_name))
     #: that emptyDir's sizeLimit
     models_size: str = attrs.field(default=MODELS_SIZE, validator=lambda _i, _a, value: check_quantity(value))
     #: a Secret the operator created (data key ``admin-key``): mounted, and ``ge-plugin serve --admin-key-file``
     #: reads it; None: the control plane (repository, shared memory, logging, trace...) is closed to everyone
-    admin_key_secret: Optional[str] = attrs.field(
-        default=None, validator=attrs.validators.optional(lambda _i, _a, value: check_name(value))
-    )
+    admin_key_secret: Optional[str] = attrs.field(default=None, validator=_optional(check_name))
     #: a NetworkPolicy: inference ports from ``allow_namespaces`` (none: the pods' own namespace), the metrics
     #: port from ``monitoring_namespace``; nothing else reaches the pods
     network_policy: bool = True

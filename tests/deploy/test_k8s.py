@@ -459,6 +459,20 @@ def test_deploy_doc_states_what_is_rendered():
         "--headless-service",
         "--prometheus-release",
         "--prometheus-url",
+        "--shm-size",
+        "--tmp-size",
+        "--models-claim",
+        "--models-access-mode",
+        "--models-image",
+        "--models-size",
+        "--models-uri",
+        "--models-secret",
+        "--admin-key-secret",
+        "--allow-namespace",
+        "--monitoring-namespace",
+        "--no-network-policy",
+        "--scheduler-name",
+        "--simulator",
     ):
         assert f"`{flag}" in text, flag
     for _pattern, resource in DEVICE_PLUGIN_RESOURCES:
