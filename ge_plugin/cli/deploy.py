@@ -333,28 +333,9 @@ def run_k8s(args: argparse.Namespace) -> int:
     from ge_plugin.errors import DeployError, SpecError
     from ge_plugin.spec import load_specs
 
-    if args.storage_uri is not None and not args.kserve:
-        args.parser.error("--storage-uri needs --kserve")
-    if args.prometheus_release is not None and not args.service_monitor:
-        args.parser.error("--prometheus-release labels the ServiceMonitor: it needs --service-monitor")
-    if args.npu_smi is not None and args.driver != "hostpath":
-        args.parser.error("--npu-smi mounts npu-smi from the host: it needs --driver hostpath")
-    if args.min_replicas > args.max_replicas:
-        args.parser.error(
-            f"--min-replicas {args.min_replicas} is more than --max-replicas {args.max_replicas}"
-        )
-    if not args.target_queue_ms > 0:
-        args.parser.error(f"--target-queue-ms must be positive, got {args.target_queue_ms}")
     try:
         specs = load_specs(args.specs)
-        files = render_k8s(
-            specs,
-            _options(args, specs),
-            npu_resource=args.npu_resource,
-            service_monitor=args.service_monitor,
-            kserve=args.kserve,
-            storage_uri=args.storage_uri,
-        )
+        files = render_k8s(specs, _options(args, specs))
     except SpecError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
@@ -401,7 +382,7 @@ def _options(args: argparse.Namespace, specs: Sequence[ModelSpec]) -> K8sOptions
             simulator=args.simulator,
             min_replicas=args.min_replicas,
             max_replicas=args.max_replicas,
-            target_queue_us=max(1, round(args.target_queue_ms * 1000)),
+            target_queue_us=round(args.target_queue_ms * 1000),
             shm_size=args.shm_size,
             cpu=args.cpu,
             cpu_limit=args.cpu_limit,
@@ -418,6 +399,10 @@ def _options(args: argparse.Namespace, specs: Sequence[ModelSpec]) -> K8sOptions
             prometheus_release=args.prometheus_release,
             prometheus_url=args.prometheus_url,
             headless_service=args.headless_service,
+            npu_resource=args.npu_resource,
+            service_monitor=args.service_monitor,
+            kserve=args.kserve,
+            storage_uri=args.storage_uri,
         )
     except ValueError as exc:  # options that disagree, or a derived name too long for a DNS label
         parser: argparse.ArgumentParser = args.parser  # typed: error() does not return

@@ -28,7 +28,7 @@ from typing import Any, Optional
 import attrs
 
 from ge_plugin.deploy.dockerfile import NPU_GID, NPU_UID
-from ge_plugin.deploy.npu import NpuRequest
+from ge_plugin.deploy.npu import NpuRequest, check_resource_name
 from ge_plugin.serve.triton import EXIT_TIMEOUT_S, remote_repository
 from ge_plugin.spec.model import ModelSpec
 
@@ -317,28 +317,42 @@ class K8sOptions:
         default=DEFAULT_PROMETHEUS_URL, validator=lambda _i, _a, value: prometheus_url(value)
     )
     headless_service: bool = False
+    #: another extended resource than the one the specs' soc_version implies (a vNPU, another device plugin)
+    npu_resource: Optional[str] = attrs.field(default=None, validator=_optional(check_resource_name))
+    service_monitor: bool = False
+    #: a KServe ServingRuntime and InferenceService too, reading the repository from ``storage_uri``
+    kserve: bool = False
+    storage_uri: Optional[str] = None
 
     def __attrs_post_init__(self) -> None:
+        """Every rule that spans options, once, in the domain's words (the CLI maps flags to fields and shows
+        these messages as they are)."""
         if not 1 <= self.min_replicas <= self.max_replicas:
             raise ValueError(
-                f"replicas: need 1 <= --min-replicas <= --max-replicas, got {self.min_replicas} and {self.max_replicas}"
+                f"replicas: the minimum ({self.min_replicas}) must be at least 1 and at most the maximum "
+                f"({self.max_replicas})"
             )
         if self.target_queue_us < 1:
             raise ValueError(f"the queue-time target must be positive, got {self.target_queue_us} µs")
         if self.driver not in DRIVER_MODES:
-            raise ValueError(f"--driver is one of {', '.join(DRIVER_MODES)}, got {self.driver!r}")
-        if self.npu_smi is not None and (self.driver != "hostpath" or not self.npu_smi.startswith("/")):
-            raise ValueError(
-                f"--npu-smi is the absolute path of npu-smi on the hosts, mounted in hostpath mode (--driver hostpath); "
-                f"got {self.npu_smi!r} with --driver {self.driver}"
-            )
+            raise ValueError(f"the driver mode is one of {', '.join(DRIVER_MODES)}, got {self.driver!r}")
+        if self.npu_smi is not None and self.driver != "hostpath":
+            raise ValueError("npu-smi is mounted from the host only in hostpath driver mode")
+        if self.npu_smi is not None and not self.npu_smi.startswith("/"):
+            raise ValueError(f"npu-smi's path on the hosts must be absolute, got {self.npu_smi!r}")
         if self.cpu_limit is not None and quantity(self.cpu_limit) < quantity(self.cpu):
-            raise ValueError(f"--cpu-limit {self.cpu_limit} is below the request --cpu {self.cpu}")
+            raise ValueError(f"the CPU limit ({self.cpu_limit}) is below the CPU request ({self.cpu})")
         if self.shm_size is not None and quantity(self.memory) <= quantity(self.shm_size):
             raise ValueError(
-                f"--memory {self.memory} must exceed --shm-size {self.shm_size}: the /dev/shm emptyDir is memory the "
-                "container's limit counts, and tritonserver needs memory of its own"
+                f"memory ({self.memory}) must exceed /dev/shm ({self.shm_size}): the /dev/shm emptyDir is memory "
+                "the container's limit counts, and tritonserver needs memory of its own"
             )
+        if self.prometheus_release is not None and not self.service_monitor:
+            raise ValueError(
+                "the Prometheus release label is the ServiceMonitor's: it needs the ServiceMonitor"
+            )
+        if self.storage_uri is not None and not self.kserve:
+            raise ValueError("the storage URI is where KServe fetches the repository from: it needs KServe")
         if self.models_access_mode not in ACCESS_MODES:
             raise ValueError(
                 f"the model claim's access mode is one of {', '.join(ACCESS_MODES)}, got {self.models_access_mode!r}"
@@ -383,7 +397,7 @@ class K8sOptions:
         clash = [key for key, _value in self.labels if key in SELECTOR_KEYS]
         if clash:
             raise ValueError(
-                f"--label {clash[0]}: ge-plugin sets it (the selector uses it); choose another key"
+                f"label {clash[0]}: ge-plugin sets it (the selector uses it); choose another key"
             )
         for secret in self.image_pull_secrets:
             check_name(secret)

@@ -54,32 +54,27 @@ HEADER = (
 )
 
 
-def render_k8s(
-    specs: Sequence[ModelSpec],
-    options: K8sOptions,
-    *,
-    npu_resource: str | None = None,
-    service_monitor: bool = False,
-    kserve: bool = False,
-    storage_uri: str | None = None,
-) -> dict[str, Union[dict[str, Any], str]]:
+def render_k8s(specs: Sequence[ModelSpec], options: K8sOptions) -> dict[str, Union[dict[str, Any], str]]:
     """File name -> object (or text) for one Deployment serving every model of ``specs``.
 
     SpecError (file:line) when the specs cannot share a pod: different chips, device ids that are not
     ``0..N-1``, a chip with no known device plugin resource and no ``npu_resource``.
     """
-    npu = npu_request(specs, npu_resource)
+    npu = npu_request(specs, options.npu_resource)
     if options.shm_size is None:
         try:
             options = attrs.evolve(options, shm_size=sizing.shm_size(specs))
         except ValueError as exc:
             raise DeployError(f"{exc} (sized from the specs' largest tensors: docs/deploy.md)") from None
-    if kserve and storage_uri is None and options.models_claim is None and options.models_uri is None:
-        raise DeployError("KServe fetches the repository from --storage-uri or the model claim: name one")
-    if options.prometheus_release is not None and not service_monitor:
-        raise DeployError("--prometheus-release labels the ServiceMonitor: it needs --service-monitor")
-    if storage_uri is not None and not kserve:
-        raise DeployError("--storage-uri is where KServe fetches the repository from: it needs --kserve")
+    if (
+        options.kserve
+        and options.storage_uri is None
+        and options.models_claim is None
+        and options.models_uri is None
+    ):
+        raise DeployError(
+            "KServe fetches the repository from a storage URI, the model claim or the object store"
+        )
     core: dict[str, dict[str, Any]] = {
         "deployment.yaml": k8s.deployment(specs, npu, options),
         "service.yaml": k8s.service(options),
@@ -90,15 +85,15 @@ def render_k8s(
         core["networkpolicy.yaml"] = k8s.network_policy(options)
     if options.headless_service:
         core["service-headless.yaml"] = k8s.headless_service(options)
-    if service_monitor:
+    if options.service_monitor:
         core["servicemonitor.yaml"] = k8s.service_monitor(options)
     files: dict[str, Union[dict[str, Any], str]] = {
         "kustomization.yaml": k8s.kustomization(list(core)),
         **core,
     }
     files["prometheus-adapter/values.yaml"] = k8s.prometheus_adapter_rules(options)
-    if kserve:
-        uri = storage_uri or options.models_uri or f"pvc://{options.models_claim}/{k8s.CLAIM_SUBPATH}"
+    if options.kserve:
+        uri = options.storage_uri or options.models_uri or f"pvc://{options.models_claim}/{k8s.CLAIM_SUBPATH}"
         runtime, service = k8s.kserve_objects(specs, npu, options, storage_uri=uri)
         files["kserve/servingruntime.yaml"] = runtime
         files["kserve/inferenceservice.yaml"] = service
