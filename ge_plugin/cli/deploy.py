@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,7 +29,7 @@ EXAMPLES = """
 """
 
 
-def _key_value(what: str):
+def _key_value(what: str) -> Callable[[str], tuple[str, str]]:
     from ge_plugin.deploy.k8s import key_value
 
     return lambda text: key_value(text, what)
@@ -42,7 +42,7 @@ def _positive(text: str) -> int:
     return value
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from ge_plugin.deploy.dockerfile import NPU_GID, NPU_UID
     from ge_plugin.deploy.k8s import (
         ACCESS_MODES,

@@ -376,8 +376,14 @@ def test_cli_reports_spec_problems_with_file_and_line_and_exits_1(tmp_path):
     ("args", "message"),
     [
         (["--name", "Llama_Model"], "a Kubernetes name here is a DNS label"),
-        (["--min-replicas", "5", "--max-replicas", "2"], "replicas: the minimum (5) must be at least 1 and at most the maximum (2)"),
-        (["--storage-uri", "s3://bucket/repo"], "the storage URI is where KServe fetches the repository from: it needs KServe"),
+        (
+            ["--min-replicas", "5", "--max-replicas", "2"],
+            "replicas: the minimum (5) must be at least 1 and at most the maximum (2)",
+        ),
+        (
+            ["--storage-uri", "s3://bucket/repo"],
+            "the storage URI is where KServe fetches the repository from: it needs KServe",
+        ),
         (["--npu-resource", "Ascend910"], "an extended resource is DOMAIN/NAME"),
         (["--max-replicas", "0"], "must be >= 1, got 0"),
         (
@@ -826,7 +832,9 @@ def test_shm_is_sized_from_the_specs_largest_execute_times_streams_and_instances
 
 
 def test_shm_sized_from_the_specs_must_still_fit_under_the_memory_limit():
-    with pytest.raises(DeployError, match=r"memory \(512Mi\) must exceed /dev/shm \(512Mi\).*sized from the specs"):
+    with pytest.raises(
+        DeployError, match=r"memory \(512Mi\) must exceed /dev/shm \(512Mi\).*sized from the specs"
+    ):
         _render(memory="512Mi")
 
 
