@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,7 +12,7 @@ from ge_plugin import __version__
 from ge_plugin.cli._common import add_command, argument_type
 
 if TYPE_CHECKING:
-    from ge_plugin.deploy import K8sOptions
+    from ge_plugin.deploy.render import K8sOptions
     from ge_plugin.spec.model import ModelSpec
 
 EXAMPLES = """
@@ -22,11 +22,14 @@ EXAMPLES = """
       --node-selector accelerator=huawei-Ascend910 --toleration huawei.com/Ascend910:NoSchedule
   ge-plugin deploy k8s specs/llama.yaml -o deploy/llama --service-monitor --prometheus-release kube-prometheus-stack
   ge-plugin deploy k8s specs/llama.yaml -o deploy/llama --driver hostpath --npu-smi /usr/local/sbin/npu-smi
+  ge-plugin deploy k8s specs/llama.yaml -o deploy/llama --models-image registry.example/llama-models:1 \\
+      --admin-key-secret llama-admin-key --allow-namespace apps --scheduler-name volcano
+  ge-plugin deploy k8s specs/llama.yaml -o deploy/llama-sim --simulator   # a cluster without NPUs
   kubectl apply -k deploy/llama        # the kustomize base: Deployment, Services, HPA, PDB (ServiceMonitor)
 """
 
 
-def _key_value(what: str):
+def _key_value(what: str) -> Callable[[str], tuple[str, str]]:
     from ge_plugin.deploy.k8s import key_value
 
     return lambda text: key_value(text, what)
@@ -39,11 +42,16 @@ def _positive(text: str) -> int:
     return value
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from ge_plugin.deploy.dockerfile import NPU_GID, NPU_UID
     from ge_plugin.deploy.k8s import (
+        ACCESS_MODES,
         DEFAULT_PROMETHEUS_URL,
         DRIVER_MODES,
+        MODELS_IMAGE_DIR,
+        MODELS_SIZE,
+        MONITORING_NAMESPACE,
+        TMP_SIZE,
         check_label_value,
         check_name,
         check_namespace,
@@ -93,11 +101,45 @@ def register(subparsers) -> None:
         default=f"ge-plugin:{__version__}",
         help="serving image, built from DIR/Dockerfile (default: %(default)s)",
     )
-    k8s.add_argument(
+    models = k8s.add_argument_group("the model repository")
+    models.add_argument(
         "--models-claim",
         type=argument_type(check_name),
         metavar="PVC",
         help="PersistentVolumeClaim holding model_repository/ (default: NAME-models)",
+    )
+    models.add_argument(
+        "--models-access-mode",
+        choices=ACCESS_MODES,
+        default="ReadOnlyMany",
+        help="the claim's access mode: replicas on several nodes need ReadOnlyMany or ReadWriteMany; a "
+        "single-node mode is refused with more than one replica (default: %(default)s)",
+    )
+    models.add_argument(
+        "--models-image",
+        metavar="IMAGE",
+        help=f"instead of a claim: an image holding the repository in {MODELS_IMAGE_DIR}/ (DIR/models.Dockerfile "
+        "builds one), copied into the pod by an init container",
+    )
+    models.add_argument(
+        "--models-uri",
+        metavar="URI",
+        help="instead of a claim: an object store tritonserver reads the repository from (s3://BUCKET/PATH, or "
+        "s3://https://HOST:PORT/BUCKET/PATH for another endpoint)",
+    )
+    models.add_argument(
+        "--models-secret",
+        type=argument_type(check_name),
+        metavar="SECRET",
+        help="with --models-uri: a Secret of its credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, "
+        "AWS_DEFAULT_REGION), given to the server as environment",
+    )
+    models.add_argument(
+        "--models-size",
+        default=MODELS_SIZE,
+        type=argument_type(check_quantity),
+        metavar="QUANTITY",
+        help="with --models-image: the size limit of the models' emptyDir (default: %(default)s)",
     )
     k8s.add_argument(
         "--min-replicas", type=argument_type(_positive), default=1, metavar="N", help="(default: 1)"
@@ -114,10 +156,17 @@ def register(subparsers) -> None:
     )
     k8s.add_argument(
         "--shm-size",
-        default="1Gi",
         type=argument_type(check_quantity),
         metavar="QUANTITY",
-        help="/dev/shm for Triton's Python backend (default: 1Gi)",
+        help="/dev/shm for Triton's Python backend (default: sized from the specs' largest tensors, streams and "
+        "instances; docs/deploy.md)",
+    )
+    k8s.add_argument(
+        "--tmp-size",
+        default=TMP_SIZE,
+        type=argument_type(check_quantity),
+        metavar="QUANTITY",
+        help="/tmp's size limit and ephemeral-storage request (work dir, CANN's log files) (default: %(default)s)",
     )
     k8s.add_argument(
         "--npu-resource",
@@ -197,12 +246,54 @@ def register(subparsers) -> None:
         help="tolerate this taint (repeatable)",
     )
     pod.add_argument(
+        "--scheduler-name",
+        type=argument_type(check_name),
+        metavar="NAME",
+        help="the pods' scheduler (volcano on MindCluster sites; default: the cluster's default scheduler)",
+    )
+    pod.add_argument(
+        "--simulator",
+        action="store_true",
+        help="serve on the CPU simulator: no NPU resources, no driver (a cluster without NPUs, to try things)",
+    )
+    pod.add_argument(
         "--image-pull-secret",
         action="append",
         default=[],
         type=argument_type(check_name),
         metavar="NAME",
         help="a docker-registry Secret for pulling the image (repeatable)",
+    )
+    access = k8s.add_argument_group("access")
+    access.add_argument(
+        "--admin-key-secret",
+        type=argument_type(check_name),
+        metavar="SECRET",
+        help="a Secret you create (data key admin-key) whose key opens the control plane (model repository, shared "
+        "memory, logging, trace, config, statistics) to clients that send it; without it the control plane is "
+        "closed to every client",
+    )
+    access.add_argument(
+        "--network-policy",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="a NetworkPolicy: inference ports from --allow-namespace, metrics from --monitoring-namespace, "
+        "nothing else (default: on)",
+    )
+    access.add_argument(
+        "--allow-namespace",
+        action="append",
+        default=[],
+        type=argument_type(check_namespace),
+        metavar="NS",
+        help="a namespace whose pods may reach the inference ports (repeatable; default: the pods' own namespace)",
+    )
+    access.add_argument(
+        "--monitoring-namespace",
+        default=MONITORING_NAMESPACE,
+        type=argument_type(check_namespace),
+        metavar="NS",
+        help="where Prometheus runs: may reach the metrics port (default: %(default)s)",
     )
     extras = k8s.add_argument_group("services, monitoring and KServe")
     extras.add_argument(
@@ -238,35 +329,19 @@ def register(subparsers) -> None:
 
 
 def run_k8s(args: argparse.Namespace) -> int:
-    from ge_plugin.deploy import render_k8s, write_files
-    from ge_plugin.errors import SpecError
+    from ge_plugin.deploy.render import render_k8s, write_files
+    from ge_plugin.errors import DeployError, SpecError
     from ge_plugin.spec import load_specs
 
-    if args.storage_uri is not None and not args.kserve:
-        args.parser.error("--storage-uri needs --kserve")
-    if args.prometheus_release is not None and not args.service_monitor:
-        args.parser.error("--prometheus-release labels the ServiceMonitor: it needs --service-monitor")
-    if args.npu_smi is not None and args.driver != "hostpath":
-        args.parser.error("--npu-smi mounts npu-smi from the host: it needs --driver hostpath")
-    if args.min_replicas > args.max_replicas:
-        args.parser.error(
-            f"--min-replicas {args.min_replicas} is more than --max-replicas {args.max_replicas}"
-        )
-    if not args.target_queue_ms > 0:
-        args.parser.error(f"--target-queue-ms must be positive, got {args.target_queue_ms}")
     try:
         specs = load_specs(args.specs)
-        files = render_k8s(
-            specs,
-            _options(args, specs),
-            npu_resource=args.npu_resource,
-            service_monitor=args.service_monitor,
-            kserve=args.kserve,
-            storage_uri=args.storage_uri,
-        )
+        files = render_k8s(specs, _options(args, specs))
     except SpecError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
+        return 1
+    except DeployError as exc:
+        print(f"ge-plugin deploy k8s: {exc}", file=sys.stderr)
         return 1
     done = write_files(files, args.output, [spec.name for spec in specs])
     for path in done.written:
@@ -283,18 +358,31 @@ def run_k8s(args: argparse.Namespace) -> int:
 def _options(args: argparse.Namespace, specs: Sequence[ModelSpec]) -> K8sOptions:
     """K8sOptions from the command line; a usage error (exit 2) when options disagree (--memory not above
     --shm-size...) or a name derived from the specs is not a DNS label."""
-    from ge_plugin.deploy import K8sOptions
     from ge_plugin.deploy.k8s import default_name
+    from ge_plugin.deploy.render import K8sOptions
 
     name = args.name or default_name(specs)
     try:
         return K8sOptions(
             name=name,
             image=args.image,
-            models_claim=args.models_claim or f"{name}-models",
+            models_claim=args.models_claim
+            or (None if args.models_image or args.models_uri else f"{name}-models"),
+            models_uri=args.models_uri,
+            models_secret=args.models_secret,
+            models_access_mode=args.models_access_mode,
+            models_image=args.models_image,
+            models_size=args.models_size,
+            tmp_size=args.tmp_size,
+            admin_key_secret=args.admin_key_secret,
+            network_policy=args.network_policy,
+            allow_namespaces=tuple(args.allow_namespace),
+            monitoring_namespace=args.monitoring_namespace,
+            scheduler_name=args.scheduler_name,
+            simulator=args.simulator,
             min_replicas=args.min_replicas,
             max_replicas=args.max_replicas,
-            target_queue_us=max(1, round(args.target_queue_ms * 1000)),
+            target_queue_us=round(args.target_queue_ms * 1000),
             shm_size=args.shm_size,
             cpu=args.cpu,
             cpu_limit=args.cpu_limit,
@@ -311,6 +399,10 @@ def _options(args: argparse.Namespace, specs: Sequence[ModelSpec]) -> K8sOptions
             prometheus_release=args.prometheus_release,
             prometheus_url=args.prometheus_url,
             headless_service=args.headless_service,
+            npu_resource=args.npu_resource,
+            service_monitor=args.service_monitor,
+            kserve=args.kserve,
+            storage_uri=args.storage_uri,
         )
     except ValueError as exc:  # options that disagree, or a derived name too long for a DNS label
         parser: argparse.ArgumentParser = args.parser  # typed: error() does not return

@@ -28,6 +28,13 @@ EXAMPLES = """
 """
 
 
+def _repository(text: str) -> Path | str:
+    """A folder as a Path; an object-store URL as written (``remote_repository``)."""
+    from ge_plugin.serve.triton import remote_repository
+
+    return text if remote_repository(text) else Path(text)
+
+
 def register(subparsers) -> None:
     parser = add_command(
         subparsers,
@@ -40,7 +47,13 @@ def register(subparsers) -> None:
         ),
         examples=EXAMPLES,
     )
-    parser.add_argument("repository", type=Path, metavar="REPO", help="Triton model repository")
+    parser.add_argument(
+        "repository",
+        type=_repository,
+        metavar="REPO",
+        help="Triton model repository: a folder, or an object store tritonserver reads (s3://[http://HOST:PORT/]BUCKET/PATH, "
+        "credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_DEFAULT_REGION)",
+    )
     parser.add_argument(
         "--host", default="127.0.0.1", help="address for HTTP, gRPC and metrics (default: %(default)s)"
     )
@@ -190,7 +203,9 @@ def control_options(args: argparse.Namespace) -> dict:
 def run(args: argparse.Namespace) -> int:
     from ge_plugin.serve import ServerOptions, TritonServer
 
-    if not (args.repository / "").exists() or not args.repository.is_dir():
+    if isinstance(args.repository, Path) and (
+        not (args.repository / "").exists() or not args.repository.is_dir()
+    ):
         raise ServeError(f"model repository {args.repository} is not a directory")
     mode = args.model_control_mode
     load_models = args.load_model

@@ -22,6 +22,8 @@ VENV = "/opt/ge-plugin"
 #: driver's default install user); the pod runs as the same ids
 NPU_UID = 1000
 NPU_GID = 1000
+#: the oldest Python ge-plugin runs on (pyproject's requires-python); CANN 8.0/8.1's Ubuntu 22.04 images ship 3.10
+MIN_PYTHON = (3, 11)
 
 DOCKERFILE = """\
 # Serving image for ge-plugin {version} on an Ascend host; rendered by `ge-plugin deploy k8s` (docs/deploy.md).
@@ -30,8 +32,12 @@ DOCKERFILE = """\
 #   - CANN (toolkit or nnrt, with pyACL) of a version that matches the hosts' NPU driver;
 #   - Debian or Ubuntu with glibc {glibc} or newer (nvidia-pytriton 0.7.0's tritonserver): an Ubuntu 22.04 or
 #     24.04 based CANN image works; openEuler 22.03 (glibc 2.34) does not;
-#   - python3 (3.11 or 3.12; ge-plugin requires 3.11) with its headers and shared library (Triton's Python backend stub links libpython)
-#     and a C compiler: the Cython fast path compiles from the sdist.
+#   - python3 ({python} or newer: CANN 8.0/8.1's Ubuntu 22.04 images ship 3.10, which the first step refuses) with its
+#     headers and shared library (Triton's Python backend stub links libpython) and a C compiler: the Cython
+#     fast path compiles from the sdist.
+# Pin both images by digest for a build that does not change under you:
+#   --build-arg BASE_IMAGE=<registry>/<cann image>@sha256:<digest>, and deploy the result by its digest.
+# Air-gapped sites: --build-arg PIP_INDEX_URL=<your package index mirror> (and PIP_TRUSTED_HOST if it is plain http).
 # The NPU driver is not in the image: the pod gets it from the Ascend Docker Runtime or the host.
 #
 #   make dist DIST=<this folder>        # in the ge-plugin checkout: the sdist and constraints.txt next to this file
@@ -46,6 +52,9 @@ ARG CANN_SET_ENV=/usr/local/Ascend/ascend-toolkit/set_env.sh
 # The host's HwHiAiUser (`id HwHiAiUser` on an NPU node): the NPU device nodes belong to its group.
 ARG NPU_UID={uid}
 ARG NPU_GID={gid}
+# A package index mirror for pip (unset: pip's default, PyPI); pip reads both from the environment.
+ARG PIP_INDEX_URL
+ARG PIP_TRUSTED_HOST
 ENV CANN_SET_ENV=${{CANN_SET_ENV}} \\
     GE_PLUGIN_DEVICE=ascend \\
     VIRTUAL_ENV={venv} \\
@@ -57,6 +66,7 @@ ENV CANN_SET_ENV=${{CANN_SET_ENV}} \\
 
 # Refuse an unsuitable base before installing anything: pip would only say "no matching distribution".
 RUN test -f "$CANN_SET_ENV" || {{ echo "BASE_IMAGE has no $CANN_SET_ENV: not a CANN image (or set --build-arg CANN_SET_ENV)" >&2; exit 1; }} \\
+ && python3 -c 'import sys; sys.exit(0 if sys.version_info >= {python_tuple} else "python3 is %d.%d: ge-plugin needs Python {python} or newer (CANN 8.0/8.1 Ubuntu 22.04 images ship 3.10: choose a base with a newer python3)" % sys.version_info[:2])' \\
  && python3 -c 'import os, sys; v = tuple(map(int, os.confstr("CS_GNU_LIBC_VERSION").split()[1].split(".")[:2])); sys.exit(0 if v >= {glibc_tuple} else "glibc %d.%d: nvidia-pytriton 0.7.0 needs glibc {glibc} (Ubuntu 22.04 or newer)" % v)'
 
 # libjemalloc2: `ge-plugin serve` preloads it when present. A virtual environment for the image's python3
@@ -87,12 +97,39 @@ CMD ["ge-plugin", "--help"]
 """
 
 
-def dockerfile() -> str:
+def dockerfile(*, uid: int = NPU_UID, gid: int = NPU_GID) -> str:
+    """The serving image's Dockerfile; ``uid``/``gid`` are the defaults of its NPU_UID/NPU_GID arguments, so an
+    image built without them runs as the ids the pod's ``--run-as`` names."""
     return DOCKERFILE.format(
         version=__version__,
         venv=VENV,
-        uid=NPU_UID,
-        gid=NPU_GID,
+        uid=uid,
+        gid=gid,
         glibc=".".join(map(str, MIN_GLIBC)),
         glibc_tuple=repr(MIN_GLIBC),
+        python=".".join(map(str, MIN_PYTHON)),
+        python_tuple=repr(MIN_PYTHON),
     )
+
+
+MODELS_DOCKERFILE = """\
+# The model repository as an image, for `ge-plugin deploy k8s --models-image`; rendered by it (docs/deploy.md).
+# The pod's init container copies {models}/ from it into an emptyDir, so every replica has the models without a
+# shared volume, and a model update is a new tag of this image (rolled out like any other change).
+#
+#   ge-plugin render specs -o model_repository       # configs; put the OM files ATC wrote beside them
+#   docker build -f models.Dockerfile -t <registry>/llama-models:<version> <folder holding model_repository/>
+# BASE_IMAGE needs a `cp` (busybox, or any small image); pin it by digest (<image>@sha256:<digest>).
+ARG BASE_IMAGE=busybox:1.36
+FROM ${{BASE_IMAGE}}
+COPY model_repository {models}
+# the pod copies it as its non-root user
+RUN chmod -R a+rX {models}
+USER 65532:65532
+"""
+
+
+def models_dockerfile() -> str:
+    from ge_plugin.deploy.k8s import MODELS_IMAGE_DIR
+
+    return MODELS_DOCKERFILE.format(models=MODELS_IMAGE_DIR)

@@ -13,7 +13,7 @@ PodDisruptionBudget lets drains take one pod at a time. A HorizontalPodAutoscale
 requests wait in Triton's queue, which the Prometheus adapter computes from Triton's own counters; the Service
 carries HTTP, gRPC and metrics, and an optional headless Service lets gRPC clients balance over the pods
 themselves. ``kserve_objects`` is the same server as a KServe ServingRuntime with an InferenceService. Every
-builder returns plain data: ``ge_plugin.deploy.write_files`` writes it, tests validate it against the
+builder returns plain data: ``ge_plugin.deploy.render.write_files`` writes it, tests validate it against the
 Kubernetes OpenAPI schemas and the CRDs' schemas.
 """
 
@@ -21,15 +21,15 @@ from __future__ import annotations
 
 import re
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Any, Optional
 
 import attrs
 
 from ge_plugin.deploy.dockerfile import NPU_GID, NPU_UID
-from ge_plugin.deploy.npu import NpuRequest
-from ge_plugin.serve.triton import EXIT_TIMEOUT_S
+from ge_plugin.deploy.npu import NpuRequest, check_resource_name
+from ge_plugin.serve.triton import EXIT_TIMEOUT_S, remote_repository
 from ge_plugin.spec.model import ModelSpec
 
 #: ``ge-plugin serve``'s exit timeout (tritonserver's --exit-timeout-secs): how long in-flight requests may
@@ -54,6 +54,31 @@ WORK_DIR = f"{WRITABLE_DIR}/ge-plugin"
 #: the startup probe allows this long for loading and warming every model before liveness takes over
 STARTUP_PERIOD_S = 10
 STARTUP_FAILURES = 60
+STARTUP_WINDOW_S = STARTUP_PERIOD_S * STARTUP_FAILURES
+#: a CANN base image is several GB: on a node that has not pulled it yet, the pull alone can take minutes,
+#: before the startup probe's window even starts. The rollout's deadline covers both, so ``kubectl rollout
+#: status`` does not report a failure for pods that are still pulling or loading.
+IMAGE_PULL_ALLOWANCE_S = 900
+PROGRESS_DEADLINE_S = IMAGE_PULL_ALLOWANCE_S + STARTUP_WINDOW_S
+#: /tmp (the work dir, CANN's logs): an emptyDir on the node's disk, bounded, and requested as
+#: ephemeral storage so the scheduler counts it and the kubelet evicts a pod that outgrows it
+TMP_SIZE = "4Gi"
+#: where CANN writes its plog files (ASCEND_PROCESS_LOG_PATH); ASCEND_SLOG_PRINT_TO_STDOUT=1 sends them to
+#: stdout too, where ``kubectl logs`` and the cluster's log collector read them
+CANN_LOG_DIR = f"{WRITABLE_DIR}/ascend-log"
+
+#: access modes of the model claim; ReadWriteOnce and ReadWriteOncePod attach to one node at a time
+ACCESS_MODES = ("ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod")
+SINGLE_NODE_ACCESS = ("ReadWriteOnce", "ReadWriteOncePod")
+#: with --models-image: the folder of the image that holds the repository, copied into an emptyDir
+MODELS_IMAGE_DIR = "/model_repository"
+MODELS_SIZE = "20Gi"
+
+#: Contract with ``ge-plugin serve``: the admin key's file, from a Secret the operator creates
+ADMIN_KEY_DIR = "/etc/ge-plugin/admin-key"
+ADMIN_KEY_ITEM = "admin-key"
+#: where Prometheus runs (metrics port allowed from there by the NetworkPolicy)
+MONITORING_NAMESPACE = "monitoring"
 
 #: the custom metric the Prometheus adapter serves and the HPA targets: mean queue time per request (µs)
 QUEUE_METRIC = "ge_plugin_queue_time_us"
@@ -218,20 +243,57 @@ def default_name(specs: Sequence[ModelSpec]) -> str:
     return name[:63].rstrip("-")
 
 
+def _optional(check: Callable[[str], str]) -> Callable[[Any, Any, Optional[str]], None]:
+    """An attrs validator: ``check`` on a value that is given, nothing on None."""
+
+    def validate(_instance: Any, _attribute: Any, value: Optional[str]) -> None:
+        if value is not None:
+            check(value)
+
+    return validate
+
+
 @attrs.frozen
 class K8sOptions:
     """What the specs do not say about a cluster."""
 
     name: str = attrs.field(validator=lambda _i, _a, value: check_name(value))
     image: str
-    #: the PersistentVolumeClaim holding the model repository (configs + OM files)
-    models_claim: str = attrs.field(validator=lambda _i, _a, value: check_name(value))
+    #: the PersistentVolumeClaim holding the model repository (configs + OM files); None with ``models_image``
+    models_claim: Optional[str] = attrs.field(validator=_optional(check_name))
     min_replicas: int = 1
     max_replicas: int = 4
     #: the HPA adds pods while the mean queue time per request exceeds this
     target_queue_us: int = 20_000
-    #: the emptyDir on /dev/shm: Triton's Python backend moves every tensor through shared memory
-    shm_size: str = attrs.field(default="1Gi", validator=lambda _i, _a, value: check_quantity(value))
+    #: the emptyDir on /dev/shm: Triton's Python backend moves every tensor through shared memory; None:
+    #: sized from the specs (``shm_size_for``)
+    shm_size: Optional[str] = attrs.field(default=None, validator=_optional(check_quantity))
+    #: the /tmp emptyDir's sizeLimit, and the container's ephemeral-storage request and limit
+    tmp_size: str = attrs.field(default=TMP_SIZE, validator=lambda _i, _a, value: check_quantity(value))
+    #: how the pods share the model claim: ReadOnlyMany (the default) or ReadWriteMany let replicas on several
+    #: nodes mount it; a single-node mode is refused when replicas can exceed one
+    models_access_mode: str = "ReadOnlyMany"
+    #: an OCI image holding the repository in MODELS_IMAGE_DIR: an init container copies it into an emptyDir
+    #: (no claim; a model update is a new image tag, rolled out like any other change)
+    models_image: Optional[str] = None
+    #: an object store tritonserver reads the repository from (``s3://...``), with its credentials from the
+    #: Secret ``models_secret`` (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_DEFAULT_REGION...) as environment
+    models_uri: Optional[str] = None
+    models_secret: Optional[str] = attrs.field(default=None, validator=_optional(check_name))
+    #: that emptyDir's sizeLimit
+    models_size: str = attrs.field(default=MODELS_SIZE, validator=lambda _i, _a, value: check_quantity(value))
+    #: a Secret the operator created (data key ``admin-key``): mounted, and ``ge-plugin serve --admin-key-file``
+    #: reads it; None: the control plane (repository, shared memory, logging, trace...) is closed to everyone
+    admin_key_secret: Optional[str] = attrs.field(default=None, validator=_optional(check_name))
+    #: a NetworkPolicy: inference ports from ``allow_namespaces`` (none: the pods' own namespace), the metrics
+    #: port from ``monitoring_namespace``; nothing else reaches the pods
+    network_policy: bool = True
+    allow_namespaces: tuple[str, ...] = ()
+    monitoring_namespace: str = MONITORING_NAMESPACE
+    #: the pods' schedulerName (``volcano`` on MindCluster sites); None: the default scheduler
+    scheduler_name: Optional[str] = None
+    #: the simulator instead of pyACL: no NPU resources, no driver, GE_PLUGIN_DEVICE=sim (a cluster without NPUs)
+    simulator: bool = False
     #: CPU and memory of the serving container: requests, and limits equal to them (QoS Guaranteed)
     cpu: str = attrs.field(default="4", validator=lambda _i, _a, value: check_quantity(value))
     memory: str = attrs.field(default="16Gi", validator=lambda _i, _a, value: check_quantity(value))
@@ -255,28 +317,76 @@ class K8sOptions:
         default=DEFAULT_PROMETHEUS_URL, validator=lambda _i, _a, value: prometheus_url(value)
     )
     headless_service: bool = False
+    #: another extended resource than the one the specs' soc_version implies (a vNPU, another device plugin)
+    npu_resource: Optional[str] = attrs.field(default=None, validator=_optional(check_resource_name))
+    service_monitor: bool = False
+    #: a KServe ServingRuntime and InferenceService too, reading the repository from ``storage_uri``
+    kserve: bool = False
+    storage_uri: Optional[str] = None
 
     def __attrs_post_init__(self) -> None:
+        """Every rule that spans options, once, in the domain's words (the CLI maps flags to fields and shows
+        these messages as they are)."""
         if not 1 <= self.min_replicas <= self.max_replicas:
             raise ValueError(
-                f"replicas: need 1 <= --min-replicas <= --max-replicas, got {self.min_replicas} and {self.max_replicas}"
+                f"replicas: the minimum ({self.min_replicas}) must be at least 1 and at most the maximum "
+                f"({self.max_replicas})"
             )
         if self.target_queue_us < 1:
             raise ValueError(f"the queue-time target must be positive, got {self.target_queue_us} µs")
         if self.driver not in DRIVER_MODES:
-            raise ValueError(f"--driver is one of {', '.join(DRIVER_MODES)}, got {self.driver!r}")
-        if self.npu_smi is not None and (self.driver != "hostpath" or not self.npu_smi.startswith("/")):
-            raise ValueError(
-                f"--npu-smi is the absolute path of npu-smi on the hosts, mounted in hostpath mode (--driver hostpath); "
-                f"got {self.npu_smi!r} with --driver {self.driver}"
-            )
+            raise ValueError(f"the driver mode is one of {', '.join(DRIVER_MODES)}, got {self.driver!r}")
+        if self.npu_smi is not None and self.driver != "hostpath":
+            raise ValueError("npu-smi is mounted from the host only in hostpath driver mode")
+        if self.npu_smi is not None and not self.npu_smi.startswith("/"):
+            raise ValueError(f"npu-smi's path on the hosts must be absolute, got {self.npu_smi!r}")
         if self.cpu_limit is not None and quantity(self.cpu_limit) < quantity(self.cpu):
-            raise ValueError(f"--cpu-limit {self.cpu_limit} is below the request --cpu {self.cpu}")
-        if quantity(self.memory) <= quantity(self.shm_size):
+            raise ValueError(f"the CPU limit ({self.cpu_limit}) is below the CPU request ({self.cpu})")
+        if self.shm_size is not None and quantity(self.memory) <= quantity(self.shm_size):
             raise ValueError(
-                f"--memory {self.memory} must exceed --shm-size {self.shm_size}: the /dev/shm emptyDir is memory the "
-                "container's limit counts, and tritonserver needs memory of its own"
+                f"memory ({self.memory}) must exceed /dev/shm ({self.shm_size}): the /dev/shm emptyDir is memory "
+                "the container's limit counts, and tritonserver needs memory of its own"
             )
+        if self.prometheus_release is not None and not self.service_monitor:
+            raise ValueError(
+                "the Prometheus release label is the ServiceMonitor's: it needs the ServiceMonitor"
+            )
+        if self.storage_uri is not None and not self.kserve:
+            raise ValueError("the storage URI is where KServe fetches the repository from: it needs KServe")
+        if self.models_access_mode not in ACCESS_MODES:
+            raise ValueError(
+                f"the model claim's access mode is one of {', '.join(ACCESS_MODES)}, got {self.models_access_mode!r}"
+            )
+        sources = [s for s in (self.models_claim, self.models_image, self.models_uri) if s is not None]
+        if len(sources) != 1:
+            raise ValueError(
+                "the model repository comes from one place: a claim, a models image or an object store, "
+                f"got {len(sources)}"
+            )
+        if self.models_uri is not None and not remote_repository(self.models_uri):
+            raise ValueError(
+                f"an object-store repository is s3://, gs:// or as:// (as tritonserver reads them), got {self.models_uri!r}"
+            )
+        if self.models_secret is not None and self.models_uri is None:
+            raise ValueError("the models' credentials Secret is for an object-store repository")
+        if (
+            self.models_claim is not None
+            and self.models_access_mode in SINGLE_NODE_ACCESS
+            and self.max_replicas > 1
+        ):
+            raise ValueError(
+                f"a {self.models_access_mode} claim attaches to one node at a time, and replicas are spread over "
+                f"nodes (pod anti-affinity): with up to {self.max_replicas} replicas the second would never start "
+                "(Multi-Attach error). Use a ReadOnlyMany or ReadWriteMany claim, a models image, or one replica"
+            )
+        if self.simulator and (self.driver != "runtime" or self.runtime_class is not None):
+            raise ValueError(
+                "the simulator needs no CANN driver: it takes neither the hostpath driver nor a runtime class"
+            )
+        for namespace in (*self.allow_namespaces, self.monitoring_namespace):
+            check_namespace(namespace)
+        if self.scheduler_name is not None:
+            check_name(self.scheduler_name)
         if self.headless_service:
             check_name(f"{self.name}-headless")
         if self.namespace is not None:
@@ -287,7 +397,7 @@ class K8sOptions:
         clash = [key for key, _value in self.labels if key in SELECTOR_KEYS]
         if clash:
             raise ValueError(
-                f"--label {clash[0]}: ge-plugin sets it (the selector uses it); choose another key"
+                f"label {clash[0]}: ge-plugin sets it (the selector uses it); choose another key"
             )
         for secret in self.image_pull_secrets:
             check_name(secret)
@@ -323,9 +433,12 @@ def serve_args(
     http_port: int = HTTP_PORT,
     grpc_port: int = GRPC_PORT,
     metrics_port: int = METRICS_PORT,
+    admin_key: bool = False,
 ) -> list[str]:
     """``ge-plugin serve`` with every flag explicit: listening on the pod's address, nothing left to defaults
-    that were chosen for a laptop (loopback, ./build/triton)."""
+    that were chosen for a laptop (loopback, ./build/triton); with ``admin_key``, the control plane opened to
+    clients that send the key the mounted Secret holds."""
+    key = ["--admin-key-file", f"{ADMIN_KEY_DIR}/{ADMIN_KEY_ITEM}"] if admin_key else []
     return [
         "ge-plugin",
         "serve",
@@ -346,6 +459,7 @@ def serve_args(
         str(SERVE_EXIT_TIMEOUT_S),
         "--work-dir",
         WORK_DIR,
+        *key,
     ]
 
 
@@ -396,25 +510,75 @@ def pod_security_context(options: K8sOptions) -> Obj:
 
 
 def _volumes(options: K8sOptions) -> tuple[list[Obj], list[Obj]]:
-    """The model claim (Deployment only), the writable emptyDir, /dev/shm and the driver."""
-    models = (
-        [{"name": "models", "persistentVolumeClaim": {"claimName": options.models_claim, "readOnly": True}}],
-        [{"name": "models", "mountPath": MODEL_REPOSITORY, "subPath": CLAIM_SUBPATH, "readOnly": True}],
-    )
+    """The model repository (Deployment only: a claim, or an emptyDir a models image fills), the writable
+    emptyDir, /dev/shm, the admin key and the driver."""
+    if options.models_uri is not None:
+        models: tuple[list[Obj], list[Obj]] = ([], [])  # tritonserver reads the object store itself
+    elif options.models_image is not None:
+        models = (
+            [{"name": "models", "emptyDir": {"sizeLimit": options.models_size}}],
+            [{"name": "models", "mountPath": MODEL_REPOSITORY, "readOnly": True}],
+        )
+    else:
+        models = (
+            [
+                {
+                    "name": "models",
+                    "persistentVolumeClaim": {"claimName": options.models_claim, "readOnly": True},
+                }
+            ],
+            [{"name": "models", "mountPath": MODEL_REPOSITORY, "subPath": CLAIM_SUBPATH, "readOnly": True}],
+        )
     writable = writable_volumes_and_mounts(options)
+    key = admin_key_volumes_and_mounts(options)
     driver = driver_volumes_and_mounts(options)
-    return models[0] + writable[0] + driver[0], models[1] + writable[1] + driver[1]
+    return models[0] + writable[0] + key[0] + driver[0], models[1] + writable[1] + key[1] + driver[1]
+
+
+def models_init_container(options: K8sOptions) -> Obj:
+    """With a models image: copy its repository into the pod's emptyDir before the server starts, as the
+    same non-root user, with the same restricted security context."""
+    return {
+        "name": "models",
+        "image": options.models_image,
+        "command": ["cp", "-R", f"{MODELS_IMAGE_DIR}/.", "/models/"],
+        "resources": {
+            "requests": {"cpu": "100m", "memory": "64Mi"},
+            "limits": {"cpu": "1", "memory": "256Mi"},
+        },
+        "securityContext": container_security_context(),
+        "volumeMounts": [{"name": "models", "mountPath": "/models"}],
+    }
 
 
 def writable_volumes_and_mounts(options: K8sOptions) -> tuple[list[Obj], list[Obj]]:
-    """/tmp (the root filesystem is read-only: the work dir, CANN's logs under HOME=/tmp) and /dev/shm in
-    memory, ``shm_size`` large, for the Deployment's pods and KServe's alike."""
+    """/tmp (the root filesystem is read-only: the work dir, CANN's logs), bounded by ``tmp_size``, and
+    /dev/shm in memory, ``shm_size`` large, for the Deployment's pods and KServe's alike."""
     return (
         [
-            {"name": "work", "emptyDir": {}},
+            {"name": "work", "emptyDir": {"sizeLimit": options.tmp_size}},
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": options.shm_size}},
         ],
         [{"name": "work", "mountPath": WRITABLE_DIR}, {"name": "dshm", "mountPath": "/dev/shm"}],
+    )
+
+
+def admin_key_volumes_and_mounts(options: K8sOptions) -> tuple[list[Obj], list[Obj]]:
+    """The operator's Secret, read-only and readable by the serving user only (0400 with fsGroup)."""
+    if options.admin_key_secret is None:
+        return [], []
+    return (
+        [
+            {
+                "name": "admin-key",
+                "secret": {
+                    "secretName": options.admin_key_secret,
+                    "items": [{"key": ADMIN_KEY_ITEM, "path": ADMIN_KEY_ITEM}],
+                    "defaultMode": 0o440,
+                },
+            }
+        ],
+        [{"name": "admin-key", "mountPath": ADMIN_KEY_DIR, "readOnly": True}],
     )
 
 
@@ -430,19 +594,32 @@ def driver_volumes_and_mounts(options: K8sOptions) -> tuple[list[Obj], list[Obj]
 
 
 def resources(npu: NpuRequest, options: K8sOptions) -> Obj:
-    """CPU and memory requested and limited alike (QoS Guaranteed unless --cpu-limit raises the CPU limit);
-    the NPUs through limits, and equal requests (extended resources must have them equal)."""
-    requests = {"cpu": options.cpu, "memory": options.memory, npu.resource: str(npu.count)}
+    """CPU, memory and /tmp's ephemeral storage requested and limited alike (QoS Guaranteed unless
+    --cpu-limit raises the CPU limit); the NPUs through limits, and equal requests (extended resources must
+    have them equal); no NPUs for the simulator."""
+    requests = {"cpu": options.cpu, "memory": options.memory, "ephemeral-storage": options.tmp_size}
+    if not options.simulator:
+        requests[npu.resource] = str(npu.count)
     limits = {**requests, "cpu": options.cpu_limit or options.cpu}
     return {"requests": requests, "limits": limits}
 
 
-def _env() -> list[Obj]:
+def _env_from(options: K8sOptions) -> Obj:
+    """The object store's credentials, from the operator's Secret, as the environment tritonserver reads."""
+    return {"envFrom": [{"secretRef": {"name": options.models_secret}}]} if options.models_secret else {}
+
+
+def _env(options: K8sOptions) -> list[Obj]:
     return [
-        # refuse to start without pyACL rather than fall back to the CPU simulator
-        {"name": "GE_PLUGIN_DEVICE", "value": "ascend"},
-        # the root filesystem is read-only: CANN writes its logs under $HOME/ascend/log
+        # refuse to start without pyACL rather than fall back to the CPU simulator (unless it is asked for)
+        {"name": "GE_PLUGIN_DEVICE", "value": "sim" if options.simulator else "ascend"},
+        # the root filesystem is read-only: HOME on the emptyDir for whatever writes under it
         {"name": "HOME", "value": WRITABLE_DIR},
+        # CANN's logs: printed to stdout for `kubectl logs` instead of files (the variable's name up to CANN 8,
+        # and from CANN 9), and where anything CANN still writes to a file goes: the bounded emptyDir
+        {"name": "ASCEND_SLOG_PRINT_TO_STDOUT", "value": "1"},
+        {"name": "ASCEND_LOG_PRINT_TO_STDOUT", "value": "1"},
+        {"name": "ASCEND_PROCESS_LOG_PATH", "value": CANN_LOG_DIR},
     ]
 
 
@@ -472,6 +649,8 @@ def _scheduling(options: K8sOptions) -> Obj:
         found["runtimeClassName"] = options.runtime_class
     if options.image_pull_secrets:
         found["imagePullSecrets"] = [{"name": name} for name in options.image_pull_secrets]
+    if options.scheduler_name:
+        found["schedulerName"] = options.scheduler_name
     return found
 
 
@@ -493,8 +672,14 @@ def serving_container(
         "name": name,
         "image": options.image,
         # args, not command: the image's entrypoint sources CANN's set_env.sh and then runs them
-        "args": serve_args(repository=repository, http_port=http_port, grpc_port=grpc_port),
-        "env": _env(),
+        "args": serve_args(
+            repository=repository,
+            http_port=http_port,
+            grpc_port=grpc_port,
+            admin_key=options.admin_key_secret is not None,
+        ),
+        "env": _env(options),
+        **_env_from(options),
         "ports": [
             {"name": "http", "containerPort": http_port, "protocol": "TCP"},
             {"name": "grpc", "containerPort": grpc_port, "protocol": "TCP"},
@@ -515,7 +700,7 @@ def deployment(specs: Sequence[ModelSpec], npu: NpuRequest, options: K8sOptions)
         specs,
         npu,
         options,
-        repository=MODEL_REPOSITORY,
+        repository=options.models_uri or MODEL_REPOSITORY,
         http_port=HTTP_PORT,
         grpc_port=GRPC_PORT,
         mounts=mounts,
@@ -528,6 +713,8 @@ def deployment(specs: Sequence[ModelSpec], npu: NpuRequest, options: K8sOptions)
             # no replicas: the HorizontalPodAutoscaler owns the count (a replicas field here would reset it
             # on every apply)
             "selector": {"matchLabels": selector_labels(options)},
+            # beyond an image pull and the startup probe's window: `rollout status` fails only a stuck rollout
+            "progressDeadlineSeconds": PROGRESS_DEADLINE_S,
             # a new pod only once an old one is gone: its NPUs are what the new one needs
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}},
             "template": {
@@ -544,6 +731,7 @@ def deployment(specs: Sequence[ModelSpec], npu: NpuRequest, options: K8sOptions)
                     "securityContext": pod_security_context(options),
                     "terminationGracePeriodSeconds": TERMINATION_GRACE_S,
                     **_scheduling(options),
+                    **({"initContainers": [models_init_container(options)]} if options.models_image else {}),
                     "containers": [container],
                     "volumes": volumes,
                 },
@@ -586,24 +774,58 @@ def headless_service(options: K8sOptions) -> Obj:
     }
 
 
-def pod_disruption_budget(options: K8sOptions) -> Obj:
+def pod_disruption_budget(options: K8sOptions, name: str | None = None, selector: Obj | None = None) -> Obj:
     """Voluntary disruptions (drains, upgrades) take one pod at a time; maxUnavailable, not minAvailable, so a
     single replica can still be drained."""
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": metadata(options),
-        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector_labels(options)}},
+        "metadata": metadata(options, name),
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector or selector_labels(options)}},
     }
 
 
-def horizontal_pod_autoscaler(options: K8sOptions) -> Obj:
+def network_policy(options: K8sOptions) -> Obj:
+    """Only inference clients reach the inference ports, and only Prometheus the metrics port: from the
+    namespaces the operator names (none: the pods' own namespace), and from the monitoring namespace.
+    Kubelet probes come from the node, which NetworkPolicy always allows, so the probes keep working; the HPA
+    reads the queue time through Prometheus, which the metrics rule lets in."""
+
+    def namespaces(names: Sequence[str]) -> list[Obj]:
+        return [
+            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": name}}} for name in names
+        ]
+
+    clients = namespaces(options.allow_namespaces) if options.allow_namespaces else [{"podSelector": {}}]
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": metadata(options),
+        "spec": {
+            "podSelector": {"matchLabels": selector_labels(options)},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {
+                    "from": clients,
+                    "ports": [{"port": "http", "protocol": "TCP"}, {"port": "grpc", "protocol": "TCP"}],
+                },
+                {
+                    "from": namespaces([options.monitoring_namespace]),
+                    "ports": [{"port": "metrics", "protocol": "TCP"}],
+                },
+            ],
+        },
+    }
+
+
+def horizontal_pod_autoscaler(options: K8sOptions, target: str | None = None) -> Obj:
+    """Scales ``target`` (the Deployment; KServe's predictor Deployment with ``--kserve``) on the queue time."""
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
-        "metadata": metadata(options),
+        "metadata": metadata(options, target),
         "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": options.name},
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target or options.name},
             "minReplicas": options.min_replicas,
             "maxReplicas": options.max_replicas,
             "metrics": [
@@ -736,7 +958,32 @@ def kserve_objects(
     service_ = {
         "apiVersion": "serving.kserve.io/v1beta1",
         "kind": "InferenceService",
-        "metadata": metadata(options, annotations={"serving.kserve.io/deploymentMode": "RawDeployment"}),
+        "metadata": metadata(
+            options,
+            annotations={
+                "serving.kserve.io/deploymentMode": "RawDeployment",
+                # KServe's own HPA would scale on CPU; "external" leaves scaling to the rendered HPA (queue time)
+                "serving.kserve.io/autoscalerClass": "external",
+            },
+        ),
         "spec": {"predictor": predictor},
     }
     return runtime, service_
+
+
+def kserve_predictor(options: K8sOptions) -> str:
+    """The Deployment KServe's RawDeployment mode creates for the InferenceService's predictor."""
+    return f"{options.name}-predictor"
+
+
+def kserve_scaling(options: K8sOptions) -> tuple[Obj, Obj]:
+    """The HPA (queue time, as for the Deployment) on KServe's predictor Deployment, and a PDB for its pods,
+    which KServe labels with the InferenceService's name."""
+    return (
+        horizontal_pod_autoscaler(options, kserve_predictor(options)),
+        pod_disruption_budget(
+            options,
+            kserve_predictor(options),
+            {"serving.kserve.io/inferenceservice": options.name},
+        ),
+    )

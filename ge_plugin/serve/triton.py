@@ -133,7 +133,8 @@ class ServerOptions:
     """What ``ge-plugin serve`` and the tests start tritonserver with; the defaults are ge-plugin's choice for an
     Ascend fleet (docs/serving.md, "Failure behaviour")."""
 
-    repository: Path
+    #: a folder, or an object-store URL tritonserver reads itself (``s3://``, ``gs://``, ``as://``)
+    repository: Path | str
     host: str = "127.0.0.1"
     http_port: int = 8000
     grpc_port: int = 8001
@@ -198,7 +199,7 @@ class ServerOptions:
             operator_key=self.admin_key is not None,
             allow_model_files=self.allow_model_files,
             model_roots=tuple(Path(root) for root in self.model_roots),
-            repository=Path(self.repository),
+            repository=None if remote_repository(self.repository) else Path(self.repository),
             passed=passed,
             opened=frozenset(self.open_apis),
             load_checked=frozenset({"http"} if self.http_guard else ()),
@@ -223,7 +224,7 @@ class ServerOptions:
     def command(self, dist: Distribution, backend_dir: Path) -> list[str]:
         cmd = [
             str(dist.binary),
-            f"--model-repository={Path(self.repository).resolve()}",
+            f"--model-repository={self.repository if remote_repository(self.repository) else Path(self.repository).resolve()}",
             f"--backend-directory={backend_dir}",
             f"--cache-directory={dist.root / 'caches'}",
             f"--http-address={'127.0.0.1' if self.http_guard else self.host}",
@@ -243,6 +244,16 @@ class ServerOptions:
         cmd += self.access().tritonserver_args()
         cmd += list(self.extra_args)
         return cmd
+
+
+#: URL schemes of the object stores tritonserver 2.51 reads a model repository from (it copies each model to a
+#: local folder before the backend sees it, so the ge backend's relative om_model_path works unchanged)
+REMOTE_SCHEMES = ("s3://", "gs://", "as://")
+
+
+def remote_repository(repository: Path | str) -> bool:
+    """Whether the repository is an object-store URL (kept as written: a Path would fold its ``//``)."""
+    return isinstance(repository, str) and repository.startswith(REMOTE_SCHEMES)
 
 
 def _flag_values(args: Sequence[str]) -> list[tuple[str, str]]:

@@ -170,3 +170,63 @@ def test_dockerfile_entrypoint_sources_cann_then_runs_the_containers_arguments(t
         0,
         "/usr/local/Ascend/ascend-toolkit/latest|two words|--flag=x\n",
     )
+
+
+def test_base_image_check_refuses_a_python_older_than_ge_plugin_needs_before_installing(tmp_path):
+    # CANN 8.0/8.1's Ubuntu 22.04 images ship Python 3.10: pip would fail late, on requires-python
+    set_env = tmp_path / "set_env.sh"
+    set_env.write_text("true\n")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "python3"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'exec /usr/bin/python3 -c \'import sys; code = sys.argv[1]; sys.version_info = (3, 10, 12, "final", 0); '
+        'exec(code)\' "$2"\n'
+    )
+    fake.chmod(0o755)
+    (check,) = [run for run in runs(dockerfile()) if "CS_GNU_LIBC_VERSION" in run]
+
+    result = subprocess.run(
+        ["/bin/bash", "-o", "pipefail", "-c", check],
+        env={"CANN_SET_ENV": str(set_env), "PATH": f"{bin_dir}:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=tmp_path,
+    )
+
+    assert result.returncode == 1
+    assert "python3 is 3.10: ge-plugin needs Python 3.11 or newer" in result.stderr
+
+
+def test_image_user_follows_the_pods_run_as_ids_and_pip_takes_a_package_index_mirror():
+    text = dockerfile(uid=1001, gid=1002)
+    defaults = arg_defaults(text)
+
+    assert (defaults["NPU_UID"], defaults["NPU_GID"]) == ("1001", "1002")
+    # unset unless given: pip reads PIP_INDEX_URL from the environment, PyPI otherwise
+    assert defaults["PIP_INDEX_URL"] is None and defaults["PIP_TRUSTED_HOST"] is None
+    assert "@sha256:" in text  # the header shows digest pinning
+
+
+def test_k8s_render_writes_a_dockerfile_whose_user_is_the_run_as_ids(tmp_path):
+    from ge_plugin.deploy.k8s import K8sOptions
+    from ge_plugin.deploy.render import render_k8s
+    from ge_plugin.spec import load_spec
+
+    spec = load_spec(Path(__file__).resolve().parents[2] / "specs" / "llama.yaml")
+    files = render_k8s([spec], K8sOptions(name="x", image="i", models_claim="c", run_as=(1234, 1235)))
+
+    assert (arg_defaults(files["Dockerfile"])["NPU_UID"], arg_defaults(files["Dockerfile"])["NPU_GID"]) == (
+        "1234",
+        "1235",
+    )
+
+
+def test_hadolint_finds_nothing_in_the_models_image_dockerfile(tmp_path):
+    from ge_plugin.deploy.dockerfile import models_dockerfile
+
+    result = hadolint(models_dockerfile(), tmp_path)
+
+    assert (result.returncode, json.loads(result.stdout)) == (0, [])

@@ -19,9 +19,9 @@ from kubernetes_validate.utils import schema_contents
 from referencing import Registry, Resource
 
 from ge_plugin.cli import build_parser
-from ge_plugin.deploy import MANIFEST, K8sOptions, render_k8s
 from ge_plugin.deploy import k8s as k8s_module
 from ge_plugin.deploy.npu import npu_request, resource_for
+from ge_plugin.deploy.render import MANIFEST, K8sOptions, render_k8s
 from ge_plugin.errors import DeployError, SpecError
 from ge_plugin.serve.triton import EXIT_TIMEOUT_S
 from ge_plugin.spec import load_spec, load_specs
@@ -98,7 +98,7 @@ CRD_SCHEMAS = {
     "ServingRuntime": "servingruntime-serving-v1alpha1.json",
     "InferenceService": "inferenceservice-serving-v1beta1.json",
 }
-CORE_KINDS = {"Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget"}
+CORE_KINDS = {"Deployment", "Service", "HorizontalPodAutoscaler", "PodDisruptionBudget", "NetworkPolicy"}
 
 
 def deploy(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
@@ -244,6 +244,9 @@ def test_deployment_runs_serve_with_flags_ge_plugin_serve_accepts_and_a_grace_pe
     assert container["env"] == [
         {"name": "GE_PLUGIN_DEVICE", "value": "ascend"},
         {"name": "HOME", "value": "/tmp"},
+        {"name": "ASCEND_SLOG_PRINT_TO_STDOUT", "value": "1"},
+        {"name": "ASCEND_LOG_PRINT_TO_STDOUT", "value": "1"},
+        {"name": "ASCEND_PROCESS_LOG_PATH", "value": "/tmp/ascend-log"},
     ]
 
 
@@ -373,32 +376,38 @@ def test_cli_reports_spec_problems_with_file_and_line_and_exits_1(tmp_path):
     ("args", "message"),
     [
         (["--name", "Llama_Model"], "a Kubernetes name here is a DNS label"),
-        (["--min-replicas", "5", "--max-replicas", "2"], "--min-replicas 5 is more than --max-replicas 2"),
-        (["--storage-uri", "s3://bucket/repo"], "--storage-uri needs --kserve"),
+        (
+            ["--min-replicas", "5", "--max-replicas", "2"],
+            "replicas: the minimum (5) must be at least 1 and at most the maximum (2)",
+        ),
+        (
+            ["--storage-uri", "s3://bucket/repo"],
+            "the storage URI is where KServe fetches the repository from: it needs KServe",
+        ),
         (["--npu-resource", "Ascend910"], "an extended resource is DOMAIN/NAME"),
         (["--max-replicas", "0"], "must be >= 1, got 0"),
         (
             ["--label", "app.kubernetes.io/instance=x"],
-            "--label app.kubernetes.io/instance: ge-plugin sets it",
+            "label app.kubernetes.io/instance: ge-plugin sets it",
         ),
         (["--label", "team"], "expected KEY=VALUE for a label, got 'team'"),
         (["--label", "team=a b"], "a label value is at most 63 letters"),
         (["--node-selector", "bad_=x"], "a label key is [PREFIX/]NAME"),
         (["--toleration", "dedicated=x:NoRun"], "a toleration's effect is one of NoSchedule"),
-        (["--memory", "2Gi", "--shm-size", "2Gi"], "--memory 2Gi must exceed --shm-size 2Gi"),
+        (["--memory", "2Gi", "--shm-size", "2Gi"], "memory (2Gi) must exceed /dev/shm (2Gi)"),
         (["--memory", "lots"], "expected a Kubernetes quantity such as 500m, 4, 16Gi, got 'lots'"),
-        (["--cpu", "8", "--cpu-limit", "4"], "--cpu-limit 4 is below the request --cpu 8"),
+        (["--cpu", "8", "--cpu-limit", "4"], "the CPU limit (4) is below the CPU request (8)"),
         (["--run-as", "0:0"], "non-root user: UID and GID >= 1"),
         (["--namespace", "Inference"], "a namespace is a DNS label"),
         (
             ["--npu-smi", "/usr/local/sbin/npu-smi"],
-            "--npu-smi mounts npu-smi from the host: it needs --driver hostpath",
+            "npu-smi is mounted from the host only in hostpath driver mode",
         ),
-        (["--driver", "hostpath", "--npu-smi", "npu-smi"], "--npu-smi is the absolute path of npu-smi"),
+        (["--driver", "hostpath", "--npu-smi", "npu-smi"], "npu-smi's path on the hosts must be absolute"),
         (["--driver", "privileged"], "argument --driver: invalid choice: 'privileged'"),
         (
             ["--prometheus-release", "kps"],
-            "--prometheus-release labels the ServiceMonitor: it needs --service-monitor",
+            "the Prometheus release label is the ServiceMonitor's: it needs the ServiceMonitor",
         ),
         (["--prometheus-url", "prometheus:9090"], "expected Prometheus' URL as http(s)://HOST[:PORT][/PATH]"),
         (["--image-pull-secret", "Registry"], "a Kubernetes name here is a DNS label"),
@@ -419,9 +428,10 @@ def test_cli_help_ends_with_examples():
     assert "examples:\n  ge-plugin deploy k8s specs/llama.yaml -o deploy/llama" in result.stdout
 
 
-def test_render_refuses_a_storage_uri_without_kserve():
-    with pytest.raises(DeployError, match="needs --kserve"):
-        render_k8s([load_spec(ROOT / "specs" / "llama.yaml")], _options(), storage_uri="s3://b/r")
+def test_options_refuse_a_storage_uri_without_kserve_in_the_domains_words():
+    with pytest.raises(ValueError, match="it needs KServe") as caught:
+        _options(storage_uri="s3://b/r")
+    assert "--" not in str(caught.value)  # the domain names no flag: the CLI shows its message as it is
 
 
 def _options(**changes) -> K8sOptions:
@@ -456,6 +466,20 @@ def test_deploy_doc_states_what_is_rendered():
         "--headless-service",
         "--prometheus-release",
         "--prometheus-url",
+        "--shm-size",
+        "--tmp-size",
+        "--models-claim",
+        "--models-access-mode",
+        "--models-image",
+        "--models-size",
+        "--models-uri",
+        "--models-secret",
+        "--admin-key-secret",
+        "--allow-namespace",
+        "--monitoring-namespace",
+        "--no-network-policy",
+        "--scheduler-name",
+        "--simulator",
     ):
         assert f"`{flag}" in text, flag
     for _pattern, resource in DEVICE_PLUGIN_RESOURCES:
@@ -505,7 +529,7 @@ def restricted_violations(pod: dict) -> list[str]:
         kinds = set(volume) - {"name"}
         if not kinds <= RESTRICTED_VOLUMES:
             found.append(f"volume {volume['name']}: {', '.join(sorted(kinds))}")
-    for container in pod["containers"]:
+    for container in [*pod.get("initContainers", []), *pod["containers"]]:
         context, name = container.get("securityContext", {}), container["name"]
         if context.get("allowPrivilegeEscalation") is not False:
             found.append(f"{name}: allowPrivilegeEscalation not false")
@@ -595,7 +619,8 @@ def test_serving_containers_are_guaranteed_qos_non_root_read_only_with_writable_
         assert pod["securityContext"]["runAsNonRoot"] and pod["automountServiceAccountToken"] is False
         mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
         volumes = {v["name"]: v for v in pod["volumes"]}
-        assert volumes[mounts["/tmp"]] == {"name": "work", "emptyDir": {}}
+        assert volumes[mounts["/tmp"]] == {"name": "work", "emptyDir": {"sizeLimit": "4Gi"}}
+        assert limits["ephemeral-storage"] == "4Gi"  # what the kubelet evicts on, and the scheduler counts
         assert volumes[mounts["/dev/shm"]]["emptyDir"]["medium"] == "Memory"
         shm = k8s_module.quantity(volumes[mounts["/dev/shm"]]["emptyDir"]["sizeLimit"])
         assert k8s_module.quantity(limits["memory"]) > shm  # the shm emptyDir counts against the limit
@@ -618,8 +643,8 @@ def test_pair_carries_every_pod_knob_from_the_command_line(rendered):
     assert "team" in deployment["spec"]["template"]["metadata"]["labels"]
     assert "team" not in deployment["spec"]["selector"]["matchLabels"]  # a selector never changes
     assert container["resources"] == {
-        "requests": {"cpu": "8", "memory": "32Gi", "huawei.com/Ascend910": "2"},
-        "limits": {"cpu": "16", "memory": "32Gi", "huawei.com/Ascend910": "2"},
+        "requests": {"cpu": "8", "memory": "32Gi", "ephemeral-storage": "4Gi", "huawei.com/Ascend910": "2"},
+        "limits": {"cpu": "16", "memory": "32Gi", "ephemeral-storage": "4Gi", "huawei.com/Ascend910": "2"},
     }
     assert pod["nodeSelector"] == {"accelerator": "huawei-Ascend910"}
     assert pod["tolerations"] == [
@@ -694,7 +719,10 @@ def test_kserve_runtime_has_probes_cpu_memory_and_both_ports(rendered):
     assert (args.http_port, args.grpc_port) == (8080, 9000)
     assert {"cpu", "memory", "huawei.com/Ascend910"} <= set(container["resources"]["limits"])
     annotations = by_kind["InferenceService"]["metadata"]["annotations"]
-    assert annotations == {"serving.kserve.io/deploymentMode": "RawDeployment"}  # serverless routes one port
+    assert annotations == {
+        "serving.kserve.io/deploymentMode": "RawDeployment",  # serverless routes one port
+        "serving.kserve.io/autoscalerClass": "external",  # the rendered HPA scales it, on queue time, not CPU
+    }
 
 
 def test_kustomize_base_lists_exactly_the_core_objects(rendered):
@@ -771,6 +799,207 @@ def test_rerender_keeps_a_stale_file_the_operator_edited_and_says_so(tmp_path):
     }
 
 
-def test_render_refuses_a_prometheus_release_without_a_service_monitor():
-    with pytest.raises(DeployError, match="needs --service-monitor"):
-        render_k8s([load_spec(ROOT / "specs" / "llama.yaml")], _options(prometheus_release="kps"))
+def test_options_refuse_a_prometheus_release_without_a_service_monitor():
+    with pytest.raises(ValueError, match="it needs the ServiceMonitor"):
+        _options(prometheus_release="kps")
+
+
+# --- round 3: where the models come from, access, sizing, the simulator ------------------------------------
+
+LLAMA = ROOT / "specs" / "llama.yaml"
+
+
+def _render(specs=None, **changes) -> dict:
+    return render_k8s(specs or [load_spec(LLAMA)], _options(**changes))
+
+
+def _pod(files: dict) -> dict:
+    return files["deployment.yaml"]["spec"]["template"]["spec"]
+
+
+def test_shm_is_sized_from_the_specs_largest_execute_times_streams_and_instances():
+    from ge_plugin.deploy import sizing
+
+    llama = load_spec(LLAMA)
+    # 8 rows x 128 tokens of fp32 logits over 32000 ids, plus the int64 ids: the largest gear's execute
+    assert sizing.execute_bytes(llama) == 8 * 128 * 32000 * 4 + 8 * 128 * 8
+    volumes = {v["name"]: v for v in _pod(_render())["volumes"]}
+    shm = k8s_module.quantity(volumes["dshm"]["emptyDir"]["sizeLimit"])
+    # two streams of one instance, each with a batch in flight, fit with room to spare
+    assert 2 * sizing.execute_bytes(llama) < shm <= 2 * 2 * sizing.execute_bytes(llama) + (256 << 20)
+    explicit = {v["name"]: v for v in _pod(_render(shm_size="3Gi"))["volumes"]}
+    assert explicit["dshm"]["emptyDir"]["sizeLimit"] == "3Gi"
+
+
+def test_shm_sized_from_the_specs_must_still_fit_under_the_memory_limit():
+    with pytest.raises(
+        DeployError, match=r"memory \(512Mi\) must exceed /dev/shm \(512Mi\).*sized from the specs"
+    ):
+        _render(memory="512Mi")
+
+
+@pytest.mark.parametrize("mode", ["ReadWriteOnce", "ReadWriteOncePod"])
+def test_a_single_node_claim_with_replicas_spread_over_nodes_is_refused(mode):
+    with pytest.raises(ValueError, match=f"a {mode} claim attaches to one node.*second would never start"):
+        _options(models_access_mode=mode, max_replicas=2)
+    # one replica (maxSurge 0 replaces it in place) is fine
+    assert _options(models_access_mode=mode, min_replicas=1, max_replicas=1).max_replicas == 1
+
+
+def test_cli_refuses_a_read_write_once_claim_with_several_replicas(tmp_path):
+    result = deploy("specs/llama.yaml", "-o", str(tmp_path / "out"), "--models-access-mode", "ReadWriteOnce")
+
+    assert result.returncode == 2
+    assert "Multi-Attach" in result.stderr and "ReadOnlyMany or ReadWriteMany" in result.stderr
+
+
+def test_models_image_fills_an_empty_dir_before_the_server_starts_with_no_claim(tmp_path):
+    files = _render(models_claim=None, models_image="registry.example/llama-models:1")
+    pod = _pod(files)
+
+    (init,) = pod["initContainers"]
+    assert init["image"] == "registry.example/llama-models:1"
+    assert init["command"] == ["cp", "-R", "/model_repository/.", "/models/"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert "persistentVolumeClaim" not in volumes["models"] and volumes["models"]["emptyDir"]["sizeLimit"]
+    (server,) = pod["containers"]
+    assert {"name": "models", "mountPath": "/models", "readOnly": True} in server["volumeMounts"]
+    assert restricted_violations(pod) == []  # the init container is as locked down as the server
+    for version in KUBERNETES_VERSIONS:
+        kubernetes_validate.validate(files["deployment.yaml"], version, strict=True)
+    assert "COPY model_repository /model_repository" in files["models.Dockerfile"]
+    with pytest.raises(ValueError, match="comes from one place"):
+        _options(models_image="registry.example/llama-models:1")
+
+
+def test_admin_key_secret_is_mounted_read_only_and_given_to_serve_as_a_file():
+    files = _render(admin_key_secret="llama-admin-key")
+    pod = _pod(files)
+    (container,) = pod["containers"]
+
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["admin-key"]["secret"]["secretName"] == "llama-admin-key"
+    assert volumes["admin-key"]["secret"]["items"] == [{"key": "admin-key", "path": "admin-key"}]
+    assert {"name": "admin-key", "mountPath": "/etc/ge-plugin/admin-key", "readOnly": True} in container[
+        "volumeMounts"
+    ]
+    args = build_parser(["serve"]).parse_args(container["args"][1:])
+    assert str(args.admin_key_file) == "/etc/ge-plugin/admin-key/admin-key"
+    assert "llama-admin-key" not in " ".join(container["args"])  # the key itself is never on a command line
+    assert restricted_violations(pod) == []  # a secret volume is allowed by "restricted"
+    # without the Secret, the control plane is closed to every client: nothing is mounted, no key is given
+    (plain,) = _pod(_render())["containers"]
+    assert "--admin-key-file" not in plain["args"]
+
+
+def test_network_policy_lets_inference_clients_and_prometheus_in_and_nothing_else():
+    policy = _render(allow_namespaces=("apps", "batch"), monitoring_namespace="observability")[
+        "networkpolicy.yaml"
+    ]
+    for version in KUBERNETES_VERSIONS:
+        kubernetes_validate.validate(policy, version, strict=True)
+
+    assert policy["spec"]["podSelector"]["matchLabels"] == k8s_module.selector_labels(_options())
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    inference, metrics = policy["spec"]["ingress"]
+    assert [p["port"] for p in inference["ports"]] == ["http", "grpc"]
+    assert [
+        f["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"] for f in inference["from"]
+    ] == [
+        "apps",
+        "batch",
+    ]
+    assert [p["port"] for p in metrics["ports"]] == ["metrics"]
+    assert metrics["from"] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "observability"}}}
+    ]
+    # by default only the pods' own namespace reaches inference
+    (default_inference, _metrics) = _render()["networkpolicy.yaml"]["spec"]["ingress"]
+    assert default_inference["from"] == [{"podSelector": {}}]
+    assert "networkpolicy.yaml" not in _render(network_policy=False)
+
+
+def test_kserve_is_scaled_by_the_rendered_hpa_on_queue_time_with_a_pdb(rendered):
+    out = rendered("llama")
+    by_file = {p.relative_to(out).as_posix(): yaml.safe_load(p.read_text()) for p in out.rglob("*.yaml")}
+    service = by_file["kserve/inferenceservice.yaml"]
+    hpa, pdb = by_file["kserve/hpa.yaml"], by_file["kserve/pdb.yaml"]
+
+    assert service["metadata"]["annotations"]["serving.kserve.io/autoscalerClass"] == "external"
+    assert hpa["spec"]["scaleTargetRef"] == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": f"{service['metadata']['name']}-predictor",
+    }
+    assert hpa["spec"]["metrics"] == by_file["hpa.yaml"]["spec"]["metrics"]  # the same queue-time metric
+    assert pdb["spec"]["selector"]["matchLabels"] == {
+        "serving.kserve.io/inferenceservice": service["metadata"]["name"]
+    }
+    for version in KUBERNETES_VERSIONS:
+        kubernetes_validate.validate(hpa, version, strict=True)
+        kubernetes_validate.validate(pdb, version, strict=True)
+
+
+def test_rollout_deadline_outlasts_an_image_pull_and_the_startup_window():
+    deployment = _render()["deployment.yaml"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    startup = container["startupProbe"]["periodSeconds"] * container["startupProbe"]["failureThreshold"]
+
+    assert deployment["spec"]["progressDeadlineSeconds"] >= startup + 600
+
+
+def test_scheduler_name_and_cann_logs_to_stdout():
+    pod = _pod(_render(scheduler_name="volcano"))
+    (container,) = pod["containers"]
+
+    assert pod["schedulerName"] == "volcano"
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["ASCEND_SLOG_PRINT_TO_STDOUT"] == env["ASCEND_LOG_PRINT_TO_STDOUT"] == "1"
+    assert env["ASCEND_PROCESS_LOG_PATH"].startswith("/tmp/")  # on the bounded emptyDir
+    assert "schedulerName" not in _pod(_render())
+
+
+def test_simulator_render_asks_for_no_npu_and_serves_on_the_simulator():
+    files = _render(simulator=True)
+    pod = _pod(files)
+    (container,) = pod["containers"]
+
+    assert not [r for r in container["resources"]["limits"] if r.startswith("huawei.com/")]
+    assert {e["name"]: e["value"] for e in container["env"]}["GE_PLUGIN_DEVICE"] == "sim"
+    assert [v for v in pod["volumes"] if "hostPath" in v] == []
+    assert restricted_violations(pod) == []
+    with pytest.raises(ValueError, match="the simulator needs no CANN driver"):
+        _options(simulator=True, driver="hostpath")
+
+
+def test_readiness_probe_imports_no_more_than_a_plain_script():
+    # the probe runs every 5 s in every pod: it must not import the renderer (specs, numpy, YAML) on the way
+    code = (
+        "import sys, runpy; sys.argv = ['ready', '--port', '1', '--timeout', '0.1', 'm']\n"
+        "try:\n    runpy.run_module('ge_plugin.deploy.ready', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'yaml', 'attrs', 'cattrs', 'onnx')))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+
+    assert result.stdout.strip() == "[]", result.stdout + result.stderr
+    assert "m: http://127.0.0.1:1/v2/models/m/ready" in result.stderr  # and it still probed
+
+
+def test_an_object_store_repository_is_read_by_the_server_with_credentials_from_a_secret():
+    files = _render(
+        models_claim=None, models_uri="s3://models/model_repository", models_secret="s3-credentials"
+    )
+    pod = _pod(files)
+    (container,) = pod["containers"]
+
+    args = build_parser(["serve"]).parse_args(container["args"][1:])
+    assert args.repository == "s3://models/model_repository"  # as written: tritonserver reads it
+    assert container["envFrom"] == [{"secretRef": {"name": "s3-credentials"}}]
+    assert "/models" not in {m["mountPath"] for m in container["volumeMounts"]}
+    for version in KUBERNETES_VERSIONS:
+        kubernetes_validate.validate(files["deployment.yaml"], version, strict=True)
+    with pytest.raises(ValueError, match="comes from one place"):
+        _options(models_uri="s3://models/model_repository")  # and the default claim
+    with pytest.raises(ValueError, match="s3://, gs:// or as://"):
+        _options(models_claim=None, models_uri="http://models/model_repository")
