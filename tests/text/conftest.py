@@ -11,8 +11,8 @@ import pytest
 from tokenizers import Tokenizer as HfTokenizer
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
-from ge_plugin.text import Tokenizer
 from ge_plugin.text.demo import CORPUS, write_demo_tokenizer
+from ge_plugin.text.tokenizer import Tokenizer
 
 
 @pytest.fixture(scope="session")

@@ -8,9 +8,9 @@ import json
 import pytest
 
 from ge_plugin.errors import TokenizerError
-from ge_plugin.text import Tokenizer
 from ge_plugin.text.chat import ChatTemplate
 from ge_plugin.text.demo import train_demo_tokenizer, write_demo_tokenizer_files
+from ge_plugin.text.tokenizer import Tokenizer
 
 
 def test_demo_tokenizer_has_contract_b_vocabulary_and_specials(demo_tokenizer):
