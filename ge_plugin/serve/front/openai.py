@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import secrets
 import time
@@ -37,6 +38,8 @@ from ge_plugin.text import files as tokenizer_files
 if TYPE_CHECKING:
     from ge_plugin.serve.front.transport import ClientConnection
     from ge_plugin.text.tokenizer import Tokenizer
+
+log = logging.getLogger("ge_plugin.serve.front")
 
 #: characters above which a text is tokenized on a worker thread, so the loop keeps serving
 INLINE_CHARS = 16 << 10
@@ -162,6 +165,13 @@ class TextService:
                 return False
             error = ApiError(str(exc), 502)
             reply.whole(502, _json(error.body() if openai else {"error": str(exc)}))
+        except Exception:  # a bug answers this request with 500 and costs nothing else
+            log.exception("ge-plugin front: a text request failed")
+            if reply.started or conn.closed:
+                conn.close()
+                return False
+            error = ApiError("the front failed on this request (its log says why)", 500)
+            reply.whole(500, _json(error.body() if openai else {"error": str(error)}))
         return conn.keep_alive and not conn.closed
 
     # -- /v1/models --------------------------------------------------------------------------------------
@@ -575,7 +585,10 @@ def _body(conn: ClientConnection, incoming: Incoming) -> object:
         body = inflate(body, coding, conn.front.rules.max_body_bytes)
     if not body.strip():
         raise ApiError("the request has no JSON body")
-    return strict_json.loads(body)
+    value = strict_json.loads(body)
+    if b"\\u" in body:
+        strict_json.dumps(value)  # Refused for a lone surrogate escape, which no tokenizer can take
+    return value
 
 
 def _prompt_ids(tokenizer: Tokenizer, request: TextRequest) -> list[int]:

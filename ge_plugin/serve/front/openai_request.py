@@ -240,7 +240,7 @@ def _prompt(value: object) -> str | tuple[int, ...]:
         and all(isinstance(i, int) and not isinstance(i, bool) for i in value)
     ):
         return tuple(value)
-    if isinstance(value, list) and len(value) > 1:
+    if isinstance(value, list) and len(value) > 1 and all(isinstance(p, (str, list)) for p in value):
         raise ApiError("a batch of prompts is not supported: one prompt per request", param="prompt")
     raise ApiError(f"prompt must be a string or a list of token ids, not {_show(value)}", param="prompt")
 
