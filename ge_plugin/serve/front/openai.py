@@ -89,20 +89,27 @@ class TextModels:
         self._params[name] = (stamp, paths)
         return paths
 
+    def cached(self, paths: tuple[Path, Path | None]) -> Tokenizer | None:
+        """The tokenizer of these files if it is loaded and its files did not change (a few stat calls)."""
+        cached = self._loaded.get(paths)
+        return cached[1] if cached is not None and cached[0] == _stamps(paths) else None
+
     def tokenizer(self, paths: tuple[Path, Path | None]) -> Tokenizer:
         """The tokenizer of these files, loaded once (again when a file changes); TokenizerError. Slow the
         first time: call it on a worker thread."""
         from ge_plugin.text.tokenizer import Tokenizer
 
-        stamp = tuple(
-            value for path in paths if path is not None for value in _stamp(path)
-        )  # fmt: skip
+        stamp = _stamps(paths)
         cached = self._loaded.get(paths)
         if cached is not None and cached[0] == stamp:
             return cached[1]
         tokenizer = Tokenizer.from_files(*paths)
         self._loaded[paths] = (stamp, tokenizer)
         return tokenizer
+
+
+def _stamps(paths: tuple[Path, Path | None]) -> tuple[int, ...]:
+    return tuple(value for path in paths if path is not None for value in _stamp(path))
 
 
 def _stamp(path: Path) -> tuple[int, int]:
@@ -225,9 +232,12 @@ class TextService:
                     f"({tokenizer_files.TOKENIZER_JSON})", 404, param="model", code="model_not_found"
                 )  # fmt: skip
             raise unknown_model(model)
-        try:
-            tokenizer: Tokenizer = await _off_loop(conn, self.models.tokenizer, paths, size=INLINE_CHARS + 1)
+        tokenizer = self.models.cached(paths)
+        if tokenizer is not None:
             return tokenizer
+        try:
+            loaded: Tokenizer = await _off_loop(conn, self.models.tokenizer, paths, size=INLINE_CHARS + 1)
+            return loaded
         except TokenizerError as exc:
             raise ApiError(f"the tokenizer of model `{model}` cannot be loaded: {exc}", 500) from None
 
@@ -298,6 +308,10 @@ class _Completion(_Events):
         self.id = ("chatcmpl-" if request.chat else "cmpl-") + secrets.token_hex(12)
         self.created = int(time.time())
         self.object = "chat.completion" if request.chat else "text_completion"
+        # a content chunk is the same JSON every time but for its text: encoded once, the text spliced in
+        marker = "\u0000"
+        template = self._chunk_json({"content": marker} if request.chat else marker, None)
+        self._before, self._after = template.split(_json(marker), 1)
 
     def event(self, event: dict[str, Any]) -> None:
         if self.finish is not None:
@@ -324,11 +338,14 @@ class _Completion(_Events):
             self.finish = _FINISH.get(str(reason), "stop")
         if text:
             if self.request.stream:
-                self._chunk({"content": text} if self.request.chat else text)
+                self.reply.event(self._before + _json(text) + self._after)
             else:
                 self.text.append(text)
 
     def _chunk(self, delta: dict[str, str] | str, finish: str | None = None) -> None:
+        self.reply.event(self._chunk_json(delta, finish))
+
+    def _chunk_json(self, delta: dict[str, str] | str, finish: str | None) -> bytes:
         choice: dict[str, Any] = {"index": 0}
         if self.request.chat:
             choice["delta"] = delta
@@ -338,7 +355,7 @@ class _Completion(_Events):
         chunk = self._head(self.object + ".chunk" if self.request.chat else self.object, [choice])
         if self.request.include_usage:
             chunk["usage"] = None
-        self.reply.event(_json(chunk))
+        return _json(chunk)
 
     def _head(self, kind: str, choices: list[dict[str, Any]]) -> dict[str, Any]:
         return {"id": self.id, "object": kind, "created": self.created, "model": self.request.model,
