@@ -168,6 +168,8 @@ def _tokenizer_copies(spec: ModelSpec, model_dir: Path) -> list[tuple[bytes, Pat
             continue
         try:
             copies.append((source.read_bytes(), model_dir / name))
+        except FileNotFoundError:
+            continue  # like an ONNX source, it need not exist yet (demo-models writes it); the load names it
         except OSError as exc:
             raise RenderError(
                 f"{spec.path}: tokenizer file {source} cannot be read ({exc.strerror or exc}); "

@@ -87,8 +87,14 @@ def test_tokenizer_section_mistakes_name_the_line(tmp_path):
         load_specs([write(tmp_path, "tokenizer:\n  file: t.json\n  vocab: 3\n")])
 
 
-def test_tokenizer_file_missing_at_render_names_the_file(tmp_path):
+def test_tokenizer_file_missing_at_render_is_left_to_the_load(tmp_path):
+    """As with an ONNX source, rendering needs no tokenizer yet (demo-models writes the demo's); the config
+    names it all the same, and the model's load (or the front) says which file is missing."""
     (spec,) = load_specs([write(tmp_path, "tokenizer:\n  file: models/tokenizer.json\n")])
+    (config,) = write_repository([spec], tmp_path / "repo")
+    assert "tokenizer_json" in config.read_text() and not (config.parent / "tokenizer.json").exists()
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "tokenizer.json").mkdir()  # unreadable as a file
     with pytest.raises(RenderError, match=r"tokenizer file .*models/tokenizer\.json cannot be read"):
         write_repository([spec], tmp_path / "repo")
 
