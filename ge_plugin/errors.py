@@ -44,6 +44,11 @@ class RequestError(ValueError, GePluginError):
     """One inference request is invalid; its batch-mates still run. The message names the input."""
 
 
+class TokenizerError(ValueError, GePluginError):
+    """A tokenizer's files cannot be read or do not fit the model, or a chat cannot be rendered with its
+    template; the message names the file or the message at fault."""
+
+
 class UnavailableError(RuntimeError, GePluginError):
     """The instance cannot run requests for now (a device failure it is still recovering from); a retry later
     may succeed, so the backend answers UNAVAILABLE (HTTP 503) rather than INTERNAL."""

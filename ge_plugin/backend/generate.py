@@ -67,6 +67,9 @@ class GenerateModel:
         instance = args.get("model_instance_name", "")
         self.device_id = device_for_instance(instance, params.device_ids)
         self.generator = Generator(om_path, self.config, device_id=self.device_id)
+        _check_tokenizer(
+            config.get("parameters", {}), args["model_repository"], self.generator.layout.vocab, self.name
+        )
         self.loop = GenerationLoop(self.generator)
         self._live: dict[int, _Live] = {}
         self._live_lock = threading.Lock()
@@ -230,6 +233,23 @@ class GenerateModel:
             self.metrics.close()
             self.generator.close()
             device.finalize()
+
+
+def _check_tokenizer(parameters: dict[str, Any], model_dir: str, vocab: int, name: str) -> None:
+    """A tokenizer the config names must make only ids the OM's logits have (text.files): else the load fails
+    here, naming both sizes, rather than a text request later."""
+    from pathlib import Path
+
+    from ge_plugin.text.files import tokenizer_paths
+
+    plain = {
+        key: v.get("string_value", "") if isinstance(v, dict) else str(v) for key, v in parameters.items()
+    }
+    paths = tokenizer_paths(plain, Path(model_dir))
+    if paths is not None:
+        from ge_plugin.text.tokenizer import Tokenizer
+
+        Tokenizer.from_files(*paths).check_vocab(vocab, name)
 
 
 def is_generating(config: dict[str, Any]) -> bool:

@@ -11,8 +11,9 @@ from ge_plugin.cli._common import add_command
 
 EXAMPLES = """
   ge-plugin demo-models models
-      writes models/tiny_llama.onnx, models/tiny_bert.onnx and models/identity.onnx; a second run
-      rewrites nothing, because the files are byte-identical every time
+      writes models/tiny_llama.onnx, models/tiny_bert.onnx, models/identity.onnx, ... and the demo
+      LLaMA's tokenizer (models/tokenizer.json, models/tokenizer_config.json); a second run rewrites
+      nothing, because the files are byte-identical every time
 """
 
 
@@ -26,6 +27,8 @@ def register(subparsers) -> None:
             "  tiny_llama.onnx  input_ids -> logits over 32000 tokens; predicts input_id + 1 everywhere\n"
             "  tiny_bert.onnx   input_ids, attention_mask -> last_hidden_state\n"
             "  identity.onnx    INPUT0 -> OUTPUT0, the overhead floor for benchmarks\n"
+            "  tokenizer.json, tokenizer_config.json  the demo LLaMA's tokenizer: a byte-level BPE of 512 tokens\n"
+            "                   (<pad>=0, <s>=1, </s>=2) trained here, offline, with a LLaMA-2 chat template\n"
             "A file whose bytes would not change is left alone. See docs/models.md."
         ),
         examples=EXAMPLES,
@@ -52,10 +55,30 @@ def run(args: argparse.Namespace) -> int:
                 f"{path}  {_size(len(data))}  sha256 {hashlib.sha256(data).hexdigest()[:12]}  "
                 f"{_signature(model)}  ({status})"
             )
+        _write_tokenizer(directory)
     except OSError as exc:
         print(f"ge-plugin demo-models: error: cannot write models to {directory}: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _write_tokenizer(directory: Path) -> None:
+    """The demo LLaMA's tokenizer; skipped with a note where the ``text`` extra is not installed."""
+    try:
+        from ge_plugin.text.demo import VOCAB_SIZE, write_demo_tokenizer_files
+    except ImportError as exc:
+        print(
+            f"ge-plugin demo-models: no tokenizer written ({exc.name} is not installed: pip install "
+            "'ge-plugin[text]')",
+            file=sys.stderr,
+        )
+        return
+    for path, written in write_demo_tokenizer_files(directory):
+        data = path.read_bytes()
+        print(
+            f"{path}  {_size(len(data))}  sha256 {hashlib.sha256(data).hexdigest()[:12]}  "
+            f"byte-level BPE, {VOCAB_SIZE} tokens, <pad>=0 <s>=1 </s>=2  ({'written' if written else 'unchanged'})"
+        )
 
 
 def _signature(model) -> str:

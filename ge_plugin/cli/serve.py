@@ -21,6 +21,7 @@ EXAMPLES = """
   ge-plugin serve model_repository
   ge-plugin serve model_repository --http-port 9000 --grpc-port 9001 --metrics-port 9002
   ge-plugin serve model_repository --load-model llama_model
+  ge-plugin serve model_repository --openai-port 9000
   ge-plugin serve model_repository --exit-timeout-secs 60
   ge-plugin serve model_repository --admin-key-file /etc/ge-plugin/admin-key/admin-key
   GE_PLUGIN_ADMIN_KEY=$(cat key) ge-plugin serve model_repository --open-api statistics
@@ -96,6 +97,26 @@ def register(subparsers) -> None:
             "every request is parsed once (llhttp, strict JSON, gzip/deflate inflated), requests that abort "
             "tritonserver 2.51 are answered with 400, the rest re-encoded and forwarded; idle keep-alive "
             "connections close at a stop (gRPC does not go through it) (default: on)"
+        ),
+    )
+    parser.add_argument(
+        "--text",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help=(
+            "with the front: for models whose config names a tokenizer (a spec's tokenizer: section), serve "
+            "OpenAI's GET /v1/models, POST /v1/completions and /v1/chat/completions, and take text_input / "
+            "answer text_output on Triton's generate endpoints (default: on)"
+        ),
+    )
+    parser.add_argument(
+        "--openai-port",
+        type=int,
+        default=0,
+        metavar="PORT",
+        help=(
+            "serve the OpenAI endpoints on a port of their own as well, which serves nothing else (one to "
+            "expose where Triton's own API should not be) (default: the HTTP port only)"
         ),
     )
     parser.add_argument(
@@ -226,6 +247,8 @@ def run(args: argparse.Namespace) -> int:
         extra_args=args.passthrough,
         exit_timeout_s=args.exit_timeout_secs,
         http_guard=args.http_guard,
+        text_endpoints=args.text,
+        openai_port=args.openai_port,
         max_input_bytes=args.max_input_bytes,
         max_body_bytes=args.max_body_bytes,
         jemalloc=args.jemalloc,

@@ -13,6 +13,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from ge_plugin import generate_io
 from ge_plugin.spec.model import ModelSpec
+from ge_plugin.text import files as tokenizer_files
 
 BACKEND = "ge"
 
@@ -122,3 +123,7 @@ def _set_instance_groups(config: mc.ModelConfig, spec: ModelSpec) -> None:
 def _set_parameters(config: mc.ModelConfig, spec: ModelSpec) -> None:
     for key, value in spec.to_params().to_parameters().items():
         config.parameters[key].string_value = value
+    if spec.tokenizer is not None:  # the copies write_repository puts beside the model
+        config.parameters[tokenizer_files.TOKENIZER_JSON].string_value = tokenizer_files.JSON_NAME
+        if spec.tokenizer.config is not None:
+            config.parameters[tokenizer_files.TOKENIZER_CONFIG].string_value = tokenizer_files.CONFIG_NAME

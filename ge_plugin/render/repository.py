@@ -2,7 +2,8 @@
 
 Each model gets ``<repo>/<name>/config.pbtxt`` and a folder per version, ``<repo>/<name>/1/`` unless the
 spec lists ``versions`` (each with a ``.gitkeep``, so that the folder exists in git while the OM files
-generated into it stay ignored). Nothing else in the repository is touched: the OM files, other backends'
+generated into it stay ignored), and a copy of the spec's tokenizer files beside it (``tokenizer.json``,
+``tokenizer_config.json``: the config's parameters name them). Nothing else in the repository is touched: the OM files, other backends'
 models, stale ``ge`` models and version folders no spec lists are the user's to manage (they are reported).
 Rendering again changes no file whose content stays the same, not even its time: Triton reloads a version
 whose folder looks modified, which would restart a serving version in the middle of a rolling update.
@@ -22,6 +23,7 @@ from ge_plugin._files import write_atomic
 from ge_plugin.errors import RenderError
 from ge_plugin.render.pbtxt import render_text
 from ge_plugin.spec.model import ModelSpec
+from ge_plugin.text import files as tokenizer_files
 
 CONFIG_FILE = "config.pbtxt"
 KEEP_FILE = ".gitkeep"
@@ -62,6 +64,9 @@ def write_repository(specs: Sequence[ModelSpec], repo: PathLike) -> list[Path]:
                 keep = version / KEEP_FILE
                 if not keep.exists():
                     keep.touch()
+            for source, copy in _tokenizer_copies(spec, config.parent):
+                if _read_bytes(copy) != source:
+                    write_atomic(copy, source)
             if current != text:
                 _replace(config, text)
         except OSError as exc:
@@ -86,6 +91,9 @@ def diff_repository(specs: Sequence[ModelSpec], repo: PathLike) -> str:
             version = config.parent / str(number)
             if not version.is_dir():
                 chunks.append(f"Only in the specs: {version}{os.sep}\n")
+        for source, copy in _tokenizer_copies(spec, config.parent):
+            if _read_bytes(copy) != source:
+                chunks.append(f"Files differ: {copy} and the spec's tokenizer file\n")
         for version, why in _unlisted_versions(spec, config.parent):
             chunks.append(f"Only in the repository: {version}{os.sep} ({why})\n")
     for config in stale_models(specs, repo):
@@ -146,6 +154,35 @@ def _unlisted_versions(spec: ModelSpec, model_dir: Path) -> list[tuple[Path, str
         for v in served
         if v not in spec.version_numbers
     ]
+
+
+def _tokenizer_copies(spec: ModelSpec, model_dir: Path) -> list[tuple[bytes, Path]]:
+    """(the bytes of each tokenizer file of the spec, where its copy goes); RenderError for a missing file."""
+    sources = spec.tokenizer_sources()
+    if sources is None:
+        return []
+    names = (tokenizer_files.JSON_NAME, tokenizer_files.CONFIG_NAME)
+    copies = []
+    for source, name in zip(sources, names):
+        if source is None:
+            continue
+        try:
+            copies.append((source.read_bytes(), model_dir / name))
+        except FileNotFoundError:
+            continue  # like an ONNX source, it need not exist yet (demo-models writes it); the load names it
+        except OSError as exc:
+            raise RenderError(
+                f"{spec.path}: tokenizer file {source} cannot be read ({exc.strerror or exc}); "
+                "`ge-plugin demo-models DIR` writes the demo LLaMA's"
+            ) from None
+    return copies
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
 
 
 def _replace(path: Path, text: str) -> None:

@@ -33,6 +33,7 @@ from ge_plugin.errors import ServeError
 from ge_plugin.serve.access import FLAGS, Access, internal_key, parse_restriction
 from ge_plugin.serve.clients import keyed_client
 from ge_plugin.serve.front import MAX_BODY_BYTES, MAX_INPUT_BYTES, Front, Rules
+from ge_plugin.serve.front.openai import TextService
 from ge_plugin.serve.memory import allocator_environment
 from ge_plugin.serve.supervise import StubWatch, stubs_of
 
@@ -168,6 +169,11 @@ class ServerOptions:
     internal_http_port: int = 0
     #: tritonserver's own metrics port when the front is on the metrics port too (0: a free loopback port)
     internal_metrics_port: int = 0
+    #: the front serves text for models with a tokenizer: OpenAI's /v1 endpoints and text_input on Triton's
+    #: generate endpoints (serve/front/openai.py); needs the front (http_guard)
+    text_endpoints: bool = True
+    #: the OpenAI endpoints on a port of their own too, which serves nothing else (0: the HTTP port only)
+    openai_port: int = 0
     #: reload a model whose stub died and end its old stubs (serve/supervise.py); ``ge-plugin serve`` turns
     #: it on, tests that kill stubs on purpose leave it off
     supervise_stubs: bool = False
@@ -313,6 +319,11 @@ class TritonServer:
         env.update(options.environment)
         self.guard: Front | None = None
         self.metrics_front: Front | None = None
+        self.openai_front: Front | None = None
+        if options.openai_port and not (options.http_guard and options.text_endpoints):
+            raise ServeError(
+                "--openai-port: the OpenAI endpoints are served by the HTTP front (--http-guard, --text)"
+            )
         self.watch: StubWatch | None = None
         #: the stop ended tritonserver because only a dead stub's leaked model version was left
         self.ended_a_leak = False
@@ -327,7 +338,15 @@ class TritonServer:
                 (options.host, options.http_port),
                 ("127.0.0.1", options.internal_http_port),
                 rules=options.rules(self.access),
+                text=self._text_service(),
             )
+            if options.text_endpoints and options.openai_port:
+                self.openai_front = Front(
+                    (options.host, options.openai_port),
+                    ("127.0.0.1", options.internal_http_port),
+                    rules=options.rules(self.access),
+                    text=self._text_service(only_openai=True),
+                )
             self.metrics_front = Front(
                 (options.host, options.metrics_port),
                 ("127.0.0.1", options.internal_metrics_port),
@@ -357,6 +376,13 @@ class TritonServer:
         ge-plugin's own control calls send (never shown to a client)."""
         return self.access.client_headers(protocol)
 
+    def _text_service(self, **kwargs: bool) -> TextService | None:
+        """The text endpoints read each model's tokenizer from the repository's folders (not from an object
+        store, which only tritonserver reads)."""
+        if not self.options.text_endpoints or remote_repository(self.options.repository):
+            return None
+        return TextService(Path(self.options.repository), **kwargs)
+
     def control_client(self, protocol: str = "grpc", **kwargs: Any) -> Any:
         """A tritonclient (``tritonclient.http`` or ``.grpc``) for this server whose every call carries the
         keys of ``admin_headers``; ``kwargs`` go to its constructor."""
@@ -383,13 +409,19 @@ class TritonServer:
         return text
 
     def _close_fronts(self) -> None:
-        for front in (self.guard, self.metrics_front):
+        for front in (self.guard, self.metrics_front, self.openai_front):
             if front is not None:
                 front.close()
 
     @property
     def http_url(self) -> str:
         return f"{self.options.host}:{self.options.http_port}"
+
+    @property
+    def openai_url(self) -> str:
+        """The OpenAI base URL (``openai.OpenAI(base_url=...)``)."""
+        port = self.options.openai_port or self.options.http_port
+        return f"http://{self.options.host}:{port}/v1"
 
     @property
     def grpc_url(self) -> str:
@@ -439,8 +471,9 @@ class TritonServer:
         if self.watch is not None:
             self.watch.stop(wait=False)  # no recovery while the models are being unloaded
         self.process.send_signal(signum)
-        if self.guard is not None:
-            self.guard.begin_stop()  # no new connection; idle keep-alive ones closed, busy ones finish
+        for front in (self.guard, self.openai_front):
+            if front is not None:
+                front.begin_stop()  # no new connection; idle keep-alive ones closed, busy ones finish
         if self.options.model_control_mode == "explicit":
             threading.Thread(target=self._unload_all, name="ge-plugin-drain", daemon=True).start()
 

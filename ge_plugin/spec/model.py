@@ -169,6 +169,17 @@ class Placement:
 
 
 @attrs.frozen
+class TokenizerFiles:
+    """The ``tokenizer`` section: a Hugging Face checkpoint's tokenizer files, relative to the spec file.
+    ``ge-plugin render`` copies them beside the model; the front encodes and decodes text with them."""
+
+    #: the checkpoint's ``tokenizer.json``
+    file: str = attrs.field(validator=v.json_file)
+    #: its ``tokenizer_config.json`` (special tokens, chat template); None: the checkpoint has none
+    config: Optional[str] = attrs.field(default=None, validator=attrs.validators.optional(v.json_file))
+
+
+@attrs.frozen
 class GenerateTensors:
     """The OM tensor of each role in generation (docs/generate.md); Hugging Face's names by default."""
 
@@ -300,6 +311,8 @@ class ModelSpec:
     versions: dict[int, VersionFiles] = attrs.field(factory=dict, validator=v.version_numbers)
     #: None: Triton's default, the latest version only
     version_policy: Optional[VersionPolicy] = None
+    #: None: no text in or out (a client sends token ids)
+    tokenizer: Optional[TokenizerFiles] = None
     #: the model generates: prompt ids in, tokens streamed out (docs/generate.md)
     generate: Optional[GenerateSection] = None
     #: the spec file, as given; relative paths in the spec are relative to its folder
@@ -355,6 +368,13 @@ class ModelSpec:
 
     def source_path_for(self, version: int) -> Path:
         return self._relative(self.version_files(version).source or self.model.source)
+
+    def tokenizer_sources(self) -> tuple[Path, Path | None] | None:
+        """The tokenizer files, relative to the spec file's folder; None without a ``tokenizer`` section."""
+        if self.tokenizer is None:
+            return None
+        config = self.tokenizer.config
+        return self._relative(self.tokenizer.file), self._relative(config) if config is not None else None
 
     def _relative(self, path: str) -> Path:
         base = self.path.parent if self.path is not None else Path()

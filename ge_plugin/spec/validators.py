@@ -154,6 +154,11 @@ def onnx_path(_instance: Any, attribute: attrs.Attribute[Any], value: str) -> No
         )
 
 
+def json_file(_instance: Any, attribute: attrs.Attribute[Any], value: str) -> None:
+    if not value.lower().endswith(".json"):
+        _fail(attribute, value, f"a Hugging Face tokenizer file is a .json file, got {value!r}")
+
+
 def soc_version(_instance: Any, attribute: attrs.Attribute[Any], value: str) -> None:
     if not _SOC_VERSION.fullmatch(value):
         _fail(

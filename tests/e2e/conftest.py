@@ -469,6 +469,85 @@ def own_server(triton_work_dir, tmp_path) -> Iterator[Callable[..., RunningServe
         yield start
 
 
+# -- the text server: a stand-in for the generating model behind the front's text endpoints -------------------
+
+STANDIN = Path(__file__).parent / "standin" / "model.py"
+#: Contract B (docs/generate.md): the generating model's inputs (name, type, dims, optional) and outputs
+STANDIN_INPUTS = (
+    ("input_ids", "TYPE_INT64", "[-1]", False),
+    ("max_tokens", "TYPE_INT32", "[1]", True),
+    ("temperature", "TYPE_FP32", "[1]", True),
+    ("top_k", "TYPE_INT32", "[1]", True),
+    ("top_p", "TYPE_FP32", "[1]", True),
+    ("seed", "TYPE_INT64", "[1]", True),
+    ("ignore_eos", "TYPE_BOOL", "[1]", True),
+    ("stop_ids", "TYPE_INT64", "[-1]", True),
+    ("stream", "TYPE_BOOL", "[1]", True),
+)
+STANDIN_OUTPUTS = (
+    ("output_ids", "TYPE_INT64", "[-1]"),
+    ("finish_reason", "TYPE_STRING", "[1]"),
+    ("prompt_tokens", "TYPE_INT32", "[1]"),
+    ("completion_tokens", "TYPE_INT32", "[1]"),
+)
+
+
+def write_standin(repo: Path, name: str, *, tokenizer: bool = True, **params: object) -> Path:
+    """A decoupled Python model following Contract B (tests/e2e/standin/model.py), with the demo tokenizer
+    beside it as ``ge-plugin render`` puts a spec's; ``tokenizer=False`` leaves the config naming none."""
+    from ge_plugin.text.demo import write_demo_tokenizer
+
+    folder = repo / name
+    (folder / "1").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(STANDIN, folder / "1" / "model.py")
+    write_demo_tokenizer(folder)
+    names = {"tokenizer_json": "tokenizer.json", "tokenizer_config_json": "tokenizer_config.json"}
+    values = {**(names if tokenizer else {}), **{key: str(value) for key, value in params.items()}}
+    inputs = ",\n".join(
+        f'  {{ name: "{n}" data_type: {t} dims: {d}{" optional: true" if o else ""} }}'
+        for n, t, d, o in STANDIN_INPUTS
+    )
+    outputs = ",\n".join(f'  {{ name: "{n}" data_type: {t} dims: {d} }}' for n, t, d in STANDIN_OUTPUTS)
+    parameters = "\n".join(
+        f'parameters {{ key: "{k}" value {{ string_value: "{v}" }} }}' for k, v in values.items()
+    )
+    (folder / "config.pbtxt").write_text(
+        f'name: "{name}"\nbackend: "python"\nmax_batch_size: 0\nmodel_transaction_policy {{ decoupled: true }}\n'
+        f"input [\n{inputs}\n]\noutput [\n{outputs}\n]\ninstance_group [ {{ kind: KIND_CPU count: 1 }} ]\n"
+        f"{parameters}\n"
+    )
+    return folder
+
+
+@pytest.fixture(scope="session")
+def text_server(triton_work_dir, tmp_path_factory) -> Iterator[RunningServer]:
+    """Stand-ins for the generating LLaMA: ``standin`` (fast), ``busy`` (one slot, 30 ms a token: the queue
+    fills, a cancel shows), ``plain`` (no tokenizer named), ``small_vocab`` (fails its load: its vocabulary
+    is smaller than the tokenizer's); the OpenAI endpoints on the HTTP port and on a port of their own."""
+    repo = tmp_path_factory.mktemp("text-repo")
+    write_standin(repo, "standin", delay_ms=1)
+    write_standin(repo, "busy", slots=1, delay_ms=30)
+    write_standin(repo, "plain", tokenizer=False)
+    write_standin(repo, "small_vocab", vocab_size=500)
+    log = tmp_path_factory.mktemp("logs") / "text-tritonserver.log"
+    with running_server(
+        server_options(repo, triton_work_dir, openai_port=free_port(), extra_args=["--exit-on-error=false"]),
+        log,
+    ) as running:
+        running.wait_until(
+            "the stand-ins to load", lambda: _ready(running, "standin", "busy", "plain"), timeout=60
+        )
+        yield running
+
+
+def _ready(server: RunningServer, *models: str) -> bool:
+    client = server.client("http")
+    try:
+        return all(client.is_model_ready(model) for model in models)
+    finally:
+        client.close()
+
+
 # -- reporting -------------------------------------------------------------------------------------------
 
 

@@ -19,7 +19,10 @@ def test_demo_models_cli_writes_and_describes_each_model(tmp_path):
     result = _run(str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert len(lines) == len(models.DEMO_MODELS)
+    assert len(lines) == len(models.DEMO_MODELS) + 2  # and the tokenizer's two files
+    assert lines[-2].startswith(str(tmp_path / "out" / "tokenizer.json"))
+    assert lines[-1].startswith(str(tmp_path / "out" / "tokenizer_config.json"))
+    assert lines[-1].endswith("byte-level BPE, 512 tokens, <pad>=0 <s>=1 </s>=2  (written)")
     for line, (stem, build) in zip(lines, models.DEMO_MODELS.items()):
         # Built in another process, yet the same bytes: the sha256 printed there matches ours.
         sha = hashlib.sha256(build().SerializeToString()).hexdigest()[:12]
@@ -43,8 +46,8 @@ def test_demo_models_cli_second_run_reports_unchanged(tmp_path):
     assert _run(str(tmp_path)).returncode == 0
     second = _run(str(tmp_path))
     assert second.returncode == 0
-    assert [line.rsplit(" ", 1)[-1] for line in second.stdout.splitlines()] == ["(unchanged)"] * len(
-        models.DEMO_MODELS
+    assert [line.rsplit(" ", 1)[-1] for line in second.stdout.splitlines()] == ["(unchanged)"] * (
+        len(models.DEMO_MODELS) + 2
     )
 
 

@@ -45,6 +45,7 @@ def test_spec_doc_describes_every_spec_field():
         model.Placement,
         model.VersionFiles,
         model.VersionPolicy,
+        model.TokenizerFiles,
     ]
     fields = {f.name for cls in classes for f in attrs.fields(cls) if not f.metadata.get(model.NOT_IN_YAML)}
 

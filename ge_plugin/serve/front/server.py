@@ -11,11 +11,15 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ge_plugin.serve.front.forward import Rules
 from ge_plugin.serve.front.policy import Refused
 from ge_plugin.serve.front.transport import ClientConnection
 from ge_plugin.serve.front.upstream import UpstreamPool
+
+if TYPE_CHECKING:
+    from ge_plugin.serve.front.openai import TextService
 
 log = logging.getLogger("ge_plugin.serve.front")
 
@@ -49,6 +53,7 @@ class Front:
         rules: Rules | None = None,
         max_connections: int = MAX_CONNECTIONS,
         metrics_tail: Callable[[], bytes] | None = None,
+        text: TextService | None = None,
     ):
         self.listen = listen
         self.upstream = upstream
@@ -56,6 +61,8 @@ class Front:
         self.max_connections = connection_cap(max_connections)
         #: Prometheus text appended to every ``GET /metrics`` answer (the front on the metrics port)
         self.metrics_tail = metrics_tail
+        #: the OpenAI endpoints and text_input, for models with a tokenizer (None: every request forwarded)
+        self.text = text
         self.refused = 0
         self.evicted = 0  #: idle connections closed to make room
         self.stopping = False

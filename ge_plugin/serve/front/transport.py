@@ -277,6 +277,8 @@ class ClientConnection(asyncio.Protocol):
         """Answer one request; False when the connection is done."""
         self.version = request.version
         self.keep_alive = self.keep_alive and request.keep_alive
+        if self.front.text is not None and self.front.text.wants(request.incoming):
+            return await self.front.text.answer(self, request.incoming)  # text in, text out (front/openai.py)
         try:
             if len(request.incoming.body) > LARGE_BODY:
                 outgoing = await self.front.loop.run_in_executor(
