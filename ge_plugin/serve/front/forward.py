@@ -17,7 +17,7 @@ import httptools
 
 from ge_plugin.serve.front import strict_json
 from ge_plugin.serve.front.encoding import content_coding, inflate
-from ge_plugin.serve.front.policy import MAX_INPUT_BYTES, Refused, check_infer_header
+from ge_plugin.serve.front.policy import MAX_INPUT_BYTES, Refused, check_infer_header, check_parameters
 
 #: a request body (as sent, and once inflated) may not be larger; the front holds it whole while it checks it
 MAX_BODY_BYTES = 256 << 20
@@ -170,6 +170,7 @@ def _checked_json(data: bytes, infer: bool, rules: Rules) -> bytes:
     if infer:
         if not isinstance(value, dict):
             raise Refused("an inference request's JSON must be an object")
+        check_parameters(value)
         check_infer_header(value, rules.max_input_bytes)
     return strict_json.dumps(value)
 
