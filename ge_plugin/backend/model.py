@@ -24,7 +24,7 @@ from typing import Any
 
 import triton_python_backend_utils as pb_utils
 
-from ge_plugin import __version__, device, fastpath
+from ge_plugin import __version__, device, fastpath, gone_clients
 from ge_plugin.backend import timing
 from ge_plugin.backend.metrics import MetricsPublisher
 from ge_plugin.engine import Engine, Lifetime, Mode
@@ -42,6 +42,10 @@ log = logging.getLogger("ge_plugin.backend")
 #: ``execute`` return before the answer exists, which costs a thread hand-over (about 0.2 ms per execute on
 #: the bench's host, so not for executes of microseconds, which are over before any client could ask again).
 ANSWER_LATER_US = 2_000.0
+#: Before a batch runs, requests whose client is gone (``is_cancelled()``) are dropped, when the instance's
+#: executes keep the device this long (µs) per request or longer on average: each check is one synchronous IPC
+#: to tritonserver, worth it only where the work it can save costs more
+CANCEL_CHECK_US = 1_000.0
 #: the weight of one execute's stream time in that running average: one stall of a quick model's
 #: execute (a preempted host thread) moves it by an eighth, and the instance keeps returning its responses
 RECENT_WEIGHT = 0.125
@@ -122,6 +126,8 @@ class TritonPythonModel:
         #: the running average of stream µs per execute, and (executes, stream µs) as last read
         self.recent_us = 0.0
         self._seen = (0, 0.0)
+        #: tickets of HTTP requests whose client left (the front writes them; None without the front)
+        self.gone_clients = gone_clients.GoneClients.from_environment()
         self.timer = timing.from_environment(self.name, labels["instance"])
         if self.timer is not None:  # the stub calls the instance's execute: the timed one, from now on
             self.execute = self._timed_execute  # type: ignore[method-assign]
@@ -136,9 +142,43 @@ class TritonPythonModel:
         (``streams_per_instance``), or one whose executes take a device's time (``ANSWER_LATER_US``), return
         as soon as the batch is on the device and send each response when it is done, so that Triton calls
         ``execute`` again with the next batch meanwhile."""
+        stats = self.engine.stats
+        executes = sum(stats.execute_buckets)
+        if executes and stats.execute_us_sum >= CANCEL_CHECK_US * executes * len(requests):
+            gone = self._gone(requests)
+            if any(gone):
+                return self._without_the_gone(requests, gone)
         batch, requested = self._read(requests)
         outcomes = self._run(requests, batch, requested)
         return None if outcomes is None else self._respond(outcomes)
+
+    def _gone(self, requests: list[Any]) -> list[bool]:
+        """Whether each request's client left: gRPC clients cancel (``is_cancelled``); an HTTP client's
+        departure only the front sees, and it names the request's ticket (``gone_clients``)."""
+        gone = [False] * len(requests)
+        if self.gone_clients is not None:
+            tickets = [json.loads(r.parameters() or "{}").get(gone_clients.PARAMETER, 0) for r in requests]
+            gone = self.gone_clients.contains(t if isinstance(t, int) and t > 0 else 0 for t in tickets)
+        return [left or request.is_cancelled() for left, request in zip(gone, requests)]
+
+    def _without_the_gone(self, requests: list[Any], gone: list[bool]) -> list[Any] | None:
+        """The batch run without its cancelled requests (their clients left while they waited), each of which
+        is answered CANCELLED, as Triton expects of a request it cancelled (a response object of its own:
+        one object returned for two requests crashes tritonserver 2.51)."""
+        live = [request for request, left in zip(requests, gone) if not left]
+        outcomes = None
+        if live:
+            batch, requested = self._read(live)
+            outcomes = self._run(live, batch, requested)
+        if outcomes is None and live:  # the live ones are answered from the completion thread: these too
+            for request, left in zip(requests, gone):
+                if left:
+                    request.get_response_sender().send(
+                        _cancelled(), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
+                    )
+            return None
+        answers = iter(self._respond(outcomes or []))
+        return [_cancelled() if left else next(answers) for left in gone]
 
     def _timed_execute(self, requests: list[Any]) -> list[Any] | None:
         """``execute`` with each phase timed (GE_PLUGIN_STUB_TIMING)."""
@@ -237,6 +277,14 @@ class TritonPythonModel:
         if engine is not None:
             engine.close()
             device.finalize()
+
+
+def _cancelled() -> Any:
+    return pb_utils.InferenceResponse(
+        error=pb_utils.TritonError(
+            "request cancelled before it ran (its client left)", pb_utils.TritonError.CANCELLED
+        )
+    )
 
 
 def _bf16_words(tensor: Any) -> object:

@@ -27,9 +27,12 @@ from pathlib import Path
 
 import attrs
 
+from ge_plugin import gone_clients
 from ge_plugin.backend.install import install_backend
 from ge_plugin.errors import ServeError
+from ge_plugin.gone_clients import GoneClients
 from ge_plugin.serve.front import MAX_BODY_BYTES, MAX_INPUT_BYTES, Front, Rules
+from ge_plugin.serve.front.server import MAX_BUFFERED_BYTES, WRITE_TIMEOUT_S
 from ge_plugin.serve.memory import allocator_environment
 from ge_plugin.serve.supervise import StubWatch, stubs_of
 
@@ -155,6 +158,10 @@ class ServerOptions:
     max_input_bytes: int = MAX_INPUT_BYTES
     #: the largest HTTP request body the front takes, as sent and once inflated (413 beyond)
     max_body_bytes: int = MAX_BODY_BYTES
+    #: an HTTP client whose answer does not move for this long is closed (the front's write timeout)
+    write_timeout_s: float = WRITE_TIMEOUT_S
+    #: the most the HTTP front holds for all its clients together; past it the slowest readers are closed
+    max_buffered_bytes: int = MAX_BUFFERED_BYTES
     #: tritonserver's allocator: "auto" preloads jemalloc when the system has it, "off" keeps glibc's, or a
     #: path to the library (serve/memory.py)
     jemalloc: str = "auto"
@@ -264,32 +271,22 @@ class TritonServer:
         env.update(options.environment)
         self.guard: Front | None = None
         self.metrics_front: Front | None = None
+        #: tickets of HTTP requests whose client left before their answer (the front writes, the stubs read)
+        self.gone_clients: GoneClients | None = None
         self.watch: StubWatch | None = None
         #: the stop ended tritonserver because only a dead stub's leaked model version was left
         self.ended_a_leak = False
-        if options.http_guard:
-            if not options.internal_http_port or not options.internal_metrics_port:
-                options = self.options = attrs.evolve(
-                    options,
-                    internal_http_port=options.internal_http_port or free_port(),
-                    internal_metrics_port=options.internal_metrics_port or free_port(),
-                )
-            self.guard = Front(
-                (options.host, options.http_port),
-                ("127.0.0.1", options.internal_http_port),
-                rules=options.rules(),
+        if options.http_guard and (not options.internal_http_port or not options.internal_metrics_port):
+            options = self.options = attrs.evolve(
+                options,
+                internal_http_port=options.internal_http_port or free_port(),
+                internal_metrics_port=options.internal_metrics_port or free_port(),
             )
-            self.metrics_front = Front(
-                (options.host, options.metrics_port),
-                ("127.0.0.1", options.internal_metrics_port),
-                rules=Rules(
-                    upstream_host=f"127.0.0.1:{options.internal_metrics_port}".encode(), accept_encoding=False
-                ),
-                metrics_tail=self.metrics_text,
-            )
-        self.command = options.command(self.dist, self.backend_dir.resolve())
         parent = os.getpid()
         try:
+            if options.http_guard:
+                self._open_fronts(options, env)
+            self.command = options.command(self.dist, self.backend_dir.resolve())
             self.process = subprocess.Popen(
                 self.command,
                 env=env,
@@ -302,6 +299,26 @@ class TritonServer:
             raise
         if options.supervise_stubs:
             self.watch = StubWatch(self.process.pid, self._grpc_client)
+
+    def _open_fronts(self, options: ServerOptions, env: dict[str, str]) -> None:
+        self.gone_clients = GoneClients.create()
+        env[gone_clients.ENV] = str(self.gone_clients.path)
+        self.guard = Front(
+            (options.host, options.http_port),
+            ("127.0.0.1", options.internal_http_port),
+            rules=options.rules(),
+            write_timeout_s=options.write_timeout_s,
+            max_buffered_bytes=options.max_buffered_bytes,
+            gone_clients=self.gone_clients,
+        )
+        self.metrics_front = Front(
+            (options.host, options.metrics_port),
+            ("127.0.0.1", options.internal_metrics_port),
+            rules=Rules(
+                upstream_host=f"127.0.0.1:{options.internal_metrics_port}".encode(), accept_encoding=False
+            ),
+            metrics_tail=self.metrics_text,
+        )
 
     def _grpc_client(self):
         import tritonclient.grpc as grpcclient
@@ -324,6 +341,9 @@ class TritonServer:
         for front in (self.guard, self.metrics_front):
             if front is not None:
                 front.close()
+        if self.gone_clients is not None:
+            self.gone_clients.close(unlink=True)
+            self.gone_clients = None
 
     @property
     def http_url(self) -> str:

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import attrs
 import httptools
 
+from ge_plugin import gone_clients
 from ge_plugin.serve.front import strict_json
 from ge_plugin.serve.front.encoding import content_coding, inflate
 from ge_plugin.serve.front.policy import MAX_INPUT_BYTES, Refused, check_infer_header, check_parameters
@@ -77,6 +78,8 @@ class Incoming:
     target: bytes
     headers: Sequence[tuple[bytes, bytes]]
     body: bytes
+    #: the front's ticket for an inference request (0: none), sent as its ``ge_front_ticket`` parameter
+    ticket: int = 0
 
 
 @attrs.frozen
@@ -143,7 +146,7 @@ def prepare(request: Incoming, rules: Rules) -> Outgoing:
                 )
             json_length = int(split)
         view = memoryview(body)
-        json = _checked_json(bytes(view[:json_length]), infer, rules)
+        json = _checked_json(bytes(view[:json_length]), infer, rules, request.ticket)
         tail = view[json_length:]
     else:
         raise Refused(f"method {request.method} is not served", 405)
@@ -163,7 +166,7 @@ def prepare(request: Incoming, rules: Rules) -> Outgoing:
     return Outgoing(b"\r\n".join(lines) + b"\r\n\r\n", json, tail)
 
 
-def _checked_json(data: bytes, infer: bool, rules: Rules) -> bytes:
+def _checked_json(data: bytes, infer: bool, rules: Rules, ticket: int = 0) -> bytes:
     if not data.strip(b" \t\r\n"):
         return b""  # no JSON at all: Triton answers an inference request without one itself
     value = strict_json.loads(data)
@@ -172,6 +175,11 @@ def _checked_json(data: bytes, infer: bool, rules: Rules) -> bytes:
             raise Refused("an inference request's JSON must be an object")
         check_parameters(value)
         check_infer_header(value, rules.max_input_bytes)
+        parameters = value.get("parameters")
+        if isinstance(parameters, dict):
+            parameters.pop(gone_clients.PARAMETER, None)  # only the front gives tickets
+        if ticket:
+            value.setdefault("parameters", {})[gone_clients.PARAMETER] = ticket
     return strict_json.dumps(value)
 
 

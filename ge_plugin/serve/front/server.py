@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import errno
+import itertools
 import logging
 import resource
 import socket
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ge_plugin.errors import ServeError
+from ge_plugin.gone_clients import GoneClients
 from ge_plugin.serve.front.forward import Rules
 from ge_plugin.serve.front.policy import Refused
 from ge_plugin.serve.front.transport import ClientConnection
@@ -59,6 +61,7 @@ class Front:
         metrics_tail: Callable[[], bytes] | None = None,
         write_timeout_s: float = WRITE_TIMEOUT_S,
         max_buffered_bytes: int = MAX_BUFFERED_BYTES,
+        gone_clients: GoneClients | None = None,
     ):
         self.listen = listen
         self.upstream = upstream
@@ -71,6 +74,10 @@ class Front:
                 f"the front's buffer budget ({max_buffered_bytes} bytes) is smaller than the largest request "
                 f"body it takes ({self.rules.max_body_bytes} bytes)"
             )
+        #: where the tickets of inference requests whose client left before the answer go (the backend drops
+        #: them before they run); None: no tickets are given
+        self.gone_clients = gone_clients
+        self.tickets = itertools.count(1)
         self.write_timeout_s = write_timeout_s
         self.max_buffered_bytes = max_buffered_bytes
         self.refused = 0

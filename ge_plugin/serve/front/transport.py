@@ -226,6 +226,9 @@ class ClientConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        request = self.in_flight
+        if request is not None and request.incoming.ticket and self.front.gone_clients is not None:
+            self.front.gone_clients.add(request.incoming.ticket)  # no answer started: the backend drops it
         self._release()
         self.front.forget(self)
         if self.upstream is not None:
@@ -409,6 +412,8 @@ class ClientConnection(asyncio.Protocol):
     async def _forward(self, request: _Request) -> bool:
         """Answer one request; False when the connection is done."""
         self.in_flight = request
+        if self.front.gone_clients is not None:
+            request.incoming.ticket = next(self.front.tickets)
         self.version = request.version
         self.keep_alive = self.keep_alive and request.keep_alive
         try:
@@ -452,6 +457,8 @@ class ClientConnection(asyncio.Protocol):
         self, status: int, reason: bytes, headers: list[tuple[bytes, bytes]], length: int | None
     ) -> None:
         self.responding = True
+        if self.in_flight is not None:
+            self.in_flight.incoming.ticket = 0  # computed: nothing left to drop
         lines = [b"HTTP/1.1 %d " % status + reason]
         lines += [name + b": " + value for name, value in headers if name not in _HOP]
         if status != 200 or any(name == b"content-encoding" for name, _ in headers):
