@@ -167,6 +167,8 @@ def run(args: argparse.Namespace) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, stop)
     status = server.process.wait()
+    if status < 0:  # killed by the signal: tritonserver 2.51 handles signals only once its models are loaded
+        status = 128 - status
     if server.ended_a_leak:
         status = 0  # every model was unloaded; tritonserver only waited for a version 2.51 never releases
     pids, regions = server.clean_up()

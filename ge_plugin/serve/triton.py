@@ -22,8 +22,9 @@ import sys
 import sysconfig
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import IO, Any
 
 import attrs
 
@@ -74,7 +75,7 @@ def find_distribution() -> Distribution:
     return dist
 
 
-def prepare_backends(backend_dir: str | os.PathLike, dist: Distribution | None = None) -> Path:
+def prepare_backends(backend_dir: str | os.PathLike[str], dist: Distribution | None = None) -> Path:
     """``backend_dir/python`` (the wheel's Python backend + this Python's stub) and ``backend_dir/ge``."""
     dist = dist or find_distribution()
     stub = dist.stub()
@@ -255,13 +256,66 @@ def _mapped(region: Path) -> bool:
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
+
+
+#: what ends a command from outside: Ctrl-C, a CI timeout or ``kill``, a closed terminal
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class SignalStop(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (or SIGINT) raised in the main thread as an exception, as Python raises SIGINT, so that
+    the ``with TritonServer(...)`` it unwinds through stops tritonserver and removes its stubs and /dev/shm
+    regions: killed by the signal's default action, the command would leave them behind."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_on_stop_signals() -> dict[int, Any]:
+    """Stop signals raise SignalStop from now on, where nothing else handles them (a command's own handlers,
+    such as ``ge-plugin serve``'s, are kept); the handlers replaced. Only the main thread can set them."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SignalStop(signum)
+
+    replaced: dict[int, Any] = {}
+    for signum in STOP_SIGNALS:
+        if signal.getsignal(signum) in (signal.SIG_DFL, signal.default_int_handler):
+            replaced[signum] = signal.signal(signum, stop)
+    return replaced
+
+
+@contextlib.contextmanager
+def _while_stopping(process: subprocess.Popen[bytes]) -> Iterator[None]:
+    """While a stop runs, a further stop signal ends tritonserver at once instead of cutting the clean-up
+    short; the handlers are as they were afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def hurry(_signum: int, _frame: object) -> None:
+        if process.poll() is None:
+            process.kill()
+
+    saved = {signum: signal.signal(signum, hurry) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
 
 
 class TritonServer:
-    """A running tritonserver; a context manager that stops it (SIGINT, then SIGKILL) on exit."""
+    """A running tritonserver; a context manager that stops it (SIGINT, then SIGKILL) on exit and cleans up
+    after it, also when SIGINT, SIGTERM or SIGHUP ends the command (``SignalStop``)."""
 
-    def __init__(self, options: ServerOptions, *, stdout=None, stderr=None):
+    def __init__(
+        self, options: ServerOptions, *, stdout: IO[bytes] | None = None, stderr: IO[bytes] | None = None
+    ):
         self.options = options
         self.dist = find_distribution()
         work = Path(options.work_dir or Path.cwd() / "build" / "triton")
@@ -269,6 +323,7 @@ class TritonServer:
         env = server_environment(self.dist)
         env.update(allocator_environment(options.jemalloc, env))
         env.update(options.environment)
+        self._replaced_handlers: dict[int, Any] = {}
         self.guard: Front | None = None
         self.metrics_front: Front | None = None
         #: tickets of HTTP requests whose client left before their answer (the front writes, the stubs read)
@@ -320,7 +375,7 @@ class TritonServer:
             metrics_tail=self.metrics_text,
         )
 
-    def _grpc_client(self):
+    def _grpc_client(self) -> Any:
         import tritonclient.grpc as grpcclient
 
         return grpcclient.InferenceServerClient(self.grpc_url)
@@ -487,6 +542,7 @@ class TritonServer:
         remove its regions that no process maps any more. Returns what there was to clean."""
         if self.process.poll() is None:
             raise ServeError("tritonserver is still running; stop it before cleaning up after it")
+        self._close_fronts()  # and the front's ring of gone clients (it is in /dev/shm too)
         pids, regions = self.leftovers()
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
@@ -503,8 +559,14 @@ class TritonServer:
         return pids, regions
 
     def __enter__(self) -> TritonServer:
+        self._replaced_handlers = _raise_on_stop_signals()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()
-        self.clean_up()
+        try:
+            with _while_stopping(self.process):
+                self.stop()
+                self.clean_up()
+        finally:
+            for signum, handler in self._replaced_handlers.items():
+                signal.signal(signum, handler)
