@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from ge_plugin.errors import ServeError
+
 from .conftest import BIG, SLOW_S, Upstream
 from .test_front import Responses, infer_body
 
@@ -131,6 +133,11 @@ def test_slow_readers_are_closed_slowest_first_to_keep_what_the_front_holds_in_i
             sock.close()
     time.sleep(0.3)
     assert front.run(lambda: front.held) == 0
+
+
+def test_a_budget_smaller_than_the_largest_body_is_refused_at_start(make_front):
+    with pytest.raises(ServeError, match="smaller than the largest request body"):
+        make_front(max_buffered_bytes=(1 << 20) - 1)  # the fixture's body limit is 1 MiB
 
 
 # -- heads -------------------------------------------------------------------------------------------------
