@@ -67,7 +67,7 @@ def upstream() -> Iterator[ThreadingHTTPServer]:
     Upstream.seen = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)  # a quick shutdown
     thread.start()
     try:
         yield server
