@@ -5,6 +5,7 @@ from typing import Any
 
 from numpy.typing import NDArray
 
+from ge_plugin._fastpath_tables import PlannedGear, PlannedInput, PlannedOutput
 from ge_plugin.errors import RequestError
 
 IMPLEMENTATION: str
@@ -85,10 +86,9 @@ class Chunk:
 class Planner:
     def __init__(
         self,
-        specs: Sequence[TensorSpec],
-        om_types: Sequence[str],
-        gears: Sequence[tuple[Sequence[Sequence[int]], Sequence[Sequence[int]]]],
-        outputs: Sequence[tuple[str, int, str, str, Sequence[tuple[int, int, int]]]],
+        inputs: Sequence[PlannedInput],
+        outputs: Sequence[PlannedOutput],
+        gears: Sequence[PlannedGear],
         *,
         batched: bool = True,
         exact: Sequence[bool] = (),
@@ -109,6 +109,7 @@ class Planner:
     ) -> Chunk: ...
     def extend(self, chunk: Chunk, more: Chunk) -> Chunk | None: ...
     def stage(self, chunk: Chunk, staging: Sequence[object], first: int = 0) -> None: ...
+    def launch_args(self, chunk: Chunk) -> tuple[Any, list[int], list[int], list[int]]: ...
     def count(self, chunk: Chunk) -> None: ...
     def split(
         self, chunk: Chunk, staging: Sequence[NDArray[Any]], views: bool = False

@@ -7,7 +7,8 @@ memcpy wherever a run is contiguous, and drop the GIL when they are large. ``_fa
 specification: same names, signatures, results and messages; where this file matches it deliberately in
 a way that is not obvious, a comment says "twin". What runs only when a spec is built or a request is
 refused (reading a value range, wording a range or shape-tie error) comes from ``_fastpath_messages``,
-which the twin words its errors with too.
+which the twin words its errors with too; a Planner's tables are worked out by ``_fastpath_tables``, which
+the twin builds its own with. Nothing here imports the twin.
 
 Annotations are documentation only (``annotation_typing=False``): arguments are converted by hand, so that
 a bad argument gets the twin's ValueError rather than Cython's TypeError.
@@ -36,7 +37,7 @@ import sys
 import numpy as np
 
 from ge_plugin import _fastpath_messages as messages
-from ge_plugin._fastpath_py import _planner_tables
+from ge_plugin._fastpath_tables import PlannerTables
 from ge_plugin.errors import RequestError
 
 cnp.import_array()
@@ -1024,9 +1025,26 @@ def scatter(
 # --- one window's executes: the planner (twin: the same section) ------------------------------------------
 #
 # The engine's per-execute bookkeeping in C: which requests share a gear, the bytes each copy moves, and each
-# request's outputs back. The Planner's tables are worked out once, by the twin's _planner_tables (so both
-# check their arguments with the same words), and copied into C arrays here; plan, stage and split then
-# read only those and the request arrays' own dims.
+# request's outputs back. The Planner's tables are worked out once, by _fastpath_tables.PlannerTables with
+# this module's own type checks (the twin builds its own with its checks, in the same words), and copied
+# into C arrays here; plan, stage and split then read only those and the request arrays' own dims.
+
+
+class _Types:
+    """This module's words on type names, for the planner's tables (``_fastpath_tables.TypeChecks``)."""
+
+    @staticmethod
+    def itemsize(type_name: object, what: str) -> int:
+        return _ITEMSIZE[_type_code(type_name, what)]
+
+    @staticmethod
+    def cast(src_type: str, dst_type: str, what: str) -> None:
+        _cast_code(_type_code(src_type, what), _type_code(dst_type, what), what)
+
+    @staticmethod
+    def pad(value: float, type_name: str, what: str) -> None:
+        cdef char[8] scratch
+        _typed_value(value, _type_code(type_name, what), scratch, what)
 
 
 cdef class Chunk:
@@ -1091,6 +1109,7 @@ cdef class Planner:
 
     cdef list specs
     cdef list om_type_names
+    cdef list records  # the gears as given, for launch_args
     cdef object refusal
     cdef bint batched
     cdef double pad
@@ -1168,10 +1187,9 @@ cdef class Planner:
 
     def __init__(
         self,
-        specs: Sequence[TensorSpec],
-        om_types: Sequence[str],
-        gears: Sequence[tuple[Sequence[Sequence[int]], Sequence[Sequence[int]]]],
-        outputs: Sequence[tuple[str, int, str, str, Sequence[tuple[int, int, int]]]],
+        inputs: Sequence[PlannedInput],
+        outputs: Sequence[PlannedOutput],
+        gears: Sequence[PlannedGear],
         *,
         batched: bool = True,
         exact: Sequence[bool] = (),
@@ -1182,7 +1200,8 @@ cdef class Planner:
         in C arrays."""
         cdef Py_ssize_t g, k, d, at, n_ties
         cdef Move mv
-        t = _planner_tables(specs, om_types, gears, outputs, batched, exact, pad_value, TensorSpec)
+        t = PlannerTables(inputs, outputs, gears, batched, exact, pad_value, TensorSpec, _Types)
+        self.records = t.records
         self.specs = t.specs
         self.om_type_names = t.om_types
         self.refusal = refusal
@@ -1616,6 +1635,10 @@ cdef class Planner:
                 offset *= gear_dims[d]
             gear_dims[0] -= row
             _gather_into(buffers[k], gear_dims, ndim, dst_code, src_code, &mv, sources, k, offset)
+
+    def launch_args(self, Chunk chunk) -> tuple[Any, list[int], list[int], list[int]]:
+        """What launching ``chunk`` copies (twin: Planner.launch_args)."""
+        return self.records[chunk.gear], chunk.in_bytes, chunk.out_index, chunk.out_bytes
 
     def count(self, Chunk chunk) -> None:
         """Count ``chunk`` as one execute (twin: Planner.count)."""

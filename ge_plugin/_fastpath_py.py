@@ -21,6 +21,16 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ge_plugin import _fastpath_messages as messages
+from ge_plugin._fastpath_tables import (
+    MAX_DIMS,
+    PlannedGear,
+    PlannedInput,
+    PlannedOutput,
+    PlannerTables,
+)
+from ge_plugin._fastpath_tables import (
+    nbytes as _nbytes,
+)
 from ge_plugin.errors import RequestError
 
 IMPLEMENTATION = "py"
@@ -37,9 +47,6 @@ __all__ = [
     "scatter",
     "validate",
 ]
-
-#: numpy's own limit on the number of dims, which the compiled module uses for its fixed-size arrays
-_MAX_DIMS = 32
 
 #: the type names ge-plugin moves, with the numpy dtype of their bytes on the host
 _NUMPY: dict[str, np.dtype[Any]] = {
@@ -195,20 +202,13 @@ def _shape(shape: Sequence[int], what: str) -> tuple[int, ...]:
     dims = tuple(shape)
     if not dims:
         raise ValueError(f"{what} is empty; it needs at least the row dim")
-    if len(dims) > _MAX_DIMS:
-        raise ValueError(f"{what} has {len(dims)} dims, more than {_MAX_DIMS}")
+    if len(dims) > MAX_DIMS:
+        raise ValueError(f"{what} has {len(dims)} dims, more than {MAX_DIMS}")
     dims = tuple(operator.index(d) for d in dims)
     for k, d in enumerate(dims):
         if d < 1:
             raise ValueError(f"{what} {list(dims)}: dim {k} is {d}; every dim needs at least one element")
     return dims
-
-
-def _nbytes(shape: tuple[int, ...], itemsize: int) -> int:
-    total = itemsize
-    for d in shape:
-        total *= d
-    return total
 
 
 def _matches(dtype: np.dtype[Any], type_name: str) -> bool:
@@ -262,8 +262,8 @@ class TensorSpec:
             raise ValueError(
                 f"TensorSpec {name!r}: dims {list(dims_t)} and limits {list(limits_t)} differ in length"
             )
-        if len(dims_t) > _MAX_DIMS:
-            raise ValueError(f"TensorSpec {name!r}: {len(dims_t)} dims, more than {_MAX_DIMS}")
+        if len(dims_t) > MAX_DIMS:
+            raise ValueError(f"TensorSpec {name!r}: {len(dims_t)} dims, more than {MAX_DIMS}")
         for k, (dim, limit) in enumerate(zip(dims_t, limits_t)):
             if dim == 0 or dim < -1:
                 raise ValueError(
@@ -635,122 +635,20 @@ class Chunk:
         return f"Chunk(indices={self.indices}, gear={self.gear}, need={self.need}, rows={self.rows})"
 
 
-class _Gear:
-    """What the planner keeps of one gear: dims, rows, and bytes per tensor."""
+class _Types:
+    """The twin's words on type names, for the planner's tables (``_fastpath_tables.TypeChecks``)."""
 
-    __slots__ = ("flat", "in_bytes", "input_dims", "out_bytes", "out_rows", "output_dims", "rows")
+    @staticmethod
+    def itemsize(type_name: object, what: str) -> int:
+        return _dtype(type_name, what).itemsize
 
-    def __init__(
-        self,
-        flat: tuple[int, ...],
-        input_dims: tuple[tuple[int, ...], ...],
-        output_dims: tuple[tuple[int, ...], ...],
-        rows: int,
-        in_bytes: list[int],
-        out_bytes: list[int],
-        out_rows: list[bool],
-    ) -> None:
-        self.flat = flat
-        self.input_dims = input_dims
-        self.output_dims = output_dims
-        self.rows = rows
-        self.in_bytes = in_bytes
-        self.out_bytes = out_bytes
-        self.out_rows = out_rows
+    @staticmethod
+    def cast(src_type: str, dst_type: str, what: str) -> None:
+        _cast(src_type, dst_type, what)
 
-
-class _Tables:
-    """A Planner's constant tables, checked once (the compiled Planner builds its C arrays from them)."""
-
-    def __init__(
-        self,
-        specs: Sequence[Any],
-        om_types: Sequence[str],
-        gears: Sequence[Any],
-        outputs: Sequence[Any],
-        batched: bool,
-        exact: Sequence[bool],
-        pad_value: float,
-        spec_class: type,
-    ) -> None:
-        specs = list(specs)
-        if not specs:
-            raise ValueError("Planner: a model has at least one input")
-        for k, spec in enumerate(specs):
-            if not isinstance(spec, spec_class):
-                raise ValueError(f"Planner: specs[{k}] is {type(spec).__name__}, not a TensorSpec")
-        om = [str(t) for t in om_types]
-        if len(om) != len(specs):
-            raise ValueError(f"Planner: {len(om)} OM types for {len(specs)} inputs")
-        for spec, om_type in zip(specs, om):
-            _dtype(om_type, f"Planner: input {spec.name!r} OM type")
-            _cast(spec.type, om_type, f"Planner: input {spec.name!r}")
-        self.specs = specs
-        self.om_types = om
-        self.pad = messages.number(pad_value, "Planner: pad_value")
-        for om_type in om:
-            _typed_value(self.pad, om_type, "Planner: pad_value")
-        self.batched = bool(batched)
-        self.ranks = [len(spec.dims) for spec in specs]
-        self.width = sum(self.ranks)
-        flags = [bool(e) for e in exact]
-        if flags and len(flags) != self.width:
-            raise ValueError(f"Planner: exact lists {len(flags)} dims; the inputs have {self.width}")
-        self.exact = flags or [False] * self.width
-        self.rows_at = [self.batched and d == 0 for rank in self.ranks for d in range(rank)]
-        self.outputs: list[tuple[str, int, str, str, tuple[tuple[int, int, int], ...]]] = []
-        for output in outputs:
-            name, om_index, out_type, out_om_type, ties = output
-            _dtype(out_type, f"Planner: output {name!r} type")
-            _dtype(out_om_type, f"Planner: output {name!r} OM type")
-            _cast(out_om_type, out_type, f"Planner: output {name!r}")
-            tied = tuple((operator.index(a), operator.index(b), operator.index(c)) for a, b, c in ties)
-            self.outputs.append((str(name), operator.index(om_index), out_type, out_om_type, tied))
-        self.names = [o[0] for o in self.outputs]
-        self.every = list(range(len(self.outputs)))
-        self.every_index = [o[1] for o in self.outputs]
-        self.gears = [self._gear(g, k) for k, g in enumerate(gears)]
-        if not self.gears:
-            raise ValueError("Planner: a model has at least one gear")
-
-    def _gear(self, gear: Any, position: int) -> _Gear:
-        where = f"Planner: gear {position}"
-        inputs, outputs = gear
-        input_dims = tuple(_dims(d, f"{where} input {k}") for k, d in enumerate(inputs))
-        output_dims = tuple(_dims(d, f"{where} output {j}") for j, d in enumerate(outputs))
-        if [len(d) for d in input_dims] != self.ranks:
-            raise ValueError(
-                f"{where}: input ranks {[len(d) for d in input_dims]}, the specs have {self.ranks}"
-            )
-        rows = input_dims[0][0]
-        in_bytes = [_nbytes(d, _NUMPY[t].itemsize) for d, t in zip(input_dims, self.om_types)]
-        out_bytes, out_rows = [], []
-        for name, j, _, om_type, ties in self.outputs:
-            if not 0 <= j < len(output_dims):
-                raise ValueError(
-                    f"{where}: output {name!r} is OM output {j}, the gear has {len(output_dims)}"
-                )
-            dims = output_dims[j]
-            for out_d, in_k, in_d in ties:
-                if not (
-                    0 <= out_d < len(dims) and 0 <= in_k < len(self.ranks) and 0 <= in_d < self.ranks[in_k]
-                ):
-                    raise ValueError(f"{where}: output {name!r} tie {(out_d, in_k, in_d)} names no dim")
-            out_bytes.append(_nbytes(dims, _NUMPY[om_type].itemsize))
-            out_rows.append(dims[0] == rows)
-        flat = tuple(d for dims in input_dims for d in dims)
-        return _Gear(flat, input_dims, output_dims, rows, in_bytes, out_bytes, out_rows)
-
-
-#: check a Planner's arguments once and work out its tables (the compiled Planner calls this too)
-_planner_tables = _Tables
-
-
-def _dims(value: object, what: str) -> tuple[int, ...]:
-    dims = tuple(operator.index(d) for d in value)  # type: ignore[attr-defined]
-    if not dims or len(dims) > _MAX_DIMS or any(d < 1 for d in dims):
-        raise ValueError(f"{what} {list(dims)}: 1 to {_MAX_DIMS} dims, each at least 1")
-    return dims
+    @staticmethod
+    def pad(value: float, type_name: str, what: str) -> None:
+        _typed_value(value, type_name, what)
 
 
 def _detached(exc: RequestError) -> RequestError:
@@ -776,10 +674,12 @@ def _contiguous(shape: Sequence[int], strides: Sequence[int], itemsize: int) -> 
 class Planner:
     """One model's executes, planned and moved without Python per request.
 
-    ``specs`` validate each input (in the OM's order) and ``om_types`` are the OM's types for them; ``gears``
-    are the OM's compiled shapes, cheapest first, each (input dims per input, output dims per OM output);
-    ``outputs`` are the config's outputs in its order, each (name, OM index, type, OM type, ties), a tie
-    (output dim, input, input dim) giving an output dim the length of a request's input dim. ``batched``:
+    ``inputs`` are the model's inputs in the OM's order, each with the ``spec`` that validates it and the
+    OM's type for it (``om_type``); ``outputs`` are the config's outputs in its order, each with its
+    ``name``, ``om_index``, ``type``, ``om_type`` and ``ties``, a tie (output dim, input, input dim) giving an
+    output dim the length of a request's input dim; ``gears`` are the OM's compiled shapes, cheapest first,
+    each with ``input_dims`` per input and ``output_dims`` per OM output (the records the engine binds:
+    ``engine.tensors.BoundTensor``, ``engine.gear_table.Gear``; ``launch_args`` hands a chunk's gear record back). ``batched``:
     dim 0 of every input is rows, which add up when requests share an execute. ``exact`` marks, per flat dim
     (every dim of every input, in order), the dims a gear must match exactly rather than hold (padding there
     would change the answer). ``pad_value`` fills what requests leave of a gear; ``refusal(arrays)`` words why
@@ -787,17 +687,16 @@ class Planner:
 
     def __init__(
         self,
-        specs: Sequence[TensorSpec],
-        om_types: Sequence[str],
-        gears: Sequence[tuple[Sequence[Sequence[int]], Sequence[Sequence[int]]]],
-        outputs: Sequence[tuple[str, int, str, str, Sequence[tuple[int, int, int]]]],
+        inputs: Sequence[PlannedInput],
+        outputs: Sequence[PlannedOutput],
+        gears: Sequence[PlannedGear],
         *,
         batched: bool = True,
         exact: Sequence[bool] = (),
         pad_value: float = 0,
         refusal: Callable[[list[NDArray[Any]]], str] | None = None,
     ) -> None:
-        t = _planner_tables(specs, om_types, gears, outputs, batched, exact, pad_value, TensorSpec)
+        t = PlannerTables(inputs, outputs, gears, batched, exact, pad_value, TensorSpec, _Types)
         self._specs, self._om_types, self._pad, self._batched = t.specs, t.om_types, t.pad, t.batched
         self._ranks, self._width, self._exact, self._rows_at = t.ranks, t.width, t.exact, t.rows_at
         self._outputs, self._names, self._every, self._every_index = (
@@ -807,6 +706,7 @@ class Planner:
             t.every_index,
         )
         self._gears = t.gears
+        self._records = t.records
         self._refusal = refusal
         self._staged_by_gear = [0] * len(t.gears)
         self._staged = [0, 0, 0]  # rows, input elements, D2H bytes
@@ -1033,8 +933,13 @@ class Planner:
                 self._pad,
             )
 
+    def launch_args(self, chunk: Chunk) -> tuple[Any, list[int], list[int], list[int]]:
+        """What launching ``chunk`` copies, in one call: its gear's record (as given to the Planner), the
+        bytes of each input, the OM indices of the outputs copied back and their bytes."""
+        return self._records[chunk.gear], chunk.in_bytes, chunk.out_index, chunk.out_bytes
+
     def count(self, chunk: Chunk) -> None:
-        """Count ``chunk`` as one execute (the engine calls it as it launches the chunk)."""
+        """Count ``chunk`` as one execute (the engine calls it once the chunk is launched)."""
         self._staged_by_gear[chunk.gear] += 1
         self._staged[0] += chunk.rows
         self._staged[1] += chunk.elements
@@ -1240,8 +1145,8 @@ def bf16_view(tensor: object) -> NDArray[Any]:
         raise ValueError(
             f"bf16_view: the tensor is on DLPack device type {t.device.device_type}; ge-plugin reads CPU tensors (type 1)"
         )
-    if not 0 <= t.ndim <= _MAX_DIMS:
-        raise ValueError(f"bf16_view: the tensor has {t.ndim} dims; at most {_MAX_DIMS} are supported")
+    if not 0 <= t.ndim <= MAX_DIMS:
+        raise ValueError(f"bf16_view: the tensor has {t.ndim} dims; at most {MAX_DIMS} are supported")
     shape = tuple(int(t.shape[k]) for k in range(t.ndim))
     if not _compact(t, shape):
         raise ValueError(f"bf16_view: the tensor {list(shape)} is not C-contiguous")
@@ -1255,18 +1160,24 @@ _EXPORTED: dict[int, tuple[_DLManagedTensor, object, NDArray[Any]]] = {}
 _EXPORTED_LOCK = threading.Lock()
 
 
-@_DELETER
-def _release(managed: Any) -> None:
+def _release_exported(managed: Any) -> None:
     with _EXPORTED_LOCK:
         _EXPORTED.pop(ctypes.addressof(managed.contents), None)
 
 
-@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-def _capsule_died(capsule: int) -> None:
+#: the deleter every exported capsule's DLManagedTensor carries (a C function pointer over the above)
+_release = _DELETER(_release_exported)
+
+
+def _capsule_gone(capsule: int) -> None:
     # the capsule goes without a consumer having taken the tensor (renamed it): release it here
     if _is_valid(capsule, _DLPACK):
         address = _get_pointer(capsule, _DLPACK)
         _release(ctypes.cast(address, ctypes.POINTER(_DLManagedTensor)))
+
+
+#: the destructor of every exported capsule
+_capsule_died = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(_capsule_gone)
 
 
 def bf16_capsule(words: NDArray[Any]) -> object:
@@ -1282,8 +1193,8 @@ def bf16_capsule(words: NDArray[Any]) -> object:
         )
     if not words.flags.c_contiguous:
         raise ValueError(f"bf16_capsule: the array {list(words.shape)} is not C-contiguous")
-    if words.ndim > _MAX_DIMS:
-        raise ValueError(f"bf16_capsule: the array has {words.ndim} dims; at most {_MAX_DIMS} are supported")
+    if words.ndim > MAX_DIMS:
+        raise ValueError(f"bf16_capsule: the array has {words.ndim} dims; at most {MAX_DIMS} are supported")
     shape = (ctypes.c_int64 * max(words.ndim, 1))(*words.shape)
     managed = _DLManagedTensor()
     t = managed.dl_tensor

@@ -17,8 +17,6 @@ import attrs
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 NUMPY_PIN = "numpy<2"
-#: the glibc the tritonserver in nvidia-pytriton 0.7.0 needs: its wheels are manylinux_2_35
-TRITON_MIN_GLIBC = (2, 35)
 
 
 @attrs.frozen
@@ -74,6 +72,8 @@ def check_glibc(confstr: str | None = None) -> Finding:
             confstr = os.confstr("CS_GNU_LIBC_VERSION")
         except (ValueError, OSError):
             confstr = None
+    from ge_plugin.serve.triton import TRITON_MIN_GLIBC
+
     need = ".".join(map(str, TRITON_MIN_GLIBC))
     name, _, version = (confstr or "").partition(" ")
     try:

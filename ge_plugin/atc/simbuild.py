@@ -22,8 +22,9 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ge_plugin import __version__, dtypes, simom
+from ge_plugin import __version__, dtypes
 from ge_plugin import acl_constants as C
+from ge_plugin.atc import simom
 from ge_plugin.atc.flags import AtcOptions, invalid
 from ge_plugin.errors import AtcError
 from ge_plugin.precision import DEFAULT_MODE
@@ -101,7 +102,7 @@ def _header(
     outputs: _Outputs,
     out_dtypes: Sequence[int],
 ) -> dict[str, Any]:
-    """The sim OM header (ge_plugin.simom describes its fields)."""
+    """The sim OM header (ge_plugin.atc.simom describes its fields)."""
     return {
         "format": "ge-plugin sim OM",
         "built_by": f"ge-plugin {__version__}",
@@ -340,7 +341,7 @@ class _Resolver:
             and node_name in self.nodes
             and int(index) < len(self.nodes[node_name].output)
         ):
-            return self.nodes[node_name].output[int(index)]
+            return str(self.nodes[node_name].output[int(index)])
         return None
 
 

@@ -1,7 +1,8 @@
 """``TritonPythonModel`` of the ``ge`` backend: serves an Ascend OM model for any config with ``backend: "ge"``.
 
 Installed as ``<backend-dir>/ge/model.py`` (``ge-plugin install-backend``). It stays thin: parse the config
-once, hand each batch of requests to the engine, map outcomes to responses, and per request do no more than
+once, hand each batch of requests to the engine (which says whether it answers them at once or from its
+completion thread: ``Engine.answers_later``), map answers to responses, and per request do no more than
 the least a Python backend does (the bench's floor: ``as_numpy()`` in, ``Tensor`` and ``InferenceResponse``
 out). Request tensors are read with ``as_numpy()``: the stub copied each input out of shared memory when it
 loaded the request, and ``as_numpy()`` hands that array over, where a DLPack view would make a capsule and a
@@ -18,7 +19,6 @@ of the execute it hit (INTERNAL) and the engine rebuilds what broke, so the inst
 from __future__ import annotations
 
 import json
-import logging
 import os
 from typing import Any
 
@@ -26,55 +26,30 @@ import triton_python_backend_utils as pb_utils
 
 from ge_plugin import __version__, device, fastpath, gone_clients
 from ge_plugin.backend import timing
+from ge_plugin.backend.generate import GenerateModel, is_generating
 from ge_plugin.backend.metrics import MetricsPublisher
-from ge_plugin.engine import Engine, Lifetime, Mode
-from ge_plugin.engine.lane import Outcome
+from ge_plugin.backend.triton_log import log_to_triton
+from ge_plugin.engine import Answer, Engine, Lifetime
 from ge_plugin.errors import GePluginError, RequestError, UnavailableError
 
-log = logging.getLogger("ge_plugin.backend")
-
-#: A one-lane instance whose executes keep the device this long (µs) or longer, on a running average, answers
-#: from the engine's completion thread, as a two-lane one does. Returning the responses from ``execute`` lets the
-#: client have its answer a moment before Triton 2.51 counts the instance free again; a request sent in that
-#: moment finds no free instance, and the dynamic batcher then waits for its 500 ms poll. On a busy host that
-#: moment is long enough to hit often (perf_analyzer at concurrency 1 against the LLaMA on the seed's device
-#: time: p90 from 85 to 583 ms; tests/e2e/test_one_lane.py). Answering from the completion thread lets
-#: ``execute`` return before the answer exists, which costs a thread hand-over (about 0.2 ms per execute on
-#: the bench's host, so not for executes of microseconds, which are over before any client could ask again).
-ANSWER_LATER_US = 2_000.0
-#: Before a batch runs, requests whose client is gone (``is_cancelled()``) are dropped, when the instance's
-#: executes keep the device this long (µs) per request or longer on average: each check is one synchronous IPC
-#: to tritonserver, worth it only where the work it can save costs more
+#: Before a batch runs, requests whose client is gone are dropped, when the instance's executes keep the
+#: device this long (µs) per request or longer on average: each ``is_cancelled()`` is one synchronous IPC to
+#: tritonserver (about 45 µs measured), worth it only where the work it can save costs more
 CANCEL_CHECK_US = 1_000.0
-#: the weight of one execute's stream time in that running average: one stall of a quick model's
-#: execute (a preempted host thread) moves it by an eighth, and the instance keeps returning its responses
-RECENT_WEIGHT = 0.125
-
-
-class _TritonLog(logging.Handler):
-    """ge_plugin's warnings and errors (a lane rebuilt, a precision the config did not declare) in Triton's
-    log, where an operator looks. Each record is one IPC to the server: only the unusual reaches here."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        message = f"ge: {self.format(record)}"
-        if record.levelno >= logging.ERROR:
-            pb_utils.Logger.log_error(message)
-        else:
-            pb_utils.Logger.log_warn(message)
-
-
-def _log_to_triton() -> None:
-    root = logging.getLogger("ge_plugin")
-    if not any(isinstance(h, _TritonLog) for h in root.handlers):
-        handler = _TritonLog(logging.WARNING)
-        root.addHandler(handler)
-        root.propagate = False
 
 
 class TritonPythonModel:
     def initialize(self, args: dict[str, str]) -> None:
-        _log_to_triton()
+        log_to_triton(pb_utils.Logger)
         config = json.loads(args["model_config"])
+        if is_generating(config):  # a generate: model: the decoupled adapter answers it (backend/generate.py)
+            try:
+                self.generating = GenerateModel(pb_utils, args, config)
+            except GePluginError as exc:
+                raise pb_utils.TritonModelException(f"model {config.get('name', '')!r}: {exc}") from None
+            self.execute = self.generating.execute  # type: ignore[method-assign,assignment]
+            self.finalize = self.generating.finalize  # type: ignore[method-assign]
+            return
         self.name = args.get("model_name", config.get("name", ""))
         version_dir = os.path.join(args["model_repository"], args.get("model_version", "1"))
         try:
@@ -121,16 +96,11 @@ class TritonPythonModel:
             f"({device.kind()}), gears {', '.join(g.label for g in self.engine.gears.gears)}, "
             f"{self.engine.stats.device_bytes} device bytes allocated once, fast path {fastpath.describe()}"
         )
-        #: two lanes or more: always answer from the engine's completion thread (one lane: ``_answer_later``)
-        self.pipelined = self.engine.mode is Mode.PIPELINED
-        #: the running average of stream µs per execute, and (executes, stream µs) as last read
-        self.recent_us = 0.0
-        self._seen = (0, 0.0)
+        #: the engine says whether each batch is answered from its completion thread
+        self.answers_later = self.engine.answers_later
         #: tickets of HTTP requests whose client left (the front writes them; None without the front)
         self.gone_clients = gone_clients.GoneClients.from_environment()
         self.timer = timing.from_environment(self.name, labels["instance"])
-        if self.timer is not None:  # the stub calls the instance's execute: the timed one, from now on
-            self.execute = self._timed_execute  # type: ignore[method-assign]
 
     def _naming_the_model(self, message: str) -> str:
         """The message with the model's name in front, once: most engine errors already start with it."""
@@ -138,18 +108,18 @@ class TritonPythonModel:
         return message if message.startswith(prefix) else f"{prefix}: {message}"
 
     def execute(self, requests: list[Any]) -> list[Any] | None:
-        """With one lane and quick executes: run the batch and return its responses. With more lanes
-        (``streams_per_instance``), or one whose executes take a device's time (``ANSWER_LATER_US``), return
-        as soon as the batch is on the device and send each response when it is done, so that Triton calls
-        ``execute`` again with the next batch meanwhile."""
+        """Run the batch and return its responses, or, when the engine answers later (more lanes, or one
+        whose executes take a device's time), return None as soon as the batch is on the device and send
+        each response when it is done, so that Triton calls ``execute`` again with the next batch meanwhile."""
         stats = self.engine.stats
         executes = sum(stats.execute_buckets)
         if executes and stats.execute_us_sum >= CANCEL_CHECK_US * executes * len(requests):
             gone = self._gone(requests)
             if any(gone):
                 return self._without_the_gone(requests, gone)
-        batch, requested = self._read(requests)
-        outcomes = self._run(requests, batch, requested)
+        if self.timer is not None:
+            return self.timer.phases(requests, self._read, self._run, self._respond, self._stream_us)
+        outcomes = self._run(requests, self._read(requests))
         return None if outcomes is None else self._respond(outcomes)
 
     def _gone(self, requests: list[Any]) -> list[bool]:
@@ -166,10 +136,7 @@ class TritonPythonModel:
         is answered CANCELLED, as Triton expects of a request it cancelled (a response object of its own:
         one object returned for two requests crashes tritonserver 2.51)."""
         live = [request for request, left in zip(requests, gone) if not left]
-        outcomes = None
-        if live:
-            batch, requested = self._read(live)
-            outcomes = self._run(live, batch, requested)
+        outcomes = self._run(live, self._read(live)) if live else None
         if outcomes is None and live:  # the live ones are answered from the completion thread: these too
             for request, left in zip(requests, gone):
                 if left:
@@ -180,26 +147,8 @@ class TritonPythonModel:
         answers = iter(self._respond(outcomes or []))
         return [_cancelled() if left else next(answers) for left in gone]
 
-    def _timed_execute(self, requests: list[Any]) -> list[Any] | None:
-        """``execute`` with each phase timed (GE_PLUGIN_STUB_TIMING)."""
-        clock, timer, stats = timing.clock, self.timer, self.engine.stats
-        started = timing.wall()
-        t0 = clock()
-        batch, requested = self._read(requests)
-        t1 = clock()
-        stream_before = stats.execute_us_sum
-        outcomes = self._run(requests, batch, requested)
-        t2 = clock()
-        if outcomes is None:  # submitted: the completion thread waits for the stream and answers
-            assert timer is not None
-            timer.record(started, len(requests), t1 - t0, t2 - t1, float("nan"), float("nan"))
-            return None
-        stream = stats.execute_us_sum - stream_before
-        responses = self._respond(outcomes)
-        t3 = clock()
-        assert timer is not None
-        timer.record(started, len(requests), t1 - t0, t2 - t1, t3 - t2, stream)
-        return responses
+    def _stream_us(self) -> float:
+        return self.engine.stats.execute_us_sum
 
     def _read(self, requests: list[Any]) -> tuple[list[dict[str, Any]], list[list[str]] | None]:
         """Each request's tensors by name, and the output names each asks for (None: all, one output)."""
@@ -219,14 +168,15 @@ class TritonPythonModel:
         return batch, requested
 
     def _run(
-        self, requests: list[Any], batch: list[dict[str, Any]], requested: list[list[str]] | None
-    ) -> list[Outcome] | None:
+        self, requests: list[Any], tensors: tuple[list[dict[str, Any]], list[list[str]] | None]
+    ) -> list[Answer] | None:
         """The engine's outcomes, or None when they are sent later from the completion thread."""
-        if self.pipelined or self._answer_later():
+        batch, requested = tensors
+        if self.answers_later():
             senders = [request.get_response_sender() for request in requests]
             bf16_out = self.bf16_outputs
 
-            def send(index: int, outcome: Outcome) -> None:
+            def send(index: int, outcome: Answer) -> None:
                 senders[index].send(
                     _response(outcome, bf16_out), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
                 )
@@ -236,20 +186,7 @@ class TritonPythonModel:
         # Views of the engine's staging: the stub copies returned responses before the next execute.
         return self.engine.execute(batch, requested, lifetime=Lifetime.UNTIL_NEXT_CALL)
 
-    def _answer_later(self) -> bool:
-        """Whether a one-lane instance answers this batch from the completion thread: while its executes keep
-        the device ANSWER_LATER_US or longer on a running average, taken on here over the executes finished
-        since the last call (by this thread or the completion thread)."""
-        stats = self.engine.stats
-        count, spent = sum(stats.execute_buckets), stats.execute_us_sum
-        seen_count, seen_spent = self._seen
-        if count > seen_count:
-            per_execute = (spent - seen_spent) / (count - seen_count)
-            self.recent_us += (per_execute - self.recent_us) * RECENT_WEIGHT
-            self._seen = (count, spent)
-        return self.recent_us >= ANSWER_LATER_US
-
-    def _respond(self, outcomes: list[Outcome]) -> list[Any]:
+    def _respond(self, outcomes: list[Answer]) -> list[Any]:
         if self.bf16_outputs:
             return [_response(outcome, self.bf16_outputs) for outcome in outcomes]
         response, tensor = pb_utils.InferenceResponse, pb_utils.Tensor
@@ -296,7 +233,7 @@ def _bf16_words(tensor: Any) -> object:
         return tensor
 
 
-def _response(outcome: Outcome, bf16: frozenset[str] = frozenset()) -> Any:
+def _response(outcome: Answer, bf16: frozenset[str] = frozenset()) -> Any:
     """Outputs, or the error with the code a client can act on: 400 bad input, 503 retry later, 500. A bf16
     output (its words, uint16) goes back as a DLPack capsule, the only way Triton 2.51 takes TYPE_BF16."""
     if isinstance(outcome, GePluginError):

@@ -4,9 +4,9 @@ work, and building the responses.
 perf_analyzer's breakdown stops at "compute infer", the stub's whole ``execute``; these timers split it, for
 the ``ge`` backend and for the bench's Python-backend floors alike, so that the two can be read side by side.
 ``GE_PLUGIN_STUB_TIMING=<directory>`` turns them on. The variable is read once, when a model instance
-initializes; with it unset the model's ``execute`` is the plain one and nothing is timed. When set, the
-instance's ``execute`` is replaced by a timed one for its whole life, each execute adds one sample (its wall
-clock start, its requests, and µs per phase) to an in-memory array, and ``finalize`` writes them to
+initializes; with it unset nothing is timed. When set, the instance runs each execute's phases through
+``StubTimer.phases``, which adds one sample (its wall clock start, its requests, and µs per phase) to an
+in-memory array, and ``finalize`` writes them to
 ``<directory>/<model>-<pid>-<instance>.json``, which the bench reads after the server stopped.
 """
 
@@ -17,8 +17,13 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+_Read = TypeVar("_Read")
+_Work = TypeVar("_Work")
+_Responses = TypeVar("_Responses")
 
 ENV = "GE_PLUGIN_STUB_TIMING"
 #: one sample per execute: wall clock at its start (s), requests, then µs reading, working, responding, and
@@ -40,6 +45,32 @@ class StubTimer:
         self, started: float, requests: int, read_s: float, work_s: float, respond_s: float, stream_us: float
     ) -> None:
         self._samples.extend((started, requests, read_s * 1e6, work_s * 1e6, respond_s * 1e6, stream_us))
+
+    def phases(
+        self,
+        requests: list[Any],
+        read: Callable[[list[Any]], _Read],
+        work: Callable[[list[Any], _Read], _Work | None],
+        respond: Callable[[_Work], _Responses],
+        stream_us: Callable[[], float] | None = None,
+    ) -> _Responses | None:
+        """One execute, ``respond(work(requests, read(requests)))``, with each phase timed. ``work`` returning
+        None (a batch submitted, answered later) ends it with no responding; ``stream_us()``, when given, is
+        the µs the device's stream has spent so far, and its difference over ``work`` is recorded too."""
+        started = wall()
+        t0 = clock()
+        tensors = read(requests)
+        t1 = clock()
+        stream_before = stream_us() if stream_us is not None else math.nan
+        result = work(requests, tensors)
+        t2 = clock()
+        if result is None:
+            self.record(started, len(requests), t1 - t0, t2 - t1, math.nan, math.nan)
+            return None
+        stream = stream_us() - stream_before if stream_us is not None else math.nan
+        responses = respond(result)
+        self.record(started, len(requests), t1 - t0, t2 - t1, clock() - t2, stream)
+        return responses
 
     def samples(self) -> list[tuple[float, ...]]:
         width = len(FIELDS)

@@ -14,7 +14,7 @@ numeric non-root user the pod's ``runAsNonRoot`` can verify. The entrypoint sour
 from __future__ import annotations
 
 from ge_plugin import __version__
-from ge_plugin.doctor import TRITON_MIN_GLIBC as MIN_GLIBC
+from ge_plugin.serve.triton import TRITON_MIN_GLIBC as MIN_GLIBC
 
 #: where the image's virtual environment lives
 VENV = "/opt/ge-plugin"

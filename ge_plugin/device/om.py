@@ -15,11 +15,11 @@ from typing import Any
 import attrs
 
 from ge_plugin import acl_constants as C
+from ge_plugin.atc.simom import read_header
 from ge_plugin.device.aclapi import acl
 from ge_plugin.device.context import Context
 from ge_plugin.device.runtime import check
 from ge_plugin.errors import ModelFileError
-from ge_plugin.simom import read_header
 
 
 @attrs.frozen
@@ -42,7 +42,7 @@ class TensorInfo:
 class OmModel:
     """``acl.mdl.load_from_file`` in ``context``; ``close()`` unloads and destroys the description."""
 
-    def __init__(self, path: str | os.PathLike, context: Context):
+    def __init__(self, path: str | os.PathLike[str], context: Context):
         self.path = os.fspath(path)
         if not os.path.isfile(self.path):
             raise ModelFileError(f"OM file not found: {self.path}")
@@ -199,6 +199,11 @@ class Dataset:
         except BaseException:
             self.close()
             raise
+
+    def point(self, index: int, ptr: int, size: int) -> None:
+        """Make buffer ``index`` describe ``size`` bytes at ``ptr`` (``acl.update_data_buffer``): a view into
+        memory that stays where it is, such as the part of a KV cache one execute reads."""
+        check(acl().update_data_buffer(self.data_buffers[index], ptr, size), "acl.update_data_buffer")
 
     def close(self) -> None:
         """destroy every data buffer, then the dataset (destroy_dataset does not free them). Idempotent."""

@@ -16,7 +16,7 @@ from ge_plugin import device, dtypes
 from ge_plugin import fastpath as fp
 from ge_plugin.engine.config import IOConfig, ServingConfig
 from ge_plugin.engine.gear_reading import read_gear_table
-from ge_plugin.engine.gears import GearTable
+from ge_plugin.engine.gear_table import GearTable
 from ge_plugin.engine.lane import Lane
 from ge_plugin.engine.planner import Planner
 from ge_plugin.engine.tensors import BoundTensor, Tie

@@ -8,7 +8,8 @@ file on disk, so the direct (no Triton) path and the served path share one parse
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -71,6 +72,14 @@ class ServingConfig:
         config_ = cls(name, max_batch_size, inputs, outputs, params)
         config_._check_ties()
         return config_
+
+    def om_path_in(self, version_dir: str | os.PathLike[str]) -> str:
+        """The OM of Triton's ``<model>/<version>`` directory: the version's own when
+        ``version_om_model_paths`` lists one, else ``om_model_path``; a relative path is under it."""
+        version = os.path.basename(os.path.normpath(os.fspath(version_dir)))
+        return os.path.join(
+            os.fspath(version_dir), os.path.expanduser(self.params.om_model_path_for(version))
+        )
 
     def _check_ties(self) -> None:
         ins = {io.name: io for io in self.inputs}
@@ -146,3 +155,20 @@ def read_config_pbtxt(path: str | os.PathLike[str]) -> dict[str, Any]:
     config = json_format.MessageToDict(message, preserving_proto_field_name=True)
     config.setdefault("max_batch_size", 0)
     return config
+
+
+def device_for_instance(instance_name: str, device_ids: Sequence[int]) -> int:
+    """The device an instance runs on.
+
+    The renderer names one instance group per device (``npu0``, ``npu1``…), and Triton names its instances
+    ``<group>_<n>``; an unnamed group's instances are ``<model>_<group index>_<n>`` and are spread over
+    ``device_ids`` by group index.
+    """
+    ids = list(device_ids) or [0]
+    match = re.fullmatch(r"npu(\d+)_\d+", instance_name or "")
+    if match:
+        return int(match.group(1))
+    match = re.fullmatch(r".*_(\d+)_\d+", instance_name or "")
+    if match:
+        return ids[int(match.group(1)) % len(ids)]
+    return ids[0]

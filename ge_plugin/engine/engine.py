@@ -3,40 +3,34 @@
 ``Engine.execute(requests)`` takes what Triton's dynamic batcher grouped (a list of requests, each a
 mapping of input name to an array-like) and returns, per request, its outputs or the error that concerns
 it alone. ``Engine.submit(requests, ..., put)`` does the same without waiting: it returns once every batch
-is on the device, and a completion thread hands each request's outcome to ``put`` when its batch is done,
-so that the next batch can be gathered and started on another lane meanwhile (``streams_per_instance``;
-``Engine.mode`` says which of the two the engine is built for).
+is on the device, and a completion thread hands each request's answer to ``put`` when its batch is done, so
+that the next batch can be gathered meanwhile (``Engine.answers_later()`` says which of the two to call).
 
-Bad requests are refused before anything reaches the device and never take their batch-mates down. A
-device failure rebuilds the lane it hit; when the failed execute held several requests they run again in
-halves, so that only a request that fails on its own is failed (``isolation``, counted in
-``EngineStats.isolation_executes``). A lane that cannot be rebuilt is tried again with a bounded backoff
-while the others serve (``recovery``); with none left, requests get UnavailableError until one comes back.
-After start-up nothing is allocated per request on the device or in pinned memory.
-
-The engine itself is the bookkeeping between those parts: the planner turns requests into chunks
-(``planner``), the scheduler picks the lane each runs on (``scheduler``), and this module stages, launches,
-waits and answers.
+Bad requests are refused before anything reaches the device and never take their batch-mates down; a
+device failure fails only the requests that fail on their own (``failures``), and a lane that cannot be
+rebuilt is tried again while the others serve (``recovery``). After start-up nothing is allocated per
+request on the device or in pinned memory. The engine itself is the bookkeeping between those parts: the
+planner turns requests into chunks (``planner``), the scheduler picks the lane each runs on
+(``scheduler``), and this module stages, launches, waits and answers.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import re
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import TypeVar, cast
+from typing import cast
 
 from ge_plugin import device
 from ge_plugin import fastpath as fp
 from ge_plugin.engine.binding import Binding
 from ge_plugin.engine.completion import Completion
-from ge_plugin.engine.config import ServingConfig
-from ge_plugin.engine.isolation import Isolation
-from ge_plugin.engine.lane import InFlight, Lane, Outcome, Put
-from ge_plugin.engine.modes import Lifetime, Mode
-from ge_plugin.engine.planner import Entry, Planner
+from ge_plugin.engine.config import ServingConfig, device_for_instance
+from ge_plugin.engine.failures import Failures, as_error
+from ge_plugin.engine.lane import Answer, InFlight, Lane, Put
+from ge_plugin.engine.modes import Answering, Lifetime, Mode
+from ge_plugin.engine.planner import Planner
 from ge_plugin.engine.recovery import Rebuilder
 from ge_plugin.engine.scheduler import Scheduler
 from ge_plugin.engine.stats import EngineStats, ExecuteTally
@@ -45,43 +39,6 @@ from ge_plugin.errors import GePluginError
 log = logging.getLogger("ge_plugin.engine")
 
 _UNTIL_PUT_RETURNS = Lifetime.UNTIL_PUT_RETURNS
-
-_E = TypeVar("_E", bound=BaseException)
-
-
-def detached(exc: _E) -> _E:
-    """``exc`` without its traceback and chained exceptions.
-
-    Results outlive the call that produced them; a traceback would keep every frame of that call alive, and
-    with them the request arrays (views of Triton's shared memory) and the results list itself, in a cycle
-    only the garbage collector can break."""
-    exc.__traceback__ = None
-    exc.__context__ = None
-    exc.__cause__ = None
-    return exc
-
-
-def as_error(exc: BaseException) -> GePluginError:
-    """What a failed execute hands its requests: the GePluginError itself (an ACL error, say) or one that
-    carries the message of anything else (a ValueError from a copy), detached."""
-    return detached(exc if isinstance(exc, GePluginError) else GePluginError(str(exc)))
-
-
-def device_for_instance(instance_name: str, device_ids: Sequence[int]) -> int:
-    """The device an instance runs on.
-
-    The renderer names one instance group per device (``npu0``, ``npu1``…), and Triton names its instances
-    ``<group>_<n>``; an unnamed group's instances are ``<model>_<group index>_<n>`` and are spread over
-    ``device_ids`` by group index.
-    """
-    ids = list(device_ids) or [0]
-    match = re.fullmatch(r"npu(\d+)_\d+", instance_name or "")
-    if match:
-        return int(match.group(1))
-    match = re.fullmatch(r".*_(\d+)_\d+", instance_name or "")
-    if match:
-        return ids[int(match.group(1)) % len(ids)]
-    return ids[0]
 
 
 class Engine:
@@ -109,6 +66,8 @@ class Engine:
         self.recovering = self.rebuilder.down
         #: submitted batches when there is more than one lane to pipeline them on, else executed
         self.mode = Mode.PIPELINED if config.params.streams_per_instance > 1 else Mode.SYNCHRONOUS
+        #: whether the next batch is submitted or executed (``answers_later``)
+        self.answering = Answering(self.mode, self.stats)
         self.context: device.Context | None = None
         self._closed = False
         self._completion: Completion | None = None
@@ -121,6 +80,9 @@ class Engine:
             self.gears = self.binding.gears
             #: every execute's bookkeeping (validate, group, gear, gather, split, counting), compiled
             self.planner: Planner = self.binding.planner()
+            self.failures = Failures(
+                config.name, self.planner, self.rebuilder, self.stats, self._mutex, self._run
+            )
             self.stats.tally = ExecuteTally(self.planner.tally, self.gears.gears, self.planner.h2d_bytes())
             #: start-up warnings about a config that serves but may surprise (the backend logs them)
             self.warnings = list(self.binding.warnings)
@@ -148,13 +110,9 @@ class Engine:
         ``version_om_model_paths`` lists one, else ``om_model_path``.
         """
         config = ServingConfig.from_model_config(model_config)
-        version = os.path.basename(os.path.normpath(os.fspath(version_dir)))
-        om_path = os.path.join(
-            os.fspath(version_dir), os.path.expanduser(config.params.om_model_path_for(version))
-        )
         if device_id is None:
             device_id = device_for_instance(instance_name, config.params.device_ids)
-        return cls(config, om_path=om_path, device_id=device_id)
+        return cls(config, om_path=config.om_path_in(version_dir), device_id=device_id)
 
     def _warm_up(self) -> None:
         """Run every gear ``warmup`` times on zeros, so first-run costs are not paid by a request."""
@@ -180,7 +138,7 @@ class Engine:
         requested_outputs: Sequence[Collection[str] | None] | None = None,
         *,
         lifetime: Lifetime = Lifetime.OWNED,
-    ) -> list[Outcome]:
+    ) -> list[Answer]:
         """Per request: a dict of output name -> array, or the GePluginError that concerns it alone.
 
         ``requested_outputs[i]`` limits request i to those outputs (None: all); an output nobody in an
@@ -193,7 +151,7 @@ class Engine:
         self._check_open()
         if self._completion is not None:  # submitted batches are the completion thread's to finish
             self.wait_idle()
-        results: list[Outcome | None] = [None] * len(requests)  # every entry is put before the return
+        results: list[Answer | None] = [None] * len(requests)  # every entry is put before the return
         lanes = self.lanes
         for lane in lanes:  # only this call's thread lends views: no lock
             if lane.lent:
@@ -205,7 +163,13 @@ class Engine:
         for lane in lanes:
             if lane.pending is not None:
                 finish(lane)
-        return cast(list[Outcome], results)
+        return cast(list[Answer], results)
+
+    def answers_later(self) -> bool:
+        """Whether the caller should ``submit`` its next batch (answered from the completion thread) rather
+        than ``execute`` it: always when pipelined, and with one lane while its executes are slow
+        (``modes.Answering``)."""
+        return self.answering.later()
 
     def submit(
         self,
@@ -265,14 +229,14 @@ class Engine:
         (``finish``: ``_finish``, bound once per call). Its outcomes come from ``_finish``."""
         lane = self.scheduler.take(job, finish)
         if lane is None:
-            self._fail_all(job, self.rebuilder.unavailable())
+            self.failures.fail_all(job, self.rebuilder.unavailable())
             return
-        try:  # _start, inline: this is every synchronous execute's path
+        try:  # _run's start, inline: this is every synchronous execute's path
             lane.reclaim()
             self.planner.stage(job.chunk, lane.in_arrays)
             self._launch(lane, job)
         except (GePluginError, ValueError) as exc:
-            self._failed(lane, job, exc)
+            self.failures.failed(lane, job, exc)
             self.scheduler.release(lane)
 
     def _submit(self, job: InFlight) -> None:
@@ -288,7 +252,7 @@ class Engine:
         scheduler = self.scheduler
         lane = scheduler.take(job, None)
         if lane is None:
-            self._fail_all(job, self.rebuilder.unavailable())
+            self.failures.fail_all(job, self.rebuilder.unavailable())
             return
         try:
             lane.reclaim()
@@ -297,7 +261,7 @@ class Engine:
                 if not (self.config.batched and scheduler.hold(lane, job, self.gears.max_rows)):
                     self._launch(lane, job)
         except (GePluginError, ValueError) as exc:
-            self._failed(lane, job, exc)
+            self.failures.failed(lane, job, exc)
             scheduler.release(lane)
             return
         job.chunk.arrays = None  # gathered; Triton frees them once submit() returns
@@ -319,7 +283,7 @@ class Engine:
             except ValueError as exc:
                 # only the newcomers' rows and the padding after the held rows (never read back) were
                 # written: the held chunk is as it was, the newcomers fail alone
-                self._fail_all(job, as_error(exc))
+                self.failures.fail_all(job, as_error(exc))
                 return True
             held.absorb(merged, job)
             job.chunk.arrays = None  # gathered; Triton frees them once submit() returns
@@ -327,20 +291,22 @@ class Engine:
                 self._launch_open(self.scheduler.unhold())
             return True
 
-    def _start(self, lane: Lane, job: InFlight) -> None:
-        """Gather the chunk into the lane's staging (one compiled call) and launch it."""
+    def _run(self, lane: Lane, job: InFlight) -> None:
+        """Gather the chunk into the lane's staging (one compiled call), launch it, wait and answer it: a
+        failed execute's requests run again (``failures``)."""
         lane.reclaim()
         self.planner.stage(job.chunk, lane.in_arrays)
         self._launch(lane, job)
+        lane.wait()
+        self._answer(lane, job)
 
     def _launch(self, lane: Lane, job: InFlight) -> None:
         """Queue the staged chunk's copies and execute on ``lane``, and count the execute. A submitted job is
         then the completion thread's to finish (called with the mutex held, so that jobs reach it in the
         order they reach the device)."""
-        chunk = job.chunk
         job.started = time.perf_counter()
-        lane.launch(self.gears.gears[chunk.gear], chunk.in_bytes, chunk.out_index, chunk.out_bytes)
-        self.planner.count(chunk)
+        lane.launch(*self.planner.launch_args(job.chunk))
+        self.planner.count(job.chunk)
         if job.queued:
             self.scheduler.launched()
             assert self._completion is not None  # submit() made it
@@ -354,7 +320,7 @@ class Engine:
         try:
             self._launch(lane, job)
         except (GePluginError, ValueError) as exc:
-            self._failed(lane, job, exc)
+            self.failures.failed(lane, job, exc)
             self.scheduler.release(lane)
 
     def _landed(self, job: InFlight) -> None:
@@ -377,7 +343,7 @@ class Engine:
                 self._landed(job)
             self._answer(lane, job)
         except (GePluginError, ValueError) as exc:
-            self._failed(lane, job, exc)
+            self.failures.failed(lane, job, exc)
         finally:
             self.scheduler.release(lane)
 
@@ -398,67 +364,6 @@ class Engine:
                 put(index, mine)
         if lent and lifetime.kept:
             lane.lent.extend(answers)  # the caller keeps them: copied before the staging is written again
-
-    # -- failures ------------------------------------------------------------------------------------
-
-    def _failed(self, lane: Lane, job: InFlight, exc: BaseException) -> None:
-        """A job failed on ``lane``: rebuild the lane, then find which of its requests fail on their own.
-
-        The requests' inputs are taken back out of the lane's staging first (gathered there, untouched
-        since): in Triton the request memory may already be gone, and rebuilding frees the staging."""
-        error = as_error(exc)
-        chunk = job.chunk
-        log.warning(
-            "model %s: an execute of %d request(s) failed (%s); rebuilding the lane",
-            self.config.name,
-            len(chunk.indices),
-            error,
-        )
-        if len(chunk.indices) == 1:
-            self.rebuilder.rebuild(lane)
-            self._fail_all(job, error)
-            return
-        entries: list[Entry]
-        if chunk.arrays is not None and all(arrays is not None for arrays in chunk.arrays):
-            entries, staged = list(enumerate(chunk.arrays)), chunk.staged
-        else:
-            entries, staged = self.planner.unstage(chunk, lane.in_arrays), True
-        self.rebuilder.rebuild(lane)
-
-        def rerun(group: Sequence[Entry]) -> GePluginError | None:
-            """Run ``group`` now on ``lane`` (rebuilt) and wait for it; why it failed (the lane rebuilt
-            again), or None."""
-            with self._mutex:
-                self.stats.isolation_executes += 1
-            members = [member for member, _ in group]
-            wanted = chunk.wanted
-            if wanted is not None:
-                wanted = [wanted[member] for member in members]
-            try:
-                part = self.planner.chunk(members, [arrays for _, arrays in group], wanted, staged=staged)
-                again = InFlight(part, job.deliver, job.lifetime)
-                self._start(lane, again)
-                lane.wait()
-                self._answer(lane, again)
-            except (GePluginError, ValueError) as exc:
-                self.rebuilder.rebuild(lane)
-                return as_error(exc)
-            return None
-
-        Isolation(
-            entries,
-            rerun=rerun,
-            blocked=lambda: None if lane.usable else self.rebuilder.unavailable(),
-            fail=lambda failure, members: self._fail_all(job, failure, members),
-        ).search(error)
-
-    def _fail_all(self, job: InFlight, error: GePluginError, members: Sequence[int] | None = None) -> None:
-        """``error`` to the requests at these places of the job's chunk (all of them by default)."""
-        members = range(len(job.chunk.indices)) if members is None else members
-        with self._mutex:
-            self.stats.device_errors += len(members)
-        for member in members:
-            job.deliver(member, error)
 
     def close(self) -> None:
         """Answer what is in flight, then free everything in the reference's order. A second close is

@@ -13,7 +13,7 @@ from __future__ import annotations
 import attrs
 
 from ge_plugin import device
-from ge_plugin.engine.gears import Gear, GearTable
+from ge_plugin.engine.gear_table import Gear, GearTable
 from ge_plugin.engine.lane import Lane
 from ge_plugin.errors import ConfigError
 

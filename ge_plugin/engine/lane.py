@@ -18,15 +18,16 @@ import numpy.typing as npt
 from ge_plugin import device
 from ge_plugin import fastpath as fp
 from ge_plugin.engine import shape_range
-from ge_plugin.engine.gears import Gear
+from ge_plugin.engine.gear_table import Gear
 from ge_plugin.engine.modes import Lifetime
 from ge_plugin.engine.stats import BusyClock
 from ge_plugin.errors import ConfigError, GePluginError
 
-#: what a request gets back: its outputs by name, or the error that failed it (alone or with its batch)
-Outcome = Union[dict[str, npt.NDArray[Any]], GePluginError]
+#: what a request gets back (its answer): its outputs by name, or the error that failed it (alone or with
+#: its batch)
+Answer = Union[dict[str, npt.NDArray[Any]], GePluginError]
 #: where a request's outputs go: ``put(index, outcome)``
-Put = Callable[[int, Outcome], None]
+Put = Callable[[int, Answer], None]
 
 
 @attrs.define
@@ -46,7 +47,7 @@ class InFlight:
     #: perf_counter() at launch
     started: float = 0.0
 
-    def deliver(self, member: int, outcome: Outcome) -> None:
+    def deliver(self, member: int, outcome: Answer) -> None:
         """The outcome of the chunk's request at place ``member``."""
         if self.targets is None:
             self.put(self.chunk.indices[member], outcome)

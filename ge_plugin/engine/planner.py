@@ -3,21 +3,24 @@
 The planner knows the model's tensors and gears and nothing of a device: it validates a window of requests,
 groups them into chunks (one execute each), gathers a chunk into staging memory it is handed and splits an
 execute's outputs back to the requests. The work per request is the compiled fast path's
-(``fastpath.Planner``); this wraps it with what the engine knows once (the bound tensors, the gears, the
-refusal a request that no gear takes gets), so that it can be built and tested from plain records.
+(``fastpath.Planner``, which this is, built from the engine's own records: the bound tensors and the gears);
+this adds what the engine knows once (warm-up launches, bytes per gear, a failed chunk taken back out of
+its staging, the refusal a request that no gear takes gets), so that it can be built and tested from plain
+records.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import numpy.typing as npt
 
 from ge_plugin import dtypes
 from ge_plugin import fastpath as fp
-from ge_plugin.engine.gears import Gear, GearTable
+from ge_plugin.engine.gear_table import Gear, GearTable
 from ge_plugin.engine.tensors import BoundTensor
 
 #: one request of a chunk: its place in the chunk, and its arrays in the OM's input order
@@ -30,13 +33,13 @@ PADDING_IS_OPT_IN = (
 )
 
 
-class Planner:
+class Planner(fp.Planner):
     """The model's tensors (``inputs`` in the OM's order, each with its ``spec``; ``outputs`` in the
     config's) on its ``gears``; ``exact`` marks, per flat dim, the dims a request must match exactly.
 
-    ``plan``, ``chunk``, ``extend``, ``stage``, ``count``, ``split`` and ``tally`` are the compiled
-    planner's own methods (``fastpath.Planner``), bound once: the request path calls them with no Python
-    layer in between."""
+    ``plan``, ``chunk``, ``extend``, ``stage``, ``launch_args``, ``count``, ``split`` and ``tally`` are the
+    compiled planner's own (``fastpath.Planner``): the request path calls them with no Python layer in
+    between, and ``launch_args`` hands back the chunk's ``Gear`` with what its copies move."""
 
     def __init__(
         self,
@@ -57,24 +60,15 @@ class Planner:
         self.gears = gears
         self.batched = batched
         self.exact = tuple(exact)
-        self.compiled = fp.Planner(
-            [spec for spec in specs if spec is not None],
-            [tensor.om_type for tensor in inputs],
-            [(gear.input_dims, gear.output_dims) for gear in gears.gears],
-            [(t.name, t.om_index, t.type, t.om_type, t.ties) for t in outputs],
+        super().__init__(
+            self.inputs,
+            self.outputs,
+            gears.gears,
             batched=batched,
             exact=self.exact,
             pad_value=pad_value,
             refusal=self.refusal,
         )
-        compiled = self.compiled
-        self.plan = compiled.plan
-        self.chunk = compiled.chunk
-        self.extend = compiled.extend
-        self.stage = compiled.stage
-        self.count = compiled.count
-        self.split = compiled.split
-        self.tally = compiled.tally
 
     def launch_of(self, position: int) -> tuple[Gear, list[int], list[int], list[int]]:
         """What a launch of the gear at ``position`` copies when every output is wanted at its full size
@@ -147,3 +141,21 @@ def _typed(staging: npt.NDArray[Any], dims: Sequence[int], type_name: str) -> np
     """The head of a staging buffer's bytes as a ``dims`` array of ``type_name``: a view, no copy."""
     dtype = dtypes.by_name(type_name).numpy
     return staging[: math.prod(dims) * dtype.itemsize].view(dtype).reshape(tuple(dims))
+
+
+def gear_fit(gears: Sequence[Sequence[int]], exact: Sequence[bool]) -> Callable[[Sequence[int]], int | None]:
+    """The fast path's gear-fit rule for a caller with no OM (tune checks requests against a candidate's
+    gears): ``gears`` are the values each gear gives a request's variable dims (one tuple per gear, the same
+    width as a request's ``need``), ``exact`` marks the dims a request must match rather than be padded to.
+    The returned function gives the position of the first gear that fits ``need``, or None; it is the
+    compiled planner's own ``choose``, so that the rule exists once per language."""
+    width = len(exact)
+    spec = fp.TensorSpec("dims", "uint8", (-1,) * width, (max(max(g) for g in gears),) * width, batched=False)
+    planner = fp.Planner(
+        [SimpleNamespace(spec=spec, om_type="uint8")],
+        [],
+        [SimpleNamespace(input_dims=(tuple(gear),), output_dims=()) for gear in gears],
+        batched=False,
+        exact=exact,
+    )
+    return planner.choose

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
-from ge_plugin.engine.gears import Gear
+from ge_plugin.engine.gear_table import Gear
 
 #: upper bounds (µs) of the execute-time histogram buckets; the last bucket is +Inf
 EXECUTE_BUCKETS_US = (100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 1_000_000)

@@ -38,6 +38,8 @@ from ge_plugin.serve.memory import allocator_environment
 from ge_plugin.serve.supervise import StubWatch, stubs_of
 
 PYTRITON_PIN = "nvidia-pytriton==0.7.0"
+#: the glibc the tritonserver in nvidia-pytriton 0.7.0 needs: its wheels are manylinux_2_35
+TRITON_MIN_GLIBC = (2, 35)
 
 
 @attrs.frozen

@@ -96,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "run":
         return run_script(args.script, args.args, check=args.check)
-    from ge_plugin import simom
+    from ge_plugin.atc import simom
     from ge_plugin.errors import ModelFileError
 
     try:

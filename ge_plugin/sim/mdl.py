@@ -14,7 +14,7 @@ from typing import NamedTuple as _NamedTuple
 from typing import TypeVar as _TypeVar
 
 from ge_plugin import acl_constants as _C
-from ge_plugin import simom as _simom
+from ge_plugin.atc import simom as _simom
 from ge_plugin.errors import ModelFileError as _ModelFileError
 from ge_plugin.sim import _args as _a
 from ge_plugin.sim import _exec

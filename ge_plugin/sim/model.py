@@ -51,7 +51,7 @@ class IoDesc:
 
 class OmGear:
     """One gear as the sim OM records it: the values that select it and the concrete dims of every data input
-    and output. (``ge_plugin.engine.gears.Gear`` is the engine's view of a gear, read through pyACL.)"""
+    and output. (``ge_plugin.engine.gear_table.Gear`` is the engine's view of a gear, read through pyACL.)"""
 
     __slots__ = (
         "index",

@@ -105,7 +105,10 @@ def read_shapes(path: Path, spec: ModelSpec) -> list[Shapes]:
 
 def refused_shape(spec: ModelSpec, shapes: Sequence[Shapes]) -> str:
     """Why a candidate could not serve one of the requests ("" when it serves them all): a length no dims
-    gear holds (or, without ``pad``, equals), or an image size it was not compiled for."""
+    gear holds (or, without ``pad``, equals), or an image size it was not compiled for. The fit is the
+    engine's own rule (``engine.planner.gear_fit``, the fast path's planner)."""
+    from ge_plugin.engine.planner import gear_fit
+
     for request in shapes:
         for t in spec.inputs:
             if len(request[t.name]) != len(t.dims):
@@ -115,20 +118,14 @@ def refused_shape(spec: ModelSpec, shapes: Sequence[Shapes]) -> str:
         if spec.dims_gears:
             need = [request[t.name][d] for t in spec.inputs for d, dim in enumerate(t.dims) if dim == -1]
             pads = [t.pad for t in spec.inputs for dim in t.dims if dim == -1]
-            if not any(
-                all(g >= n if pad else g == n for g, n, pad in zip(gear, need, pads))
-                for gear in spec.dims_gear_values
-            ):
+            if gear_fit(spec.dims_gear_values, [not pad for pad in pads])(need) is None:
                 return f"a request with dims {need} fits no dims gear of {[list(g) for g in spec.dims_gear_values]}"
         elif spec.image_sizes:
+            sizes = [tuple(s) for s in spec.image_sizes]
             for t in spec.inputs:
                 if -1 not in t.dims:
                     continue
                 hw = tuple(v for v, d in zip(request[t.name], t.dims) if d == -1)
-                sizes = [tuple(s) for s in spec.image_sizes]
-                fits = any(s == hw for s in sizes) or (
-                    t.pad and any(s[0] >= hw[0] and s[1] >= hw[1] for s in sizes)
-                )
-                if not fits:
+                if gear_fit(sizes, [not t.pad] * 2)(hw) is None:
                     return f"a {hw[0]}x{hw[1]} {t.name} fits no image size of {[list(s) for s in sizes]}"
     return ""

@@ -7,8 +7,7 @@ import numpy as np
 import onnx
 
 from ge_plugin import acl_constants as C
-from ge_plugin import simom
-from ge_plugin.atc import simbuild
+from ge_plugin.atc import simbuild, simom
 from ge_plugin.atc.flags import parse_args
 from ge_plugin.models import bf16_affine, bf16_affine_reference
 

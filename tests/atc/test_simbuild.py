@@ -12,8 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ge_plugin import acl_constants as C
-from ge_plugin import simom
-from ge_plugin.atc import simbuild
+from ge_plugin.atc import simbuild, simom
 from ge_plugin.atc.flags import parse_args
 from ge_plugin.errors import AtcError
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ge_plugin.atc.flags import parse_args
-from ge_plugin.atc_tables import DISTRIBUTED_ATC_FLAGS
+from ge_plugin.atc.tables import DISTRIBUTED_ATC_FLAGS
 from ge_plugin.cli import main
 from ge_plugin.errors import AtcError
 

@@ -7,7 +7,7 @@ import shlex
 import onnx
 import pytest
 
-from ge_plugin import simom
+from ge_plugin.atc import simom
 from ge_plugin.atc.command import atc_args
 from ge_plugin.cli import main
 from ge_plugin.errors import AtcError

@@ -253,7 +253,7 @@ def test_adapter_answers_a_one_lane_models_slow_executes_from_its_completion_thr
 ):
     """One slow execute (20 ms of simulated device time) is answered as usual and turns the instance to
     answering from the completion thread: the next ``execute`` returns None and its response is sent."""
-    from ge_plugin.backend.model import ANSWER_LATER_US
+    from ge_plugin.engine.modes import ANSWER_LATER_US
 
     assert ANSWER_LATER_US < 20_000
     slow = json.dumps({"ge_plugin_sim": {"execute_latency_ms": 20}})

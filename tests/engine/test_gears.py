@@ -1,10 +1,13 @@
 """Gear choice: the cheapest compiled shape that covers a batch, as the engine asks the fast path's planner
 for it (the planner takes the gear table's gears in the table's order, cheapest first)."""
 
+from types import SimpleNamespace
+
+import attrs
 import pytest
 
 from ge_plugin import fastpath as fp
-from ge_plugin.engine.gears import Gear, GearTable
+from ge_plugin.engine.gear_table import Gear, GearTable
 
 
 def batch_table(*batches, seq=128):
@@ -23,12 +26,11 @@ def chooser(table: GearTable):
     """need -> the label of the gear the engine's planner picks for it (None: no gear)."""
     ranks = [len(dims) for dims in table.gears[0].input_dims]
     specs = [fp.TensorSpec(f"in{k}", "fp32", (-1,) * rank, table.limits[k]) for k, rank in enumerate(ranks)]
-    planner = fp.Planner(
-        specs,
-        ["fp32"] * len(specs),
-        [(g.input_dims, g.output_dims or ((1,),)) for g in table.gears],
-        [("out", 0, "fp32", "fp32", ())],
-    )
+    # the records the planner reads (the engine hands it BoundTensors and these very Gears)
+    inputs = [SimpleNamespace(spec=spec, om_type="fp32") for spec in specs]
+    out = SimpleNamespace(name="out", om_index=0, type="fp32", om_type="fp32", ties=())
+    gears = [attrs.evolve(g, output_dims=g.output_dims or ((1,),)) for g in table.gears]
+    planner = fp.Planner(inputs, [out], gears)
 
     def choose(need):
         position = planner.choose(need)

@@ -12,8 +12,8 @@ import pytest
 from ge_plugin import dtypes
 from ge_plugin import fastpath as fp
 from ge_plugin.engine.config import IOConfig
-from ge_plugin.engine.gears import Gear, GearTable
-from ge_plugin.engine.planner import Planner
+from ge_plugin.engine.gear_table import Gear, GearTable
+from ge_plugin.engine.planner import Planner, gear_fit
 from ge_plugin.engine.tensors import BoundTensor
 from ge_plugin.errors import RequestError
 
@@ -134,3 +134,10 @@ def test_planner_needs_a_spec_for_every_input():
     bare = BoundTensor("INPUT0", 0, "fp32", "fp32", planner.inputs[0].io, planner.inputs[0].nbytes)
     with pytest.raises(ValueError, match=r"inputs \['INPUT0'\] have no spec"):
         Planner([bare], planner.outputs, planner.gears, batched=True, exact=(False, False))
+
+
+def test_gear_fit_is_the_planners_rule_over_bare_dims():
+    # tune asks this rather than keeping a rule of its own: a padded dim takes any gear that holds it, an
+    # exact one only its own length, and the first gear in order that fits is the one named
+    fit = gear_fit([(16, 8), (32, 8), (32, 16)], [False, True])
+    assert [fit(need) for need in [(10, 8), (17, 8), (32, 16), (33, 8), (16, 12)]] == [0, 1, 2, None, None]

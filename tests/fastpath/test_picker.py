@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,25 @@ def test_fastpath_normal_build_loads_compiled_module(monkeypatch: pytest.MonkeyP
     assert fastpath.IMPLEMENTATION == "c"
     assert fastpath.gather is compiled.gather
     assert Path(str(compiled.__file__)).suffix in (".so", ".pyd")
+
+
+@pytest.mark.c_extension
+@pytest.mark.skipif(NO_EXTENSIONS, reason="GE_PLUGIN_NO_EXTENSIONS=1: no compiled module")
+def test_fastpath_compiled_module_imports_nothing_from_its_twin() -> None:
+    # the twin is a specification written on its own: with it unimportable the compiled module still loads
+    # and plans (the shared tables and messages live in modules of their own)
+    code = (
+        "import sys; sys.modules['ge_plugin._fastpath_py'] = None\n"
+        "from ge_plugin import _fastpath as c\n"
+        "from types import SimpleNamespace as R\n"
+        "spec = c.TensorSpec('x', 'fp32', (-1, 4), (2, 4))\n"
+        "planner = c.Planner([R(spec=spec, om_type='fp32')],"
+        " [R(name='y', om_index=0, type='fp32', om_type='fp32', ties=())],"
+        " [R(input_dims=((2, 4),), output_dims=((2, 4),))])\n"
+        "print(planner.choose((1, 4)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stdout.strip()) == (0, "0"), done.stderr
 
 
 def test_fastpath_no_extensions_env_picks_twin(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -158,7 +178,7 @@ def _defined_here(module: Any) -> set[str]:
 FUNCTIONS = ["validate", "gather", "scatter", "bf16_view", "bf16_capsule"]
 CLASSES = ["TensorSpec", "Planner", "Chunk"]
 #: the Planner's methods, whose signatures the stub, the twin and the compiled module share
-PLANNER_METHODS = ["choose", "plan", "chunk", "extend", "stage", "count", "split", "tally"]
+PLANNER_METHODS = ["choose", "plan", "chunk", "extend", "stage", "launch_args", "count", "split", "tally"]
 
 
 def test_fastpath_twin_and_stub_export_same_names() -> None:

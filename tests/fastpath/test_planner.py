@@ -46,6 +46,46 @@ PLANNER_SETTINGS = settings(
 )
 
 
+@dataclasses.dataclass(frozen=True)
+class Input:
+    """An input as the planner reads it (the engine's ``BoundTensor`` is one)."""
+
+    spec: Any
+    om_type: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Output:
+    """An output as the planner reads it (the engine's ``BoundTensor`` is one)."""
+
+    name: str
+    om_index: int
+    type: str
+    om_type: str
+    ties: tuple[tuple[int, int, int], ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class GearDims:
+    """A gear as the planner reads it (the engine's ``Gear`` is one)."""
+
+    input_dims: Any
+    output_dims: Any
+
+
+def planner_of(
+    fp: ModuleType, specs: list, om_types: list, gears: list, outputs: list, **options: Any
+) -> Any:
+    """A Planner of these specs and OM types (one input each), gears ((input dims, output dims) each) and
+    outputs ((name, OM index, type, OM type, ties) each), handed over as records, as the engine does."""
+    return fp.Planner(
+        [Input(spec, om_type) for spec, om_type in zip(specs, om_types, strict=True)],
+        [Output(*output) for output in outputs],
+        [GearDims(*gear) for gear in gears],
+        **options,
+    )
+
+
 @dataclasses.dataclass
 class Model:
     """Everything a Planner is built from, as plain data, so that each implementation builds its own."""
@@ -62,7 +102,8 @@ class Model:
             fp.TensorSpec(name, type_, dims, limits, batched=self.batched)
             for name, type_, _, dims, limits in self.inputs
         ]
-        return fp.Planner(
+        return planner_of(
+            fp,
             specs,
             [om for _, _, om, _, _ in self.inputs],
             self.gears,
@@ -372,8 +413,8 @@ def test_planner_groups_image_sizes_across_the_window(fp: ModuleType) -> None:
     # an image-size OM with a fixed batch of 2: 224, 448, 224 run as two executes, the 224s together
     spec = fp.TensorSpec("images", "fp32", (-1, 3, -1, -1), (2, 3, EXACT_LIMIT, EXACT_LIMIT))
     gears = [(((2, 3, s, s),), ((2, 10),)) for s in (224, 448)]
-    planner = fp.Planner(
-        [spec], ["fp32"], gears, [("logits", 0, "fp32", "fp32", ())], exact=[False, False, True, True]
+    planner = planner_of(
+        fp, [spec], ["fp32"], gears, [("logits", 0, "fp32", "fp32", ())], exact=[False, False, True, True]
     )
     window = [{"images": np.zeros((1, 3, s, s), np.float32)} for s in (224, 448, 224)]
     chunks, errors = planner.plan(window)
@@ -389,7 +430,8 @@ def test_planner_refuses_an_exact_size_no_gear_takes_with_the_callers_words(fp: 
     def refusal(arrays: list) -> str:
         return f"{list(arrays[0].shape)}: resize the image"
 
-    planner = fp.Planner(
+    planner = planner_of(
+        fp,
         [spec],
         ["fp32"],
         gears,
@@ -406,7 +448,7 @@ def test_planner_refuses_an_exact_size_no_gear_takes_with_the_callers_words(fp: 
 def test_planner_bad_request_among_good_ones_is_refused_alone(fp: ModuleType) -> None:
     spec = fp.TensorSpec("INPUT0", "fp32", (-1, 16), (8, 16))
     gears = [(((b, 16),), ((b, 16),)) for b in (1, 2, 4, 8)]
-    planner = fp.Planner([spec], ["fp32"], gears, [("OUTPUT0", 0, "fp32", "fp32", ())])
+    planner = planner_of(fp, [spec], ["fp32"], gears, [("OUTPUT0", 0, "fp32", "fp32", ())])
     good = np.ones((1, 16), np.float32)
     chunks, errors = planner.plan([{"INPUT0": good}, {"INPUT0": good.astype(np.int32)}, {"INPUT0": good}])
     assert [(c.indices, c.rows, c.gear) for c in chunks] == [([0, 2], 2, 1)]
@@ -417,7 +459,7 @@ def test_planner_copies_back_only_the_outputs_its_requests_ask_for(fp: ModuleTyp
     spec = fp.TensorSpec("x", "fp32", (-1, 4), (4, 4))
     gears = [(((b, 4),), ((b, 4), (b, 2))) for b in (1, 4)]
     outputs = [("a", 0, "fp32", "fp32", ()), ("b", 1, "fp32", "fp32", ())]
-    planner = fp.Planner([spec], ["fp32"], gears, outputs)
+    planner = planner_of(fp, [spec], ["fp32"], gears, outputs)
     x = np.arange(4, dtype=np.float32)[None]
     (chunk,), _ = planner.plan([{"x": x}, {"x": x}], [{"b"}, {"b", "unknown"}])
     assert (chunk.outputs, chunk.out_index, chunk.out_bytes) == ([1], [1], [2 * 2 * 4])
@@ -436,7 +478,7 @@ def test_planner_answers_views_only_where_no_copy_is_needed(fp: ModuleType) -> N
     spec = fp.TensorSpec("ids", "int64", (-1, -1), (4, 8))
     gears = [(((b, s),), ((b, s, 3),)) for b in (1, 4) for s in (4, 8)]
     gears.sort(key=lambda g: int(np.prod(g[0][0])))
-    planner = fp.Planner([spec], ["int64"], gears, [("logits", 0, "fp32", "fp32", ((1, 0, 1),))])
+    planner = planner_of(fp, [spec], ["int64"], gears, [("logits", 0, "fp32", "fp32", ((1, 0, 1),))])
     out = [np.arange(4 * 8 * 3, dtype=np.float32).view(np.uint8)]
     full = [{"ids": np.zeros((1, 8), np.int64)}, {"ids": np.zeros((1, 8), np.int64)}]
     (chunk,), _ = planner.plan(full)
@@ -457,7 +499,7 @@ def test_planner_answers_views_only_where_no_copy_is_needed(fp: ModuleType) -> N
 
 def test_planner_stage_refuses_a_chunk_whose_arrays_were_released(fp: ModuleType) -> None:
     spec = fp.TensorSpec("x", "fp32", (-1, 4), (1, 4))
-    planner = fp.Planner([spec], ["fp32"], [(((1, 4),), ((1, 4),))], [("y", 0, "fp32", "fp32", ())])
+    planner = planner_of(fp, [spec], ["fp32"], [(((1, 4),), ((1, 4),))], [("y", 0, "fp32", "fp32", ())])
     (chunk,), _ = planner.plan([{"x": np.ones((1, 4), np.float32)}])
     chunk.arrays = None
     with pytest.raises(ValueError, match="released"):
@@ -486,7 +528,7 @@ def test_planner_refuses_tables_that_do_not_fit_with_the_same_words(both, change
         }
         arguments.update(change)
         with pytest.raises(ValueError) as caught:
-            fp.Planner(**arguments)
+            planner_of(fp, **arguments)
         assert message in str(caught.value)
 
 
@@ -494,7 +536,7 @@ def test_planner_tallies_what_the_engine_counts_as_launched(fp: ModuleType) -> N
     spec = fp.TensorSpec("ids", "int64", (-1, -1), (4, 8))
     gears = [(((b, s),), ((b, s, 3),)) for b in (1, 4) for s in (4, 8)]
     gears.sort(key=lambda g: int(np.prod(g[0][0])))
-    planner = fp.Planner([spec], ["int64"], gears, [("logits", 0, "fp32", "fp32", ((1, 0, 1),))])
+    planner = planner_of(fp, [spec], ["int64"], gears, [("logits", 0, "fp32", "fp32", ((1, 0, 1),))])
     assert planner.tally() == ([0, 0, 0, 0], 0, 0, 0)
     window = [{"ids": np.zeros((1, 8), np.int64)}, {"ids": np.zeros((2, 5), np.int64)}]
     (chunk,), _ = planner.plan(window)
@@ -502,6 +544,10 @@ def test_planner_tallies_what_the_engine_counts_as_launched(fp: ModuleType) -> N
     staging = [np.zeros(4 * 8 * 8, np.uint8)]
     planner.stage(chunk, staging)
     assert planner.tally() == ([0, 0, 0, 0], 0, 0, 0)  # staged is not launched
+    gear, in_bytes, out_index, out_bytes = planner.launch_args(chunk)
+    assert gear.input_dims == gears[3][0] and gear.output_dims == gears[3][1]  # its gear's own record
+    assert (in_bytes, out_index, out_bytes) == (chunk.in_bytes, chunk.out_index, chunk.out_bytes)
+    assert planner.tally() == ([0, 0, 0, 0], 0, 0, 0)  # asking what a launch copies counts nothing
     planner.count(chunk)
     planner.count(chunk)
     # gear 4x8 twice: 3 rows, 18 input elements and 3 rows of [8, 3] fp32 copied back each time
@@ -540,7 +586,7 @@ def test_planner_extends_an_open_chunk_only_without_moving_its_rows(fp: ModuleTy
     spec = fp.TensorSpec("ids", "int64", (-1, -1), (8, 32))
     gears = [(((b, s),), ((b, s, 3),)) for b in (1, 4, 8) for s in (16, 32)]
     gears.sort(key=lambda g: int(np.prod(g[0][0])))
-    planner = fp.Planner([spec], ["int64"], gears, [("logits", 0, "fp32", "fp32", ((1, 0, 1),))])
+    planner = planner_of(fp, [spec], ["int64"], gears, [("logits", 0, "fp32", "fp32", ((1, 0, 1),))])
 
     def chunk_of(rows: int, seq: int):
         (chunk,), _ = planner.plan([{"ids": np.ones((rows, seq), np.int64)}])

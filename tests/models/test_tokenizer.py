@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ge_plugin import models, tokenizer
+from ge_plugin import models
+from ge_plugin.demo import tokenizer
 from ge_plugin.errors import RequestError
 
 
@@ -38,7 +39,7 @@ def test_tokenizer_hashed_ids_decode_as_spelled_ids_and_back():
 
 
 def test_tokenizer_hash_does_not_depend_on_the_python_hash_seed():
-    code = "from ge_plugin.tokenizer import encode; print(encode('hello ascend triton'))"
+    code = "from ge_plugin.demo.tokenizer import encode; print(encode('hello ascend triton'))"
     outputs = {
         subprocess.run(
             [sys.executable, "-c", code],

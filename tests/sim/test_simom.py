@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from ge_plugin import simom
+from ge_plugin.atc import simom
 from ge_plugin.errors import ModelFileError
 
 

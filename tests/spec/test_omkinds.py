@@ -194,7 +194,7 @@ def test_cli_sim_builds_an_image_size_om(tmp_path, capsys):
     onnx.save(tiny_cnn(), tmp_path / "tiny_cnn.onnx")
     (tmp_path / "cnn.yaml").write_text(IMAGES.replace("[[224, 224], [448, 448]]", "[[8, 8], [16, 12]]"))
     assert main(["atc", str(tmp_path / "cnn.yaml"), "--sim", "--repository", str(tmp_path / "repo")]) == 0
-    from ge_plugin import simom
+    from ge_plugin.atc import simom
 
     header = simom.read(tmp_path / "repo" / "cnn" / "1" / "cnn.om").header
     assert header["dynamic"]["mode"] == "hw"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import attrs
 import pytest
 
 from ge_plugin.errors import SpecError, TuneError
@@ -210,6 +211,17 @@ def test_requests_a_candidate_cannot_take_are_found_before_it_is_served(tmp_path
     entry = json.loads(data.read_text())["data"][0]["input_ids"]
     assert entry["shape"] == [16] and all(0 <= v <= 31999 for v in entry["content"])
     assert inputs.read_shapes(data, spec) == shapes
+
+
+def test_requests_of_an_image_size_model_fit_only_its_sizes_unless_padded():
+    # the fit is the engine's gear rule: without pad an image must be one of the sizes, with pad one that holds it
+    spec = load_spec(REPO / "tests" / "render" / "specs" / "images.yaml")
+    assert inputs.refused_shape(spec, [{"images": (3, 224, 224)}, {"images": (3, 448, 448)}]) == ""
+    refused = inputs.refused_shape(spec, [{"images": (3, 224, 224)}, {"images": (3, 300, 300)}])
+    assert refused == "a 300x300 images fits no image size of [[224, 224], [448, 448]]"
+    padded = attrs.evolve(spec, inputs=[attrs.evolve(t, pad=True) for t in spec.inputs])
+    assert inputs.refused_shape(padded, [{"images": (3, 300, 300)}]) == ""
+    assert "fits no image size" in inputs.refused_shape(padded, [{"images": (3, 500, 224)}])
 
 
 def test_the_edits_are_only_the_changed_knobs(ident):

@@ -1,9 +1,9 @@
 """The sim OM file: what ``ge-plugin atc`` writes and the simulator loads in place of a real ``.om``.
 
-Three parts of ge-plugin share this format, so it belongs to none of them: ``ge_plugin.atc.simbuild``
-writes it (``ge-plugin atc``); the simulator reads it (``ge_plugin.sim.mdl`` loads it, ``python -m
-ge_plugin.sim om FILE`` prints its header); ``ge_plugin.device.om`` reads only the header, for the precision
-the OM computes in. Nothing here imports the simulator or onnx.
+Three parts of ge-plugin share this format; it lives with the ATC stand-in that makes it:
+``ge_plugin.atc.simbuild`` writes it (``ge-plugin atc``); the simulator reads it (``ge_plugin.sim.mdl`` loads
+it, ``python -m ge_plugin.sim om FILE`` prints its header); ``ge_plugin.device.om`` reads only the header,
+for the precision the OM computes in. Nothing here imports the simulator, onnx or the rest of ``atc``.
 
 Layout (all integers little-endian)::
 

@@ -9,6 +9,7 @@ the fast path as a numpy uint8 array without copying.
 from __future__ import annotations
 
 import ctypes
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +45,9 @@ class PinnedBuffer:
         check(ret, f"acl.rt.malloc_host({size})")
         self.ptr = ptr
         self.size = size
-        self.array: np.ndarray = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(ptr))
+        self.array: np.ndarray[Any, np.dtype[np.uint8]] = np.ctypeslib.as_array(
+            (ctypes.c_uint8 * size).from_address(ptr)
+        )
 
     def close(self) -> None:
         if self.ptr:
@@ -69,6 +72,20 @@ def copy_to_host_async(dst: PinnedBuffer, src: DeviceBuffer, nbytes: int, stream
     )
     if ret:
         check(ret, f"acl.rt.memcpy_async(D2H, {nbytes} bytes)")
+
+
+def copy_async(dst_ptr: int, dst_max: int, src_ptr: int, nbytes: int, kind: int, stream_handle: int) -> None:
+    """Any copy between addresses inside buffers (an offset into a device buffer, a row of a pinned one),
+    queued on the stream; the generation engine moves key/values device to device with it."""
+    ret = acl().rt.memcpy_async(dst_ptr, dst_max, src_ptr, nbytes, kind, stream_handle)
+    if ret:
+        check(ret, f"acl.rt.memcpy_async(kind {kind}, {nbytes} bytes)")
+
+
+def zero(buffer: DeviceBuffer) -> None:
+    """Fill a device buffer with zero bytes (``acl.rt.memset``), so that what a model reads from memory no
+    one wrote yet is finite."""
+    check(acl().rt.memset(buffer.ptr, buffer.size, 0, buffer.size), f"acl.rt.memset({buffer.size} bytes)")
 
 
 def memory_info(device_id: int) -> tuple[int, int]:
