@@ -76,5 +76,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GePluginError as exc:
         print(f"ge-plugin {args.command}: error: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as exc:  # SIGINT, or SIGTERM / SIGHUP while a tritonserver ran (SignalStop)
+        return 128 + getattr(exc, "signum", 2)

@@ -14,6 +14,7 @@ from ge_plugin.cli._common import add_command
 from ge_plugin.errors import ServeError
 from ge_plugin.serve.access import ADMIN_KEY_ENV, MIN_KEY_CHARS, RESTRICTED, read_key
 from ge_plugin.serve.front import MAX_BODY_BYTES, MAX_INPUT_BYTES
+from ge_plugin.serve.front.server import MAX_BUFFERED_BYTES, WRITE_TIMEOUT_S
 from ge_plugin.serve.memory import ENV as JEMALLOC_ENV
 from ge_plugin.serve.triton import EXIT_TIMEOUT_S
 
@@ -134,6 +135,23 @@ def register(subparsers) -> None:
         help="with the front: the largest HTTP request body, as sent and inflated (default: %(default)s)",
     )
     parser.add_argument(
+        "--write-timeout",
+        type=float,
+        default=WRITE_TIMEOUT_S,
+        metavar="S",
+        help="with the front: close an HTTP client whose answer has not moved for S seconds (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-buffered-bytes",
+        type=int,
+        default=MAX_BUFFERED_BYTES,
+        metavar="N",
+        help=(
+            "with the front: the most it holds for all HTTP clients together (request bodies, answers not yet "
+            "read); past it the slowest readers are closed first. At least --max-body-bytes (default: %(default)s)"
+        ),
+    )
+    parser.add_argument(
         "--jemalloc",
         default=os.environ.get(JEMALLOC_ENV, "auto"),
         metavar="auto|off|PATH",
@@ -228,6 +246,8 @@ def run(args: argparse.Namespace) -> int:
         not (args.repository / "").exists() or not args.repository.is_dir()
     ):
         raise ServeError(f"model repository {args.repository} is not a directory")
+    if args.write_timeout <= 0:
+        raise ServeError(f"--write-timeout {args.write_timeout}: a timeout is a number of seconds above 0")
     mode = args.model_control_mode
     load_models = args.load_model
     if mode is None:  # ge-plugin's default: explicit control, every model loaded at start
@@ -251,6 +271,8 @@ def run(args: argparse.Namespace) -> int:
         openai_port=args.openai_port,
         max_input_bytes=args.max_input_bytes,
         max_body_bytes=args.max_body_bytes,
+        write_timeout_s=args.write_timeout,
+        max_buffered_bytes=args.max_buffered_bytes,
         jemalloc=args.jemalloc,
         supervise_stubs=args.restart_dead_stubs,
         **control_options(args),
@@ -270,6 +292,8 @@ def run(args: argparse.Namespace) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, stop)
     status = server.process.wait()
+    if status < 0:  # killed by the signal: tritonserver 2.51 handles signals only once its models are loaded
+        status = 128 - status
     if server.ended_a_leak:
         status = 0  # every model was unloaded; tritonserver only waited for a version 2.51 never releases
     pids, regions = server.clean_up()

@@ -22,18 +22,21 @@ import sys
 import sysconfig
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import attrs
 
+from ge_plugin import gone_clients
 from ge_plugin.backend.install import install_backend
 from ge_plugin.errors import ServeError
+from ge_plugin.gone_clients import GoneClients
 from ge_plugin.serve.access import FLAGS, Access, internal_key, parse_restriction
 from ge_plugin.serve.clients import keyed_client
 from ge_plugin.serve.front import MAX_BODY_BYTES, MAX_INPUT_BYTES, Front, Rules
 from ge_plugin.serve.front.openai import TextService
+from ge_plugin.serve.front.server import MAX_BUFFERED_BYTES, WRITE_TIMEOUT_S
 from ge_plugin.serve.memory import allocator_environment
 from ge_plugin.serve.supervise import StubWatch, stubs_of
 
@@ -77,7 +80,7 @@ def find_distribution() -> Distribution:
     return dist
 
 
-def prepare_backends(backend_dir: str | os.PathLike, dist: Distribution | None = None) -> Path:
+def prepare_backends(backend_dir: str | os.PathLike[str], dist: Distribution | None = None) -> Path:
     """``backend_dir/python`` (the wheel's Python backend + this Python's stub) and ``backend_dir/ge``."""
     dist = dist or find_distribution()
     stub = dist.stub()
@@ -162,6 +165,10 @@ class ServerOptions:
     max_input_bytes: int = MAX_INPUT_BYTES
     #: the largest HTTP request body the front takes, as sent and once inflated (413 beyond)
     max_body_bytes: int = MAX_BODY_BYTES
+    #: an HTTP client whose answer does not move for this long is closed (the front's write timeout)
+    write_timeout_s: float = WRITE_TIMEOUT_S
+    #: the most the HTTP front holds for all its clients together; past it the slowest readers are closed
+    max_buffered_bytes: int = MAX_BUFFERED_BYTES
     #: tritonserver's allocator: "auto" preloads jemalloc when the system has it, "off" keeps glibc's, or a
     #: path to the library (serve/memory.py)
     jemalloc: str = "auto"
@@ -301,13 +308,66 @@ def _mapped(region: Path) -> bool:
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
+
+
+#: what ends a command from outside: Ctrl-C, a CI timeout or ``kill``, a closed terminal
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class SignalStop(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (or SIGINT) raised in the main thread as an exception, as Python raises SIGINT, so that
+    the ``with TritonServer(...)`` it unwinds through stops tritonserver and removes its stubs and /dev/shm
+    regions: killed by the signal's default action, the command would leave them behind."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_on_stop_signals() -> dict[int, Any]:
+    """Stop signals raise SignalStop from now on, where nothing else handles them (a command's own handlers,
+    such as ``ge-plugin serve``'s, are kept); the handlers replaced. Only the main thread can set them."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SignalStop(signum)
+
+    replaced: dict[int, Any] = {}
+    for signum in STOP_SIGNALS:
+        if signal.getsignal(signum) in (signal.SIG_DFL, signal.default_int_handler):
+            replaced[signum] = signal.signal(signum, stop)
+    return replaced
+
+
+@contextlib.contextmanager
+def _while_stopping(process: subprocess.Popen[bytes]) -> Iterator[None]:
+    """While a stop runs, a further stop signal ends tritonserver at once instead of cutting the clean-up
+    short; the handlers are as they were afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def hurry(_signum: int, _frame: object) -> None:
+        if process.poll() is None:
+            process.kill()
+
+    saved = {signum: signal.signal(signum, hurry) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
 
 
 class TritonServer:
-    """A running tritonserver; a context manager that stops it (SIGINT, then SIGKILL) on exit."""
+    """A running tritonserver; a context manager that stops it (SIGINT, then SIGKILL) on exit and cleans up
+    after it, also when SIGINT, SIGTERM or SIGHUP ends the command (``SignalStop``)."""
 
-    def __init__(self, options: ServerOptions, *, stdout=None, stderr=None):
+    def __init__(
+        self, options: ServerOptions, *, stdout: IO[bytes] | None = None, stderr: IO[bytes] | None = None
+    ):
         self.options = options
         #: the access policy (serve/access.py); ``admin_headers`` and ``control_client`` carry its keys
         self.access = options.access()
@@ -317,6 +377,7 @@ class TritonServer:
         env = server_environment(self.dist)
         env.update(allocator_environment(options.jemalloc, env))
         env.update(options.environment)
+        self._replaced_handlers: dict[int, Any] = {}
         self.guard: Front | None = None
         self.metrics_front: Front | None = None
         self.openai_front: Front | None = None
@@ -324,40 +385,22 @@ class TritonServer:
             raise ServeError(
                 "--openai-port: the OpenAI endpoints are served by the HTTP front (--http-guard, --text)"
             )
+        #: tickets of HTTP requests whose client left before their answer (the front writes, the stubs read)
+        self.gone_clients: GoneClients | None = None
         self.watch: StubWatch | None = None
         #: the stop ended tritonserver because only a dead stub's leaked model version was left
         self.ended_a_leak = False
-        if options.http_guard:
-            if not options.internal_http_port or not options.internal_metrics_port:
-                options = self.options = attrs.evolve(
-                    options,
-                    internal_http_port=options.internal_http_port or free_port(),
-                    internal_metrics_port=options.internal_metrics_port or free_port(),
-                )
-            self.guard = Front(
-                (options.host, options.http_port),
-                ("127.0.0.1", options.internal_http_port),
-                rules=options.rules(self.access),
-                text=self._text_service(),
+        if options.http_guard and (not options.internal_http_port or not options.internal_metrics_port):
+            options = self.options = attrs.evolve(
+                options,
+                internal_http_port=options.internal_http_port or free_port(),
+                internal_metrics_port=options.internal_metrics_port or free_port(),
             )
-            if options.text_endpoints and options.openai_port:
-                self.openai_front = Front(
-                    (options.host, options.openai_port),
-                    ("127.0.0.1", options.internal_http_port),
-                    rules=options.rules(self.access),
-                    text=self._text_service(only_openai=True),
-                )
-            self.metrics_front = Front(
-                (options.host, options.metrics_port),
-                ("127.0.0.1", options.internal_metrics_port),
-                rules=Rules(
-                    upstream_host=f"127.0.0.1:{options.internal_metrics_port}".encode(), accept_encoding=False
-                ),
-                metrics_tail=self.metrics_text,
-            )
-        self.command = options.command(self.dist, self.backend_dir.resolve())
         parent = os.getpid()
         try:
+            if options.http_guard:
+                self._open_fronts(options, env)
+            self.command = options.command(self.dist, self.backend_dir.resolve())
             self.process = subprocess.Popen(
                 self.command,
                 env=env,
@@ -370,6 +413,37 @@ class TritonServer:
             raise
         if options.supervise_stubs:
             self.watch = StubWatch(self.process.pid, self._grpc_client)
+
+    def _open_fronts(self, options: ServerOptions, env: dict[str, str]) -> None:
+        self.gone_clients = GoneClients.create()
+        env[gone_clients.ENV] = str(self.gone_clients.path)
+        self.guard = Front(
+            (options.host, options.http_port),
+            ("127.0.0.1", options.internal_http_port),
+            rules=options.rules(self.access),
+            write_timeout_s=options.write_timeout_s,
+            max_buffered_bytes=options.max_buffered_bytes,
+            gone_clients=self.gone_clients,
+            text=self._text_service(),
+        )
+        if options.text_endpoints and options.openai_port:
+            self.openai_front = Front(
+                (options.host, options.openai_port),
+                ("127.0.0.1", options.internal_http_port),
+                rules=options.rules(self.access),
+                write_timeout_s=options.write_timeout_s,
+                max_buffered_bytes=options.max_buffered_bytes,
+                gone_clients=self.gone_clients,
+                text=self._text_service(only_openai=True),
+            )
+        self.metrics_front = Front(
+            (options.host, options.metrics_port),
+            ("127.0.0.1", options.internal_metrics_port),
+            rules=Rules(
+                upstream_host=f"127.0.0.1:{options.internal_metrics_port}".encode(), accept_encoding=False
+            ),
+            metrics_tail=self.metrics_text,
+        )
 
     def admin_headers(self, protocol: str = "http") -> dict[str, str]:
         """The headers (HTTP) or gRPC metadata that open every restricted API group of this server: what
@@ -412,6 +486,9 @@ class TritonServer:
         for front in (self.guard, self.metrics_front, self.openai_front):
             if front is not None:
                 front.close()
+        if self.gone_clients is not None:
+            self.gone_clients.close(unlink=True)
+            self.gone_clients = None
 
     @property
     def http_url(self) -> str:
@@ -561,6 +638,7 @@ class TritonServer:
         remove its regions that no process maps any more. Returns what there was to clean."""
         if self.process.poll() is None:
             raise ServeError("tritonserver is still running; stop it before cleaning up after it")
+        self._close_fronts()  # and the front's ring of gone clients (it is in /dev/shm too)
         pids, regions = self.leftovers()
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
@@ -577,8 +655,14 @@ class TritonServer:
         return pids, regions
 
     def __enter__(self) -> TritonServer:
+        self._replaced_handlers = _raise_on_stop_signals()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()
-        self.clean_up()
+        try:
+            with _while_stopping(self.process):
+                self.stop()
+                self.clean_up()
+        finally:
+            for signum, handler in self._replaced_handlers.items():
+                signal.signal(signum, handler)

@@ -138,10 +138,24 @@ class ResponseSender:
 
 
 class InferenceRequest:
-    def __init__(self, tensors: dict, requested: set | None = None, bf16: frozenset = frozenset()):
+    def __init__(
+        self,
+        tensors: dict,
+        requested: set | None = None,
+        bf16: frozenset = frozenset(),
+        cancelled: bool = False,
+        parameters: str = "{}",
+    ):
         self._inputs = [Tensor(k, v, bf16=k in bf16) for k, v in tensors.items()]
         self._requested = requested
         self.sender = ResponseSender()
+        self.cancelled, self._parameters = cancelled, parameters
+
+    def is_cancelled(self) -> bool:
+        return self.cancelled
+
+    def parameters(self) -> str:
+        return self._parameters
 
     def get_response_sender(self):
         return self.sender

@@ -338,3 +338,37 @@ def test_a_one_lane_instance_answering_later_fails_a_device_fault_alone_and_serv
     np.testing.assert_array_equal(response.output_tensors()[0].as_numpy(), data * 4)
     model.finalize()
     assert snapshot()["devices"][0]["live_bytes"] == 0
+
+
+@pytest.mark.parametrize("cancel", ["grpc", "http"])
+def test_adapter_drops_requests_whose_client_left_before_the_batch_runs(
+    pb_utils, identity_repo, args_for, cancel, tmp_path, monkeypatch
+):
+    """On a model whose executes take device time, a request Triton cancelled (a gRPC client's) or whose
+    ticket the HTTP front wrote to the gone-clients ring is answered CANCELLED and never reaches the
+    engine; the others of its batch are answered as usual."""
+    from ge_plugin import gone_clients
+
+    ring = gone_clients.GoneClients.create(tmp_path)
+    monkeypatch.setenv(gone_clients.ENV, str(ring.path))
+    slow = json.dumps({"ge_plugin_sim": {"execute_latency_ms": 20}})
+    model = load_model(pb_utils)
+    model.initialize(args_for(identity_repo, acl_json=slow))
+    data = [np.full((1, 16), k, np.float32) for k in range(3)]
+    model.execute([pb_utils.InferenceRequest({"INPUT0": data[0]})])  # the executes' cost is known after one
+    model.engine.wait_idle()
+    rows = model.engine.stats.rows
+    ring.add(77)
+    left = {"cancelled": True} if cancel == "grpc" else {"parameters": json.dumps({"ge_front_ticket": 77})}
+    requests = [
+        pb_utils.InferenceRequest({"INPUT0": data[1]}, **left),
+        pb_utils.InferenceRequest({"INPUT0": data[2]}, parameters=json.dumps({"ge_front_ticket": 78})),
+    ]
+    returned = model.execute(requests)
+    model.engine.wait_idle()
+    answers = returned or [request.sender.sent[0][0] for request in requests]
+    assert answers[0].error().code() == pb_utils.TritonError.CANCELLED
+    np.testing.assert_array_equal(answers[1].output_tensors()[0].as_numpy(), data[2])
+    assert model.engine.stats.rows == rows + 1
+    model.finalize()
+    ring.close(unlink=True)

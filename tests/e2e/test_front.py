@@ -205,3 +205,73 @@ def test_without_the_front_tritonserver_dies_of_that_request(session_models, sta
         assert exchange(alone, post(target, json.dumps(crash).encode())) == (0, {})  # no answer
         status = alone.triton.process.wait(timeout=60)
         assert status != 0, alone.log_tail(200)
+
+
+# -- the holes a hostile client found (issue 27) -----------------------------------------------------------
+
+
+def _health(extra: bytes = b"", query: bytes = b"") -> bytes:
+    return b"GET /v2/health/ready" + query + b" HTTP/1.1\r\nHost: x\r\n" + extra + b"\r\n"
+
+
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        (_health(b"X: " + b"y" * 8191 + b"\r\n"), 200),  # the longest value tritonserver 2.51 answers
+        (_health(b"X: " + b"y" * 8192 + b"\r\n"), 431),  # it closes on this one: the client saw 502
+        (_health(query=b"?" + b"a" * (8189 - 17)), 200),  # the longest target it answers
+        (_health(query=b"?" + b"a" * (8190 - 17)), 414),
+        (_health(b"X: " + b"y" * 70000 + b"\r\n"), 431),
+    ],
+    ids=["value at the limit", "value past it", "target at the limit", "target past it", "a 70 KB head"],
+)
+def test_heads_past_tritonservers_limits_get_the_fronts_answer_never_a_502(server, raw, status):
+    assert exchange(server, raw)[0] == status
+    assert_serves_on(server)
+
+
+#: requests with a field or parameter of the wrong type: each answered 500 by tritonserver 2.51 itself
+MALFORMED_PARAMETERS = {
+    "parameters a list": {"parameters": []},
+    "priority a string": {"parameters": {"priority": "high"}},
+    "timeout negative": {"parameters": {"timeout": -5}},
+    "sequence_id a float": {"parameters": {"sequence_id": 1.5}},
+    "sequence_start 1": {"parameters": {"sequence_start": 1}},
+    "binary_data_output 1": {"parameters": {"binary_data_output": 1}},
+    "binary_data 1": {"outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": 1}}]},
+    "classification -1": {"outputs": [{"name": "OUTPUT0", "parameters": {"classification": -1}}]},
+    "output name 5": {"outputs": [{"name": 5}]},
+    "id 5": {"id": 5},
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED_PARAMETERS))
+def test_a_malformed_parameter_gets_400_naming_it_not_500(server, case):
+    body = dict(GOOD, **MALFORMED_PARAMETERS[case])
+    status, answer = exchange(server, post(INFER, json.dumps(body).encode()))
+    assert status == 400, (status, answer)
+    named = next(iter(MALFORMED_PARAMETERS[case].values()))
+    assert any(f"'{key}'" in answer["error"] for key in _keys(named) | set(MALFORMED_PARAMETERS[case])), (
+        answer
+    )
+
+
+def _keys(value: object) -> set[str]:
+    if isinstance(value, dict):
+        return set(value) | set().union(*map(_keys, value.values()))
+    if isinstance(value, list):
+        return set().union(*map(_keys, value))
+    return set()
+
+
+def test_pipelined_requests_then_a_half_close_are_all_answered_by_tritonserver(server):
+    body = json.dumps(GOOD).encode()
+    with socket.create_connection(address(server), timeout=30) as sock:
+        sock.sendall(post(INFER, body) * 3)
+        sock.shutdown(socket.SHUT_WR)
+        answers = []
+        for _ in range(3):
+            response = http.client.HTTPResponse(sock)
+            response.begin()
+            answers.append((response.status, json.loads(response.read())["outputs"][0]["data"]))
+    assert answers == [(200, ROWS.ravel().tolist())] * 3

@@ -114,6 +114,25 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return done
 
 
+def listens(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds the socket listening on ``port``. A free port is free only when it is
+    picked: on a machine running other test suites, another server may take it before ``ge-plugin serve``
+    binds it (serve then exits), and a readiness probe would get that server's 200."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                    inodes.add(f"socket:[{fields[9]}]")
+    with contextlib.suppress(OSError):
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                if os.readlink(fd) in inodes:
+                    return True
+    return False
+
+
 @attrs.define
 class ServeProcess:
     """``ge-plugin serve`` running as a command, with tritonserver as its child."""
@@ -149,7 +168,7 @@ class ServeProcess:
                     f"ge-plugin serve exited {self.process.returncode} before ready:\n{self.log_tail()}"
                 )
             with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
+                if response.status == 200 and listens(self.process.pid, self.http_port):
                     return
             if time.monotonic() > deadline:
                 raise AssertionError(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
@@ -13,13 +14,16 @@ import pytest
 from ge_plugin.serve.front import Front, Rules
 from ge_plugin.serve.triton import free_port
 
+#: how long ``/slow`` takes to answer
+SLOW_S = 1.5
 #: a large answer (3 MiB of a pattern): the front splices what follows its head
 BIG = bytes(range(251)) * (3 * (1 << 20) // 251)
 
 
 class Upstream(BaseHTTPRequestHandler):
-    """Answers with what it received (path, headers, body size); ``/chunked`` answers in chunks and
-    ``/interim`` sends a ``100 Continue`` of its own before the answer."""
+    """Answers with what it received (path, headers, body size); ``/chunked`` answers in chunks,
+    ``/interim`` sends a ``100 Continue`` of its own before the answer, ``/big`` answers BIG and ``/slow``
+    answers after SLOW_S."""
 
     protocol_version = "HTTP/1.1"
     seen: ClassVar[list] = []
@@ -35,6 +39,8 @@ class Upstream(BaseHTTPRequestHandler):
 
     def _answer(self, payload: dict) -> None:
         data = json.dumps(payload).encode()
+        if self.path.endswith("/slow"):
+            time.sleep(SLOW_S)
         if self.path.endswith("/big"):
             data = BIG
         if self.path.endswith("/interim"):
@@ -61,7 +67,7 @@ def upstream() -> Iterator[ThreadingHTTPServer]:
     Upstream.seen = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)  # a quick shutdown
     thread.start()
     try:
         yield server

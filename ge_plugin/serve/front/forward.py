@@ -15,10 +15,11 @@ from collections.abc import Sequence
 import attrs
 import httptools
 
+from ge_plugin import gone_clients
 from ge_plugin.serve.access import Access
 from ge_plugin.serve.front import strict_json
 from ge_plugin.serve.front.encoding import content_coding, inflate
-from ge_plugin.serve.front.policy import MAX_INPUT_BYTES, Refused, check_infer_header
+from ge_plugin.serve.front.policy import MAX_INPUT_BYTES, Refused, check_infer_header, check_parameters
 from ge_plugin.serve.front.routes import api_group, loaded_model
 
 #: a request body (as sent, and once inflated) may not be larger; the front holds it whole while it checks it
@@ -80,6 +81,8 @@ class Incoming:
     target: bytes
     headers: Sequence[tuple[bytes, bytes]]
     body: bytes
+    #: the front's ticket for an inference request (0: none), sent as its ``ge_front_ticket`` parameter
+    ticket: int = 0
 
 
 @attrs.frozen
@@ -148,7 +151,7 @@ def prepare(request: Incoming, rules: Rules) -> Outgoing:
                 )
             json_length = int(split)
         view = memoryview(body)
-        json = _checked_json(bytes(view[:json_length]), infer, loaded_model(path), rules)
+        json = _checked_json(bytes(view[:json_length]), infer, loaded_model(path), rules, request.ticket)
         tail = view[json_length:]
     else:
         raise Refused(f"method {request.method} is not served", 405)
@@ -186,14 +189,20 @@ def _checked_key(path: bytes, headers: _Headers, rules: Rules) -> dict[str, str]
     return {needed.key: needed.value}
 
 
-def _checked_json(data: bytes, infer: bool, load: str | None, rules: Rules) -> bytes:
+def _checked_json(data: bytes, infer: bool, load: str | None, rules: Rules, ticket: int = 0) -> bytes:
     if not data.strip(b" \t\r\n"):
         return b""  # no JSON at all: Triton answers an inference request without one itself
     value = strict_json.loads(data)
     if infer:
         if not isinstance(value, dict):
             raise Refused("an inference request's JSON must be an object")
+        check_parameters(value)
         check_infer_header(value, rules.max_input_bytes)
+        parameters = value.get("parameters")
+        if isinstance(parameters, dict):
+            parameters.pop(gone_clients.PARAMETER, None)  # only the front gives tickets
+        if ticket:
+            value.setdefault("parameters", {})[gone_clients.PARAMETER] = ticket
     elif load is not None and rules.access is not None:
         if not isinstance(value, dict) or not isinstance(value.get("parameters", {}), dict):
             raise Refused("a load request's JSON must be an object whose parameters are an object")

@@ -88,3 +88,92 @@ def _count(data: object) -> int:
 def _short(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+#: request parameters tritonserver 2.51 reads with a typed accessor, whose failure it answers 500: the type each
+#: must have ("uint": a JSON integer in [0, 2^64); sequence_id may also be a string)
+_REQUEST_PARAMETERS = {
+    "priority": "uint",
+    "timeout": "uint",
+    "sequence_id": "uint|string",
+    "sequence_start": "bool",
+    "sequence_end": "bool",
+    "binary_data_output": "bool",
+}
+_INPUT_PARAMETERS = {
+    "binary_data_size": "uint",
+    "shared_memory_region": "string",
+    "shared_memory_byte_size": "uint",
+    "shared_memory_offset": "uint",
+}
+_OUTPUT_PARAMETERS = {
+    "binary_data": "bool",
+    "classification": "uint",
+    "shared_memory_region": "string",
+    "shared_memory_byte_size": "uint",
+    "shared_memory_offset": "uint",
+}
+_KINDS = {
+    "uint": "an integer from 0 to 2^64-1",
+    "uint|string": "a string or an integer from 0 to 2^64-1",
+    "bool": "true or false",
+    "string": "a string",
+}
+
+
+def check_parameters(header: Mapping[str, object]) -> None:
+    """Refused (400) naming the field, for a request field or parameter of the wrong JSON type.
+
+    tritonserver 2.51 reads ``id``, ``inputs``/``outputs`` and their names, and the parameters it knows, with
+    typed accessors whose failure it answers 500 ("attempt to access JSON non-boolean as boolean"): a client's
+    mistake counted as a server fault. Custom request parameters must be a string, a number or a boolean
+    (Triton's own 400 says so; the front says it first)."""
+    if "id" in header and not isinstance(header["id"], str):
+        raise Refused(f"request 'id' must be a string, not {_short(header['id'])}")
+    if "parameters" in header:
+        parameters = header["parameters"]
+        if not isinstance(parameters, Mapping):
+            raise Refused(f"request 'parameters' must be an object, not {_short(parameters)}")
+        for key, value in parameters.items():
+            kind = _REQUEST_PARAMETERS.get(key)
+            if kind is not None:
+                _check_kind(f"request parameter '{key}'", value, kind)
+            elif value is None or isinstance(value, (list, Mapping)):
+                raise Refused(
+                    f"request parameter '{key}' must be a string, a number or a boolean, not {_short(value)}"
+                )
+    for field, known in (("inputs", _INPUT_PARAMETERS), ("outputs", _OUTPUT_PARAMETERS)):
+        if field in header:
+            _check_tensors(field, header[field], known)
+
+
+def _check_tensors(field: str, items: object, known: Mapping[str, str]) -> None:
+    if not isinstance(items, list):
+        raise Refused(f"request '{field}' must be a list, not {_short(items)}")
+    for index, item in enumerate(items):
+        where = f"{field}[{index}]"
+        if not isinstance(item, Mapping):
+            raise Refused(f"{where} must be an object, not {_short(item)}")
+        for name in ("name", "datatype") if field == "inputs" else ("name",):
+            if name in item and not isinstance(item[name], str):
+                raise Refused(f"{where} '{name}' must be a string, not {_short(item[name])}")
+        if field == "outputs" and "name" not in item:
+            raise Refused(f"{where} has no 'name'")
+        parameters = item.get("parameters")
+        if isinstance(parameters, Mapping):  # tritonserver ignores input parameters of another type
+            label = f"{field[:-1]} '{item['name']}'" if isinstance(item.get("name"), str) else where
+            for key, kind in known.items():
+                if key in parameters:
+                    _check_kind(f"{label}: parameter '{key}'", parameters[key], kind)
+
+
+def _check_kind(what: str, value: object, kind: str) -> None:
+    is_uint = isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 64
+    ok = {
+        "uint": is_uint,
+        "uint|string": is_uint or isinstance(value, str),
+        "bool": isinstance(value, bool),
+        "string": isinstance(value, str),
+    }[kind]
+    if not ok:
+        raise Refused(f"{what} must be {_KINDS[kind]}, not {_short(value)}")

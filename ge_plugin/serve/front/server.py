@@ -5,14 +5,17 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import errno
+import itertools
 import logging
 import resource
 import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from ge_plugin.errors import ServeError
+from ge_plugin.gone_clients import GoneClients
 from ge_plugin.serve.front.forward import Rules
 from ge_plugin.serve.front.policy import Refused
 from ge_plugin.serve.front.transport import ClientConnection
@@ -22,11 +25,17 @@ if TYPE_CHECKING:
     from ge_plugin.serve.front.openai import TextService
 
 log = logging.getLogger("ge_plugin.serve.front")
+T = TypeVar("T")
 
 #: client connections at most (also bounded by the open-files limit: see ``connection_cap``)
 MAX_CONNECTIONS = 4096
-#: how often timed-out half-sent requests are looked for
+#: how often timed-out half-sent requests and stalled writes are looked for
 SWEEP_S = 1.0
+#: a client whose answer has not moved out of the front for this long is closed (``--write-timeout``)
+WRITE_TIMEOUT_S = 30.0
+#: the most the front holds for all its clients together (``--max-buffered-bytes``): request bodies being
+#: read or waiting their turn, and answers waiting for slow readers; past it, the slowest readers are closed
+MAX_BUFFERED_BYTES = 1 << 30
 _ACCEPT_ERRORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
@@ -54,6 +63,9 @@ class Front:
         max_connections: int = MAX_CONNECTIONS,
         metrics_tail: Callable[[], bytes] | None = None,
         text: TextService | None = None,
+        write_timeout_s: float = WRITE_TIMEOUT_S,
+        max_buffered_bytes: int = MAX_BUFFERED_BYTES,
+        gone_clients: GoneClients | None = None,
     ):
         self.listen = listen
         self.upstream = upstream
@@ -63,8 +75,26 @@ class Front:
         self.metrics_tail = metrics_tail
         #: the OpenAI endpoints and text_input, for models with a tokenizer (None: every request forwarded)
         self.text = text
+        if max_buffered_bytes < self.rules.max_body_bytes:
+            raise ServeError(
+                f"the front's buffer budget ({max_buffered_bytes} bytes) is smaller than the largest request "
+                f"body it takes ({self.rules.max_body_bytes} bytes)"
+            )
+        #: where the tickets of inference requests whose client left before the answer go (the backend drops
+        #: them before they run); None: no tickets are given
+        self.gone_clients = gone_clients
+        self.tickets = itertools.count(1)
+        self.write_timeout_s = write_timeout_s
+        self.max_buffered_bytes = max_buffered_bytes
         self.refused = 0
         self.evicted = 0  #: idle connections closed to make room
+        self.held = 0  #: bytes held for clients (ClientConnection.held, summed)
+        self.shed = 0  #: connections closed because the budget was spent (the slowest readers first)
+        self.write_timeouts = 0  #: connections closed because their answer did not move for write_timeout_s
+        self.gone = 0  #: half-closed connections found reset by the client (their request was dropped)
+        #: connections with bytes in their write buffer, in the order they filled
+        self.writing: dict[ClientConnection, None] = {}
+        self._shed_due = False
         self.stopping = False
         self.connections: dict[ClientConnection, None] = {}  #: in order of last activity
         self.pool = UpstreamPool(upstream)
@@ -133,14 +163,50 @@ class Front:
         if error.status < 500:  # not "tritonserver is not reachable", which is no fault of the request
             self.refused += 1
 
+    def hold(self, delta: int) -> None:
+        """A connection holds ``delta`` bytes more (or fewer); over the budget, the shedding is due."""
+        self.held += delta
+        if self.held > self.max_buffered_bytes and not self._shed_due:
+            self._shed_due = True
+            self.loop.call_soon(self._shed)
+
+    def _shed(self) -> None:
+        """Close connections until what is held fits the budget: first those whose answers have waited the
+        longest for the client to read them, then the ones holding the most."""
+        self._shed_due = False
+        for connection in list(self.writing):
+            connection.note_writes()
+        while self.held > self.max_buffered_bytes:
+            holding = [c for c in self.connections if c.held > 0 and not c.closed]
+            if not holding:
+                break
+            victim = min(
+                holding,
+                key=lambda c: (0, c.progress_at, 0) if c.held_write else (1, 0.0, -c.held),
+            )
+            self.shed += 1
+            log.warning(
+                "ge-plugin front: %d bytes held for clients, more than %d: closing a connection that holds %d",
+                self.held,
+                self.max_buffered_bytes,
+                victim.held,
+            )
+            victim.abort()
+
     def _sweep(self) -> None:
         now = time.monotonic()
         for connection in [c for c in self.connections if c.timed_out(now)]:
             connection._answer_error(Refused("the request stopped arriving", 408), True)
+        for connection in list(self.writing):
+            if connection.note_writes() and now - connection.progress_at > self.write_timeout_s:
+                self.write_timeouts += 1
+                connection.abort()
+        for connection in [c for c in self.connections if c.eof and c.busy]:
+            connection.check_peer()
         if not self.loop.is_closed():
             self.loop.call_later(SWEEP_S, self._sweep)
 
-    def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    def _loop_error(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         error = context.get("exception")
         if isinstance(error, OSError) and error.errno in _ACCEPT_ERRORS:
             # the stdlib loop stops accepting for a second and then starts again; make room meanwhile
@@ -175,9 +241,9 @@ class Front:
         self.executor.shutdown(wait=False)
         self._socket.close()
 
-    def run(self, function, *args):
+    def run(self, function: Callable[..., T], *args: object) -> T:
         """``function(*args)`` on the loop's thread, its result here (tests read the loop's state so)."""
-        future: concurrent.futures.Future = concurrent.futures.Future()
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
 
         def call() -> None:
             try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from typing import Protocol
 
 import httptools
@@ -62,7 +63,8 @@ class _Connection(asyncio.BufferedProtocol):
 
     # -- asyncio ----------------------------------------------------------------------------------------
 
-    def connection_made(self, transport) -> None:
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
         self.transport = transport
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -188,7 +190,12 @@ class UpstreamPool:
         #: after close() no connection is kept: tritonserver's stop waits for every open HTTP connection
         self.closed = False
 
-    async def exchange(self, request: Outgoing, sink: Sink, on_connection=None) -> None:
+    async def exchange(
+        self,
+        request: Outgoing,
+        sink: Sink,
+        on_connection: Callable[[_Connection], None] | None = None,
+    ) -> None:
         """Send ``request`` and hand its response to ``sink``; Refused (503) when tritonserver cannot be
         reached, UpstreamLost when it went away mid-answer. ``on_connection`` learns the connection (for
         flow control) before the request goes out."""
