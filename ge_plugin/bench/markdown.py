@@ -340,7 +340,7 @@ def _triton_section(result: Result) -> list[str]:
     rows = sorted(result.triton, key=lambda x: (order.get(x.model, 99), x.batch, x.row.concurrency))
     for meas in rows:
         r = meas.row
-        star = "" if meas.stable else " (unstable)"
+        star = " (not measured)" if not meas.measured else "" if meas.stable else " (unstable)"
         model = result.model(meas.model)
         lines.append(
             f"| {meas.model} | {model.what} | {model.phase} | {meas.batch} | {r.concurrency} | {r.throughput:.1f}{star} "
@@ -350,11 +350,23 @@ def _triton_section(result: Result) -> list[str]:
             f"| {_sizes(meas.server.batch_sizes)} | {_sizes(meas.server.gear_executes)} "
             f"| {_opt(meas.server.engine_ms_per_execute, '.2f')} |"
         )
-    if any(not x.stable for x in result.triton):
+    if any(not x.stable and x.measured for x in result.triton):
         lines += [
             "",
             "(unstable): perf_analyzer found no three windows in a row within the stability percentage; "
             "the point was measured again over 3 windows without that check.",
+        ]
+    failed = [x for x in result.triton if not x.measured]
+    if failed:
+        lines += [
+            "",
+            "(not measured): perf_analyzer gave no result even without the stability check; the row holds the "
+            "medians of the windows it got, and no target reads it:",
+        ]
+        lines += [
+            f"- {x.model} at batch {x.batch}, concurrency {x.row.concurrency}: {x.failure} "
+            f"({len(x.windows)} windows)"
+            for x in failed
         ]
     return lines
 

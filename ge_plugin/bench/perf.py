@@ -9,7 +9,9 @@ perf_analyzer repeats a measurement window until three in a row agree within ``-
 and gives up with no CSV at all after ``--max-trials``. On a small shared VM that happens; the run is then
 repeated once with stability checks off and the row is marked unstable, rather than losing the point. A
 window in which no request completed (the host stalled for longer than a short window, as ``--quick``'s are)
-makes perf_analyzer give up too: that run is repeated once with windows twice as long.
+makes perf_analyzer give up too: that run is repeated once with windows twice as long. A point that still
+gives no result is marked not measured, with the windows it got and perf_analyzer's last word, and the run
+goes on: a busy host costs a point, not the run.
 
 Each window's own throughput and p50 (``-v --percentile=50`` prints them, one "Pass" line each) are kept
 for the targets' intervals (``intervals``): every window of every run of a point, the failed stable run's
@@ -21,13 +23,15 @@ from __future__ import annotations
 import csv
 import importlib.util
 import io
+import math
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -235,13 +239,35 @@ def measure(
             settings = attrs.evolve(settings, measurement_ms=settings.measurement_ms * 2)
             attempts.insert(0, checking)
             continue
-        if UNSTABLE not in said or not checking:
-            raise BenchError(_failure(model.name, concurrency, out, log_path))
-        stable = False
+        if checking and (UNSTABLE in said or EMPTY_WINDOW in said):  # once more, without the check
+            stable = False
+            continue
+        if EMPTY_WINDOW in said or UNSTABLE in said:  # it measured, the host let no window through: a mark
+            failure = f"{_last_line(out)} (full output: {log_path})"
+            return Measurement(
+                model=model.name,
+                row=window_row(concurrency, passes),
+                stable=False,
+                batch=batch,
+                windows=tuple(passes),
+                spans=tuple(spans),
+                failure=failure,
+            )
+        raise BenchError(_failure(model.name, concurrency, out, log_path))
     rows = parse_csv(csv_path.read_text(), source=str(csv_path))
     return Measurement(
         model=model.name, row=rows[0], stable=stable, batch=batch, windows=tuple(passes), spans=tuple(spans)
     )
+
+
+def window_row(concurrency: int, passes: Sequence[Pass]) -> PerfRow:
+    """A point perf_analyzer gave no CSV for, from the windows it printed: the medians of their throughput
+    and p50 (0 and NaN without any), every other column NaN (not measured)."""
+    nan = math.nan
+    times = {field: nan for field in COLUMNS.values() if field not in ("concurrency", "throughput")}
+    times["p50_us"] = statistics.median(p.p50_us for p in passes) if passes else nan
+    throughput = statistics.median(p.throughput for p in passes) if passes else 0.0
+    return PerfRow(concurrency=concurrency, throughput=throughput, **times)
 
 
 def _run(cmd: list[str], *, timeout: float) -> subprocess.CompletedProcess:
@@ -257,5 +283,9 @@ def _failure(model: str, concurrency: int, out: subprocess.CompletedProcess, log
     text = (out.stderr + out.stdout).strip()
     if "libb64" in text:
         return "perf_analyzer needs libb64.so.0d: install Debian's libb64-0d (scripts/system-deps.sh, run by make setup)"
-    last = text.splitlines()[-1] if text else f"exit status {out.returncode}"
-    return f"perf_analyzer failed on {model} at concurrency {concurrency}: {last} (full output: {log})"
+    return f"perf_analyzer failed on {model} at concurrency {concurrency}: {_last_line(out)} (full output: {log})"
+
+
+def _last_line(out: subprocess.CompletedProcess[str]) -> str:
+    text = (out.stderr + out.stdout).strip()
+    return text.splitlines()[-1] if text else f"exit status {out.returncode}"

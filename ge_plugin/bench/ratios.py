@@ -31,8 +31,13 @@ NAIVE_CONCURRENCY = 16
 
 
 def at(triton: Sequence[Measurement], model: str, concurrency: int, batch: int = 1) -> Measurement | None:
+    """The point, if perf_analyzer measured it (a point it could not is in the report, not in a target)."""
     return next(
-        (m for m in triton if m.model == model and m.row.concurrency == concurrency and m.batch == batch),
+        (
+            m
+            for m in triton
+            if m.model == model and m.row.concurrency == concurrency and m.batch == batch and m.measured
+        ),
         None,
     )
 
@@ -49,7 +54,9 @@ def direct_at(direct: Sequence[DirectRow], model: str, batch: int) -> DirectRow 
 
 def fastest(triton: Sequence[Measurement], model: str) -> Measurement | None:
     """``model``'s point with the most rows/s, over every batch and concurrency measured."""
-    return max((m for m in triton if m.model == model), key=lambda m: m.row.throughput, default=None)
+    return max(
+        (m for m in triton if m.model == model and m.measured), key=lambda m: m.row.throughput, default=None
+    )
 
 
 def fastest_direct(direct: Sequence[DirectRow], model: str) -> DirectRow | None:

@@ -128,6 +128,13 @@ class Measurement:
     spans: tuple[tuple[float, float], ...] = ()
     #: the stub's own timing of the point's executes, when the server ran with it
     stub: StubPhases | None = None
+    #: why perf_analyzer gave no result even without the stability check (a window with no request done: a
+    #: host too busy for the window); ``row`` then holds only the medians of the windows it got. None: measured
+    failure: str | None = None
+
+    @property
+    def measured(self) -> bool:
+        return self.failure is None
 
 
 @attrs.frozen

@@ -70,6 +70,7 @@ def _measurement_json(m: Measurement) -> dict[str, Any]:
         "windows": [attrs.asdict(w) for w in m.windows],
         "spans": [list(span) for span in m.spans],
         "stub": attrs.asdict(m.stub) if m.stub is not None else None,
+        **({"failure": m.failure} if m.failure is not None else {}),
     }
 
 
@@ -122,6 +123,7 @@ def from_json(data: Mapping[str, Any], *, source: str = "report.json") -> Result
                 windows=tuple(Pass(**w) for w in m["windows"]),
                 spans=tuple((float(a), float(b)) for a, b in m["spans"]),
                 stub=StubPhases(**m["stub"]) if m["stub"] is not None else None,
+                failure=m.get("failure"),
             ),
         ),
         direct=each("direct", lambda r: direct_row(fields(DirectRow, r))),

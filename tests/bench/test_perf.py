@@ -166,3 +166,42 @@ def test_measure_gives_a_run_with_an_empty_window_one_more_try_with_longer_windo
     ]
     assert measured.stable and measured.row.p50_us == 800
     assert len(measured.windows) == 6 and len(measured.spans) == 2  # both runs' windows are the point's
+
+
+def _measure_with(monkeypatch, tmp_path, answers: list[tuple[int, str]]):
+    """``perf.measure`` of the identity at c=1 against a perf_analyzer that answers (status, output) in turn
+    and writes no CSV; the commands it was run with."""
+    calls: list[list[str]] = []
+
+    def fake_run(cmd: list[str], *, timeout: float) -> subprocess.CompletedProcess:
+        calls.append(cmd)
+        status, output = answers[len(calls) - 1]
+        return subprocess.CompletedProcess(cmd, status, output, "")
+
+    monkeypatch.setattr(perf, "_run", fake_run)
+    settings = perf.PerfSettings(300, 20, 3)
+    measured = perf.measure(
+        models(16)[0], url="u", concurrency=1, settings=settings, input_data=Path("i"), work=tmp_path
+    )
+    return measured, calls
+
+
+def test_measure_marks_a_point_no_window_of_which_a_busy_host_let_through_and_keeps_its_windows(
+    monkeypatch, tmp_path
+):
+    # py_logits on a loaded host once took 500 ms a request: a 300 ms window saw none, and the run aborted
+    empty = VERBOSE.replace("Failed to obtain stable measurement", perf.EMPTY_WINDOW)
+    measured, calls = _measure_with(monkeypatch, tmp_path, [(1, empty)] * 4)
+    # checked, checked with windows twice as long, then unchecked: three tries, and no exception
+    assert len(calls) == 3 and "--max-trials=3" in calls[-1] and "--stability-percentage=999" in calls[-1]
+    assert not measured.measured and not measured.stable
+    assert perf.EMPTY_WINDOW in measured.failure and str(tmp_path) in measured.failure
+    assert len(measured.windows) == 9 and len(measured.spans) == 3
+    assert measured.row.p50_us == 213 and measured.row.throughput == 4367.25  # the windows' medians
+    assert measured.row.p99_us != measured.row.p99_us  # NaN: not measured
+
+
+def test_measure_still_stops_the_run_when_perf_analyzer_cannot_reach_the_server(monkeypatch, tmp_path):
+    refused = "failed to get model metadata: connection refused\n"
+    with pytest.raises(BenchError, match=r"perf_analyzer failed on ge_identity at concurrency 1: .*refused"):
+        _measure_with(monkeypatch, tmp_path, [(1, refused)])

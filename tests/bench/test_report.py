@@ -8,7 +8,7 @@ import attrs
 import pytest
 
 from ge_plugin.bench import report
-from ge_plugin.bench.records import StubPhases
+from ge_plugin.bench.records import Measurement, Pass, StubPhases
 from ge_plugin.errors import BenchError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -188,3 +188,31 @@ def test_write_produces_the_three_files(result, tmp_path):
     assert paths["plot"].stat().st_size < 300_000
     assert report.from_json(json.loads(paths["json"].read_text())) == result
     assert paths["markdown"].read_text() == report.markdown(result)
+
+
+def test_a_point_perf_analyzer_could_not_measure_is_marked_and_no_target_reads_it(result):
+    from ge_plugin.bench import perf, ratios
+
+    windows = (Pass(2500.0, 400.0),)
+    failed = Measurement(
+        model="py_identity",
+        row=perf.window_row(1, windows),
+        stable=False,
+        windows=windows,
+        failure="No valid requests recorded within time interval (full output: x.log)",
+    )
+    triton = tuple(failed if (m.model, m.row.concurrency, m.batch) == ("py_identity", 1, 1) else m
+                   for m in result.triton)  # fmt: skip
+    run = attrs.evolve(
+        result, triton=triton, targets=tuple(ratios.evaluate(triton, result.direct, result.allocations))
+    )
+    (p3a,) = [t for t in run.targets if t.id == "P3a"]
+    assert p3a.value is None and "not measured" in p3a.detail
+    text = report.markdown(run)
+    assert "| py_identity | " in text and "2500.0 (not measured) |" in text
+    assert (
+        "- py_identity at batch 1, concurrency 1: No valid requests recorded" in text
+        and "(1 windows)" in text
+    )
+    again = report.json_text(report.from_json(json.loads(report.json_text(run))))
+    assert again == report.json_text(run) and '"failure": "No valid requests' in again

@@ -1,4 +1,7 @@
-"""``ge-plugin bench --quick`` end to end: a real tritonserver and perf_analyzer; the report, not timings."""
+"""``ge-plugin bench --quick`` end to end: a real tritonserver and perf_analyzer; the report, not timings.
+
+What the bench reports, whatever the host's load: a point perf_analyzer measured has its windows and its
+figures; a point a busy host let no window through is marked, with the reason, and the run goes on."""
 
 from __future__ import annotations
 
@@ -27,7 +30,10 @@ def test_bench_quick_produces_a_report_that_parses(tmp_path):
     run = report.from_json(json.loads((out / report.JSON).read_text()))
     assert run.label == "CPU simulator (timing-only), " + run.label.split(", ")[-1]
     assert {m.model for m in run.triton} == {m.name for m in models(16)}
-    assert all(m.row.concurrency == 1 and m.batch == 1 and m.row.throughput > 0 for m in run.triton)
+    assert all(m.row.concurrency == 1 and m.batch == 1 and m.spans for m in run.triton)
+    measured = [m for m in run.triton if m.measured]
+    assert all(m.row.throughput > 0 and len(m.windows) >= 3 for m in measured)
+    assert all(m.failure and "full output" in m.failure for m in run.triton if not m.measured)
     assert {(d.model, d.batch) for d in run.direct} >= {
         ("ge_llama", 1),
         ("ge_llama", 8),
@@ -37,8 +43,7 @@ def test_bench_quick_produces_a_report_that_parses(tmp_path):
     # the replica's device takes the seed's time, directly and through Triton (the profile is a floor)
     replica = [d for d in run.direct if d.model == "replica_ge_llama"]
     assert [d.p50_ms >= ms for d, ms in zip(replica, (78, 145, 220))] == [True] * 3
-    (served,) = [m for m in run.triton if m.model == "replica_ge_llama"]
-    assert served.row.p50_us >= 78_000
+    assert all(m.row.p50_us >= 78_000 for m in measured if m.model == "replica_ge_llama")
     assert [t.id for t in run.targets] == ["P3a", "P3b", "P4a", "P4b", "P4c", "P5", "P6", "P7"]
     # the served allocation evidence is real: the naive model's per-request mallocs show up in its stubs'
     # reports, and every ge model's count is there to be read
@@ -55,10 +60,8 @@ def test_bench_quick_produces_a_report_that_parses(tmp_path):
         counted["replica_ge_llama_2x1", "served"].mallocs_at_start
         == counted["ge_llama", "direct"].mallocs_at_start // 2
     )
-    # every point has its windows (for the intervals), and the stubs' timers saw the executes of ge and its
-    # floors (the naive baseline has no timer)
-    assert all(len(m.windows) >= 3 and m.spans for m in run.triton)
-    timed = [m for m in run.triton if m.model != "replica_naive_llama"]
+    # the stubs' timers saw the executes of ge and its floors (the naive baseline has no timer)
+    timed = [m for m in measured if m.model != "replica_naive_llama"]
     assert all(m.stub is not None and m.stub.executes > 0 for m in timed)
     assert all(t.low is not None for t in run.targets if t.value is not None and t.id != "P6")
     markdown = (out / report.MARKDOWN).read_text()

@@ -5,14 +5,13 @@
 bench measured gRPC's and the stub's share of a 16 MiB response at about twice their unpaced time), so a
 floor that answers at once understates what any model at that pace pays. This one sleeps the device time
 of the gear the batch would run on (the ``execute_latency_ms`` table of its acl.json, the replica's own),
-off the GIL as a host waits for an NPU, and then returns precomputed logits like ``py_logits``. What the
+off the GIL as a host waits for an NPU, and then returns precomputed logits like ``py_logits``, from the
+same answering thread (as the replica's two-lane ge LLaMA answers from its completion thread). What the
 replica's ge LLaMA adds beyond this is ge's.
 """
 
 import json
 import time
-
-import triton_python_backend_utils as pb_utils
 
 # the floor's own model, from the installed package (this file is copied into the repository alone)
 from ge_plugin.bench.models.py_logits import TritonPythonModel as Floor
@@ -20,30 +19,23 @@ from ge_plugin.bench.models.py_logits import TritonPythonModel as Floor
 
 class TritonPythonModel(Floor):
     def initialize(self, args: dict) -> None:
-        super().initialize(args)
         config = json.loads(args["model_config"])
         acl_json = json.loads(config["parameters"]["acl_json"]["string_value"])
         self.latency_ms = {
             tuple(int(v) for v in label.split(",")): ms
             for label, ms in acl_json["ge_plugin_sim"]["execute_latency_ms"].items()
         }
-        self.batches = sorted({batch for batch, _ in self.latency_ms})
+        self.batches_by_size = sorted({batch for batch, _ in self.latency_ms})
+        super().initialize(args)
 
     def _wait(self, shapes: list) -> None:
         """The device time of the gear the batch would run on."""
         rows = sum(shape[0] for shape in shapes)
         seq = max(shape[1] for shape in shapes)
-        gear = next((b for b in self.batches if b >= rows), self.batches[-1])
+        gear = next((b for b in self.batches_by_size if b >= rows), self.batches_by_size[-1])
         time.sleep(self.latency_ms.get((gear, seq), 0.0) / 1000)
 
-    def execute(self, requests: list) -> list:
-        shapes = [tuple(request.inputs()[0].shape()) for request in requests]
-        self._wait(shapes)
-        return [
-            pb_utils.InferenceResponse([pb_utils.Tensor("logits", self._logits(*shape))]) for shape in shapes
-        ]
-
     def _work(self, shapes: list) -> list:
-        """What ``execute`` does between reading and responding, for the timed execute."""
+        """The device's wait, then the logits."""
         self._wait(shapes)
         return super()._work(shapes)
