@@ -292,7 +292,7 @@ def _profile(options: TuneOptions, spec: ModelSpec, kind: str) -> Optional[Devic
 
 
 def _label(kind: str) -> str:
-    from ge_plugin.bench import machine
+    from ge_plugin.measure import machine
 
     if kind == SIM:
         return machine.label(machine.cores())
@@ -300,7 +300,7 @@ def _label(kind: str) -> str:
 
 
 def _machine(server_version: str, load: Sequence[float]) -> dict[str, Any]:
-    from ge_plugin.bench import machine, perf
+    from ge_plugin.measure import machine, perf
 
     try:
         perf_version = perf.version()

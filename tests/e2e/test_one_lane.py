@@ -20,8 +20,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from ge_plugin.bench.perf import _run, binary
-from ge_plugin.bench.repository import FLOOR, PY_IDENTITY, REPLICA_1X1, build_repository
+from benchmarks.proof.repository import FLOOR, PY_IDENTITY, REPLICA_1X1, build_repository
+from ge_plugin.measure.perf import _run, binary
 
 pytestmark = pytest.mark.e2e
 
@@ -79,17 +79,17 @@ def test_back_to_back_requests_never_wait_for_the_batchers_poll(bench_repository
     )
 
 
-#: the floors served with one instance, as the ge models they are read against: at c=1 a client's next request
-#: can find that instance still counted busy (the paced floor and the naive model have two instances)
-ONE_INSTANCE_FLOORS = {FLOOR: "input_ids:16", PY_IDENTITY: "INPUT0:16"}
+#: the floors the bench reads at c=1 against a one-instance ge model: the paced floor and the naive model are
+#: rendered from the two-instance layout, so at c=1 they always have an instance free
+C1_FLOORS = {FLOOR: "input_ids:16", PY_IDENTITY: "INPUT0:16"}
 
 
-@pytest.mark.parametrize("floor", ONE_INSTANCE_FLOORS)
+@pytest.mark.parametrize("floor", C1_FLOORS)
 def test_a_floor_answers_back_to_back_requests_without_the_batchers_poll(bench_repository, own_server, floor):
     """The bench reads ge against these floors: a floor that meets the poll on a busy host measures the host's
     load, not Triton's cost (py_logits at c=1 once gave a p50 of 502,808 µs)."""
     server = own_server(bench_repository.root, model_control_mode="explicit", load_models=[floor])
-    queued_us = _queued_us(server, floor, bench_repository.inputs[floor], ONE_INSTANCE_FLOORS[floor])
+    queued_us = _queued_us(server, floor, bench_repository.inputs[floor], C1_FLOORS[floor])
     assert queued_us < POLL_US / 2, (
         f"{floor}: {REQUESTS} requests sent one after the other waited {queued_us / 1000:.0f} ms in Triton's "
         f"queue in all: some met the dynamic batcher's {POLL_US // 1000} ms poll"
