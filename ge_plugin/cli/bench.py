@@ -52,13 +52,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(func=run)
 
 
-#: the parsed arguments that are BenchOptions fields, under the same names
-FIELDS = ("specs", "output", "concurrencies", "profile", "measurement_ms", "direct_seconds")
-
-
 def run(args: argparse.Namespace) -> int:
+    import attrs
+
     from ge_plugin.bench.run import BenchOptions, run_bench
 
-    given = {name: getattr(args, name) for name in FIELDS if getattr(args, name) is not None}
-    run_bench(BenchOptions(**{**given, "specs": tuple(args.specs)}))
+    given = vars(args)
+    fields = {field.name for field in attrs.fields(BenchOptions)}
+    options = {name: given[name] for name in fields & given.keys() if given[name] is not None}
+    run_bench(BenchOptions(**{**options, "specs": tuple(args.specs)}))
     return 0
