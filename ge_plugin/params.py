@@ -345,6 +345,8 @@ class ModelParams:
     )
     #: acl.init configuration as inline JSON ("" = defaults)
     acl_json: str = _param(_acl_json, str, default="")
+    #: the generation engine's configuration as inline JSON ("" = a forward-pass model); docs/generate.md
+    generate: str = _param(_acl_json, str, default="")
     #: (version, OM path) for the versions whose OM is not ``om_model_path``; relative to their own folder
     version_om_model_paths: tuple[tuple[int, str], ...] = _param(
         _version_paths, _encode_version_paths, default=()

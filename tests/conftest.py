@@ -14,6 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from ge_plugin.atc import flags, simbuild
+from ge_plugin.atc.generate import GenerateShapes, atc_flags
 from ge_plugin.device import runtime
 from ge_plugin.models import IDENTITY_WIDTH, write_demo_models
 from ge_plugin.sim import _state, sanitizer
@@ -240,6 +241,18 @@ SIM_OMS: dict[str, tuple[Source, tuple[str, ...]]] = {
     # bfloat16 in and out (the ONNX graph's own types)
     "bf16_affine": ("bf16_affine.onnx", ("--input_shape=x:-1,8", "--dynamic_batch_size=1,4", ORIGIN)),
 }
+
+
+#: the generating LLaMA's test OMs: a context of 64, 32 slots, prompts prefilled in chunks of 4 and 16
+GEN_CONTEXT = 64
+GEN_BATCH_GEARS = (1, 2, 4, 8, 16, 32)
+GEN_SEQ_GEARS = (1, 4, 16)
+for _name, _source, _form, _past in (
+    ("llama_kv", "tiny_llama_kv.onnx", "stacked", "past_key_values"),
+    ("llama_kv_layers", "tiny_llama_kv_layers.onnx", "per_layer", "past_key_values.{layer}.{kind}"),
+):
+    _shapes = GenerateShapes(_form, 2, 4, 16, GEN_CONTEXT, GEN_BATCH_GEARS, GEN_SEQ_GEARS, past=_past)
+    SIM_OMS[_name] = (_source, (*atc_flags(_shapes), ORIGIN))
 
 
 class SimOms(Mapping[str, Path]):

@@ -9,7 +9,9 @@ the gears, the chip and the precision. ATC takes one dynamic mode per model, so:
 - dims gears (with or without batch gears) -> ``--dynamic_dims`` over the grid batch gears x dims gears,
   each ATC gear listing every -1 dim of every input in order, batch dims included, plus
   ``--input_format=ND`` which ``--dynamic_dims`` requires;
-- none -> static ``--input_shape``.
+- none -> static ``--input_shape``;
+- a ``generate:`` section -> its own ``--input_shape`` and ``--dynamic_dims`` (atc/generate.py): the decode
+  gears (b, 1) and the prefill gears (1, s).
 
 Precision uses ``--precision_mode`` (understood by every CANN release; ``--precision_mode_v2`` is not): origin
 -> must_keep_origin_dtype, fp16 -> force_fp16, bf16 -> allow_mix_precision_bf16. The spec's ``atc_options``
@@ -26,6 +28,7 @@ import shlex
 from pathlib import Path
 from typing import Union
 
+from ge_plugin.atc import generate as generate_flags
 from ge_plugin.atc_tables import ONNX_FRAMEWORK
 from ge_plugin.errors import AtcError
 from ge_plugin.precision import ATC_PRECISION_MODE
@@ -60,9 +63,14 @@ def atc_args(
         f"--model={source}",
         f"--framework={ONNX_FRAMEWORK}",
         f"--output={_output(source, om, output)}",
-        f"--input_shape={input_shape(spec)}",
     ]
-    if spec.dims_gears:
+    if spec.generate is not None:
+        args.extend(generate_flags.atc_flags(generate_shapes(spec)))
+    else:
+        args.append(f"--input_shape={input_shape(spec)}")
+    if spec.generate is not None:
+        pass  # the gears are in the generate flags above
+    elif spec.dims_gears:
         args.append("--input_format=ND")
         args.append(
             "--dynamic_dims=" + ";".join(",".join(map(str, gear)) for gear in dynamic_dims_gears(spec))
@@ -74,7 +82,7 @@ def atc_args(
     args.append(f"--soc_version={spec.model.soc_version}")
     args.append(f"--precision_mode={ATC_PRECISION_MODE[spec.precision]}")
     for flag, value in spec.atc_options.items():
-        if flag == "input_format" and spec.dims_gears:
+        if flag == "input_format" and (spec.dims_gears or spec.generate is not None):
             continue  # already --input_format=ND (validated)
         args.append(f"--{flag}={value}")
     return args
@@ -85,6 +93,25 @@ def atc_command(
 ) -> str:
     """The whole ``atc ...`` line, shell-quoted, to paste on an Ascend host."""
     return shlex.join(["atc", *atc_args(spec, version=version, output=output)])
+
+
+def generate_shapes(spec: ModelSpec) -> generate_flags.GenerateShapes:
+    """What ATC must know of a generating spec."""
+    section = spec.generate
+    assert section is not None
+    return generate_flags.GenerateShapes(
+        form=section.form,
+        layers=section.cache.layers,
+        heads=section.cache.heads,
+        head_dim=section.cache.head_dim,
+        context=section.context,
+        batch_gears=section.batch_gears,
+        seq_gears=section.seq_gears,
+        input_ids=section.tensors.input_ids,
+        attention_mask=section.tensors.attention_mask,
+        position_ids=section.tensors.position_ids,
+        past=section.past,
+    )
 
 
 def input_shape(spec: ModelSpec) -> str:

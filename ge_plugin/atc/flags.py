@@ -1,6 +1,7 @@
 """ATC's command-line flags, parsed and checked the way ATC checks them, before any model is read.
 
-``parse_args(["--model=x.onnx", "--framework=5", ...])`` accepts ``--flag=value`` and ``--flag value`` (and a
+``parse_args(["--model=x.onnx", "--framework=5", ...])`` accepts ``--flag=value`` and ``--flag value``, with one
+dash or two and with ``-`` or ``_`` inside the name (``-soc-version``), as the ATC guide says ATC does (and a
 leading ``atc``), the last occurrence of a flag winning, as with ATC's gflags. Errors are AtcError with
 ATC's message codes (E10001 "Value [...] for parameter [...] is invalid. Reason: ...", E10009 for more than
 one gear flag, E10035/E10036 for a gear count outside 2-100, ...) so a user who knows ATC recognises them.
@@ -72,7 +73,40 @@ IGNORED = (
     "display_model_info",
     "status_check",
     "sparsity",
+    # where ATC writes its pre-check report, whether it keeps the original graph, caches and debug output
+    "check_report",
+    "save_original_model",
+    "op_compiler_cache_mode",
+    "op_compiler_cache_dir",
+    "debug_dir",
+    "op_debug_config",
+    "quant_dumpable",
+    # how ATC schedules and tunes kernels: a sim OM has no kernels
+    "core_type",
+    "aicore_num",
+    "virtual_type",
+    "allow_hf32",
+    "deterministic",
+    "atomic_clean_policy",
+    "enable_scope_fusion_passes",
+    "mdl_bank_path",
+    "op_bank_path",
+    "enable_compress_weight",
+    "compress_weight_conf",
+    "oo_level",
+    "jit_compile",
 )
+#: the values ATC documents for some ignored flags: a typo is refused even though the flag changes nothing
+IGNORED_CHOICES = {
+    "save_original_model": ("true", "false"),
+    "allow_hf32": ("true", "false"),
+    "enable_compress_weight": ("true", "false"),
+    "deterministic": ("0", "1"),
+    "virtual_type": ("0", "1"),
+    "atomic_clean_policy": ("0", "1"),
+    "op_compiler_cache_mode": ("enable", "disable", "force"),
+    "core_type": ("AiCore", "VectorCore"),
+}
 #: real ATC flags that would change the model in ways the simulator cannot reproduce
 UNSUPPORTED = (
     "weight",
@@ -93,6 +127,9 @@ UNSUPPORTED = (
     "op_precision_mode",
     "modify_mixlist",
     "cluster_config",
+    "op_name_map",
+    "input_hint_shape",
+    "shape_generalized_build_mode",
 )
 
 
@@ -153,7 +190,8 @@ class AtcOptions:
 
 
 def split_args(argv: Sequence[str]) -> list[tuple[str, str]]:
-    """``(flag, value)`` pairs from ``--flag=value`` / ``--flag value`` tokens (a leading ``atc`` is skipped)."""
+    """``(flag, value)`` pairs from ``--flag=value`` / ``--flag value`` tokens, one dash or two, ``-`` or ``_``
+    inside names (``-soc-version`` is ``soc_version``); a leading ``atc`` is skipped."""
     tokens = list(argv)
     if tokens and tokens[0] in ("atc", "atc.bin"):
         tokens = tokens[1:]
@@ -164,6 +202,7 @@ def split_args(argv: Sequence[str]) -> list[tuple[str, str]]:
         if not token.startswith("-") or token in ("-", "--"):
             raise AtcError(f"E10001: Value [{token}] is not a flag; ATC takes --flag=value arguments only")
         name, sep, value = token.lstrip("-").partition("=")
+        name = name.replace("-", "_")
         if not sep:
             if i + 1 >= len(tokens):
                 raise AtcError(f"E10004: Value for --{name} is empty.")
@@ -235,6 +274,9 @@ def _known_flags(argv: Sequence[str]) -> list[tuple[str, str]]:
             )
         if name not in SUPPORTED and name not in IGNORED:
             raise AtcError(f"ERROR: unknown command line flag '{name}'")
+        choices = IGNORED_CHOICES.get(name)
+        if choices is not None and value.strip() not in choices:
+            raise invalid(value, name, f"use {' or '.join(choices)}")
     return pairs
 
 

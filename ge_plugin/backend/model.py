@@ -26,6 +26,7 @@ import triton_python_backend_utils as pb_utils
 
 from ge_plugin import __version__, device, fastpath
 from ge_plugin.backend import timing
+from ge_plugin.backend.generate import GenerateModel, is_generating
 from ge_plugin.backend.metrics import MetricsPublisher
 from ge_plugin.engine import Engine, Lifetime, Mode
 from ge_plugin.engine.lane import Outcome
@@ -71,6 +72,14 @@ class TritonPythonModel:
     def initialize(self, args: dict[str, str]) -> None:
         _log_to_triton()
         config = json.loads(args["model_config"])
+        if is_generating(config):  # a generate: model: the decoupled adapter answers it (backend/generate.py)
+            try:
+                self.generating = GenerateModel(pb_utils, args, config)
+            except GePluginError as exc:
+                raise pb_utils.TritonModelException(f"model {config.get('name', '')!r}: {exc}") from None
+            self.execute = self.generating.execute  # type: ignore[method-assign,assignment]
+            self.finalize = self.generating.finalize  # type: ignore[method-assign]
+            return
         self.name = args.get("model_name", config.get("name", ""))
         version_dir = os.path.join(args["model_repository"], args.get("model_version", "1"))
         try:

@@ -44,7 +44,7 @@ EXAMPLES = """\
 """
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(
         subparsers,
         "atc",
@@ -79,12 +79,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         dest="model_versions",
         help="with SPECs: only this version (repeatable; default: every version of each spec)",
     )
-    group = parser.add_argument_group("ATC flags, as ATC takes them (--flag=value or --flag value)")
+    group = parser.add_argument_group(
+        "ATC flags, as ATC takes them (--flag=value or --flag value; -flag and --flag-name too)"
+    )
     for flag, text in atc_flags.SUPPORTED.items():
         group.add_argument(f"--{flag}", dest=f"atc_{flag}", metavar="VALUE", help=text)
     for flag in (*atc_flags.IGNORED, *atc_flags.UNSUPPORTED, *MULTI_DEVICE_ATC_FLAGS):
         group.add_argument(f"--{flag}", dest=f"atc_{flag}", help=argparse.SUPPRESS)
+    for flag in (*atc_flags.SUPPORTED, *atc_flags.IGNORED, *atc_flags.UNSUPPORTED, *MULTI_DEVICE_ATC_FLAGS):
+        group.add_argument(*_other_spellings(flag), dest=f"atc_{flag}", help=argparse.SUPPRESS)
     parser.set_defaults(func=run, _parser=parser)
+
+
+def _other_spellings(flag: str) -> list[str]:
+    """ATC turns a one-dash prefix into two and takes ``-`` for ``_`` in names (the ATC guide's parameter
+    overview): ``-output_type``, ``--output-type``, ``-output-type`` are ``--output_type``."""
+    hyphens = flag.replace("_", "-")
+    return [f"-{flag}", *([f"--{hyphens}", f"-{hyphens}"] if hyphens != flag else [])]
 
 
 def _given_flags(args: argparse.Namespace) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from ge_plugin.cli._common import add_command
 from ge_plugin.spec import check_specs
@@ -11,6 +12,7 @@ from ge_plugin.spec import check_specs
 EXAMPLES = """
   ge-plugin validate specs/llama.yaml
   ge-plugin validate specs                 # every *.yaml / *.yml in the folder
+  ge-plugin validate specs --repository model_repository   # generate: specs against their OMs too
 """
 
 
@@ -26,6 +28,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         examples=EXAMPLES,
     )
     parser.add_argument("specs", nargs="+", metavar="SPEC_OR_DIR", help="spec files or folders of specs")
+    parser.add_argument(
+        "--repository",
+        metavar="REPO",
+        help="also check each generate: spec against its OM in REPO/<name>/1/ (names, dtypes, dims, gears)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -33,9 +40,15 @@ def run(args: argparse.Namespace) -> int:
     checked = check_specs(args.specs)
     problems = 0
     for item in checked:
-        if item.spec is not None:
+        found = item.problems
+        if item.spec is not None and item.spec.generate is not None and args.repository:
+            from ge_plugin.cli._generate_om import om_problems
+
+            om = Path(args.repository) / item.spec.name / "1" / item.spec.om_filename
+            found = om_problems(item.spec, om) if om.is_file() else (f"{item.path}: no OM at {om}",)
+        if item.spec is not None and not found:
             print(f"ok: {item.path} ({item.spec.name})")
-        for problem in item.problems:
+        for problem in found:
             print(problem, file=sys.stderr)
             problems += 1
     if problems:

@@ -3,7 +3,8 @@
 The steps are the ones a user follows (docs/serving.md): example ONNX models, sim OM files built with ATC's
 flags, the model repository rendered from the specs, tritonserver, then real Triton clients over HTTP and
 gRPC. The demo checks its own answers (the tiny LLaMA counts: the next token after ``n`` is ``n + 1``;
-BERT must equal onnxruntime) and exits non-zero when they are wrong.
+BERT must equal onnxruntime; the generating LLaMA streams the tokens 12 back) and exits non-zero when they
+are wrong.
 
 Everything the demo needs ships in the package, so that ``pip install "ge-plugin[sim,serve]"`` then
 ``ge-plugin demo`` works in an empty folder: the specs are ``ge_plugin/demo/specs/`` (byte for byte the
@@ -40,7 +41,7 @@ from ge_plugin.spec.model import ModelSpec
 PROMPTS = ("1 2 3 4 5 6 7 8", "41 hello 99 world 7")
 
 #: the packaged specs, in the order ``load_specs(["specs"])`` reads the checkout's copies
-SPEC_FILES = ("bert.yaml", "llama.yaml")
+SPEC_FILES = ("bert.yaml", "llama.yaml", "llama_generate.yaml", "llama_generate_layers.yaml")
 
 
 def packaged_spec_text(name: str) -> bytes:
@@ -185,9 +186,59 @@ def _ask(server: TritonServer, models: Path, say: Callable[[str], None]) -> None
                 raise DemoFailed(f"a concurrent request of {length} tokens got {predicted.tolist()}")
         gears = _executes_by_gear(server.metrics_url, "llama_model")
         say(f"        all 16 correct in {elapsed:.0f} ms; executes by gear: {', '.join(gears)}")
+        _generate(server, say)
     finally:
         http.close()
         grpc.close()
+
+
+def _generate(server: TritonServer, say: Callable[[str], None]) -> None:
+    """A streamed generation over Triton's generate_stream (SSE), token by token as the events arrive, and
+    a whole one over generate; the generating LLaMA copies the token 12 back, so the answer is known."""
+    import json
+    import urllib.request
+
+    from ge_plugin.models import llama_kv
+
+    prompt = [int(t) for t in np.random.default_rng(7).integers(3, llama_kv.VOCAB, 16)]
+    expected = list(prompt)
+    for _ in range(12):
+        expected.append(expected[-1 - llama_kv.COPY_DISTANCE])
+    expected = expected[len(prompt) :]
+    say(f"      llama_generate over HTTP generate_stream: prompt ids {prompt}")
+    body = json.dumps({"input_ids": prompt, "max_tokens": 12, "stream": True}).encode()
+    request = urllib.request.Request(
+        f"http://{server.http_url}/v2/models/llama_generate/generate_stream", data=body, method="POST"
+    )
+    got: list[int] = []
+    finish = ""
+    t0 = time.perf_counter()
+    first = 0.0
+    with urllib.request.urlopen(request, timeout=60) as response:
+        for line in response:
+            if not line.startswith(b"data: "):
+                continue
+            event = json.loads(line[len(b"data: ") :])
+            ids = event["output_ids"] if isinstance(event["output_ids"], list) else [event["output_ids"]]
+            if ids and not got:
+                first = (time.perf_counter() - t0) * 1e3
+            got.extend(ids)
+            finish = str(event["finish_reason"]).strip("[]'\"")
+            if ids:
+                say(f"        +{ids}")
+    total = (time.perf_counter() - t0) * 1e3
+    say(f"        finish_reason {finish!r}; first token {first:.1f} ms, all 12 in {total:.1f} ms")
+    if got != expected or finish != "length":
+        raise DemoFailed(f"llama_generate streamed {got} ({finish}), expected {expected} (length)")
+    body = json.dumps({"input_ids": prompt, "max_tokens": 12}).encode()
+    request = urllib.request.Request(
+        f"http://{server.http_url}/v2/models/llama_generate_layers/generate", data=body, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        answer = json.loads(response.read())
+    say(f"      llama_generate_layers (per-layer KV form) over HTTP generate: {answer['output_ids']}")
+    if answer["output_ids"] != expected:
+        raise DemoFailed(f"llama_generate_layers generated {answer['output_ids']}, expected {expected}")
 
 
 def _onnxruntime(path: Path, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -9,9 +9,11 @@ from ge_plugin.device.context import Context, Stream
 from ge_plugin.device.memory import (
     DeviceBuffer,
     PinnedBuffer,
+    copy_async,
     copy_to_device_async,
     copy_to_host_async,
     memory_info,
+    zero,
 )
 from ge_plugin.device.om import Dataset, OmModel, TensorInfo
 from ge_plugin.device.runtime import acquire, check, finalize, release
@@ -27,10 +29,12 @@ __all__ = [
     "acl",
     "acquire",
     "check",
+    "copy_async",
     "copy_to_device_async",
     "copy_to_host_async",
     "finalize",
     "kind",
     "memory_info",
     "release",
+    "zero",
 ]

@@ -71,6 +71,20 @@ def copy_to_host_async(dst: PinnedBuffer, src: DeviceBuffer, nbytes: int, stream
         check(ret, f"acl.rt.memcpy_async(D2H, {nbytes} bytes)")
 
 
+def copy_async(dst_ptr: int, dst_max: int, src_ptr: int, nbytes: int, kind: int, stream_handle: int) -> None:
+    """Any copy between addresses inside buffers (an offset into a device buffer, a row of a pinned one),
+    queued on the stream; the generation engine moves key/values device to device with it."""
+    ret = acl().rt.memcpy_async(dst_ptr, dst_max, src_ptr, nbytes, kind, stream_handle)
+    if ret:
+        check(ret, f"acl.rt.memcpy_async(kind {kind}, {nbytes} bytes)")
+
+
+def zero(buffer: DeviceBuffer) -> None:
+    """Fill a device buffer with zero bytes (``acl.rt.memset``), so that what a model reads from memory no
+    one wrote yet is finite."""
+    check(acl().rt.memset(buffer.ptr, buffer.size, 0, buffer.size), f"acl.rt.memset({buffer.size} bytes)")
+
+
 def memory_info(device_id: int) -> tuple[int, int]:
     """``(free, total)`` bytes of device ``device_id``'s memory, as ``acl.rt.get_mem_info`` reports it.
 

@@ -200,6 +200,11 @@ class Dataset:
             self.close()
             raise
 
+    def point(self, index: int, ptr: int, size: int) -> None:
+        """Make buffer ``index`` describe ``size`` bytes at ``ptr`` (``acl.update_data_buffer``): a view into
+        memory that stays where it is, such as the part of a KV cache one execute reads."""
+        check(acl().update_data_buffer(self.data_buffers[index], ptr, size), "acl.update_data_buffer")
+
     def close(self) -> None:
         """destroy every data buffer, then the dataset (destroy_dataset does not free them). Idempotent."""
         buffers, self.data_buffers = self.data_buffers, []

@@ -2,7 +2,8 @@
 
 ``tiny_llama`` (a counting LLM: the next token is always ``input_id + 1``), ``tiny_bert`` (ids + mask ->
 hidden states), ``identity`` (the overhead floor), ``tiny_cnn`` (any image size, for image-size gears) and
-``bf16_affine`` (bfloat16 in and out). Building one twice gives byte-identical files, so the
+``bf16_affine`` (bfloat16 in and out), and the generating LLaMA ``tiny_llama_gen`` / ``tiny_llama_kv`` /
+``tiny_llama_kv_layers`` (a copy pattern, with and without a KV cache: models/llama_kv.py). Building one twice gives byte-identical files, so the
 sim OMs and model repositories made from them are reproducible. See docs/models.md.
 """
 
@@ -18,6 +19,7 @@ from ge_plugin.models.cnn import tiny_cnn
 from ge_plugin.models.files import DEMO_MODELS, write_demo_models, write_model
 from ge_plugin.models.identity_model import identity
 from ge_plugin.models.llama import tiny_llama
+from ge_plugin.models.llama_kv import tiny_llama_gen, tiny_llama_kv, tiny_llama_kv_layers
 
 LLAMA_VOCAB = _llama.VOCAB
 LLAMA_HIDDEN = _llama.HIDDEN
@@ -44,6 +46,9 @@ __all__ = [
     "tiny_bert",
     "tiny_cnn",
     "tiny_llama",
+    "tiny_llama_gen",
+    "tiny_llama_kv",
+    "tiny_llama_kv_layers",
     "write_demo_models",
     "write_model",
 ]

@@ -18,6 +18,7 @@ from ge_plugin.models.bf16 import bf16_affine
 from ge_plugin.models.cnn import tiny_cnn
 from ge_plugin.models.identity_model import identity
 from ge_plugin.models.llama import tiny_llama
+from ge_plugin.models.llama_kv import tiny_llama_gen, tiny_llama_kv, tiny_llama_kv_layers
 
 #: file stem -> builder; ``write_demo_models`` writes ``<stem>.onnx`` for each, in this order.
 DEMO_MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
@@ -26,6 +27,9 @@ DEMO_MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "identity": identity,
     "tiny_cnn": tiny_cnn,
     "bf16_affine": bf16_affine,
+    "tiny_llama_gen": tiny_llama_gen,
+    "tiny_llama_kv": tiny_llama_kv,
+    "tiny_llama_kv_layers": tiny_llama_kv_layers,
 }
 
 

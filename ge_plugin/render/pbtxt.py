@@ -11,6 +11,7 @@ from __future__ import annotations
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
+from ge_plugin import generate_io
 from ge_plugin.spec.model import ModelSpec
 
 BACKEND = "ge"
@@ -69,7 +70,17 @@ def _set_tensors(config: mc.ModelConfig, spec: ModelSpec) -> None:
     Triton's dynamic batcher otherwise batches only requests whose tensors have the same shape, so requests
     of different lengths would each run alone. The ge backend receives every request's tensor on its own and
     pads the batch to a sequence gear itself, so raggedness costs it nothing.
+
+    A generating model has the fixed tensors of generate_io, and is decoupled: it answers each request
+    with a stream of responses, as it generates.
     """
+    if spec.generate is not None:
+        for name, dtype, dims, optional in generate_io.INPUTS:
+            config.input.add(name=name, data_type=mc.DataType.Value(dtype), dims=dims, optional=optional)
+        for name, dtype, dims in generate_io.OUTPUTS:
+            config.output.add(name=name, data_type=mc.DataType.Value(dtype), dims=dims)
+        config.model_transaction_policy.decoupled = True
+        return
     for tensors, field in ((spec.inputs, config.input), (spec.outputs, config.output)):
         for tensor in tensors:
             item = field.add(

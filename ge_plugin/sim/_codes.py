@@ -36,3 +36,6 @@ ACL_DEV_ATTR_VECTOR_CORE_NUM = 201
 ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE = 301
 #: aclCANNPackageName: ACL_PKG_NAME_CANN (0) ... ACL_PKG_NAME_DRIVER (7)
 ACL_PKG_NAME_COUNT = 8
+#: what acl.media's JPEGD answers for a JPEG kind it does not decode (acl_base.h), and for a decode that fails
+ACL_ERROR_UNSUPPORTED_JPEG = 148052
+ACL_ERROR_FAILURE = 500001

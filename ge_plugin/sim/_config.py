@@ -5,11 +5,14 @@ device, accounted, never pre-allocated), ``GE_PLUGIN_SIM_SOC`` (Ascend910B3), ``
 (onnxruntime intra-op threads per model, 1), ``GE_PLUGIN_SIM_REPORT_DIR``, ``GE_PLUGIN_SIM_FAULTS`` (see
 ``faults``), and the device-time model (see ``device_time``): ``GE_PLUGIN_SIM_EXECUTE_LATENCY_MS`` (device
 milliseconds per execute: ``5``, ``1=78;4=145;8=220`` by gear, ``40+18*rows``, or a table plus one of those),
-``GE_PLUGIN_SIM_TIMING_ONLY`` (``1``: skip computing outputs), ``GE_PLUGIN_SIM_DEVICE_LOCK_DIR`` (where the
+``GE_PLUGIN_SIM_TIMING_ONLY`` (``1``: skip computing outputs), ``GE_PLUGIN_SIM_RUN_MODE`` (``ACL_HOST``, a PCIe
+card in a server, or ``ACL_DEVICE``, the RC boards where the program runs on the device and its memory is
+host memory; by default ``ACL_DEVICE`` for the SoCs of those boards, ``Ascend310B*``, else ``ACL_HOST``), ``GE_PLUGIN_SIM_DEVICE_LOCK_DIR`` (where the
 per-device lock files that serialise executes across processes live) and ``GE_PLUGIN_SIM_CHECK`` (``1``: the
 sanitizer reports, see ``sanitizer``). The JSON passed to ``acl.init`` may carry a ``"ge_plugin_sim"``
 object with the same settings (``devices``, ``device_memory_mb``, ``soc_version``, ``threads``,
-``report_dir``, ``faults``, ``execute_latency_ms``, ``timing_only``, ``device_lock_dir``, ``check``); it
+``report_dir``, ``faults``, ``execute_latency_ms``, ``timing_only``, ``device_lock_dir``, ``check``,
+``run_mode``); it
 wins over the environment. Real CANN ignores that section.
 """
 
@@ -27,6 +30,10 @@ from ge_plugin.sim.device_time import LatencyProfile
 
 SECTION = "ge_plugin_sim"
 MAX_DEVICES = 64
+#: the run modes by aclrtRunMode value: ACL_DEVICE (0), ACL_HOST (1)
+RUN_MODES = ("ACL_DEVICE", "ACL_HOST")
+#: the SoCs of the boards where programs run on the device (Atlas 200I/500 A2)
+RC_SOCS = ("Ascend310B",)
 
 
 @attrs.frozen
@@ -44,6 +51,16 @@ class SimConfig:
     device_lock_dir: str = attrs.field(factory=device_time.default_lock_dir)
     #: the sanitizer's reporting; None: not configured (as enabled from Python, or by the environment)
     check: bool | None = None
+    #: "ACL_HOST" or "ACL_DEVICE"; None: as the SoC says (see :attr:`device_run_mode`)
+    run_mode: str | None = None
+
+    @property
+    def device_run_mode(self) -> bool:
+        """Whether the program runs on the device (pyACL's RC mode, ``ACL_DEVICE``): the Atlas 200I/500 A2
+        boards' SoCs (``Ascend310B*``) unless ``run_mode`` says otherwise."""
+        if self.run_mode is not None:
+            return self.run_mode == RUN_MODES[0]
+        return self.soc_version.startswith(RC_SOCS)
 
 
 def _int(name: str, value: object, lo: int, hi: int) -> int:
@@ -94,6 +111,15 @@ def _bool(name: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"{name} must be true or false")
     return value
+
+
+def _run_mode(name: str, value: object) -> str:
+    text = str(value).strip().upper() if isinstance(value, (str, int)) and not isinstance(value, bool) else ""
+    aliases = {"0": "ACL_DEVICE", "DEVICE": "ACL_DEVICE", "1": "ACL_HOST", "HOST": "ACL_HOST"}
+    text = aliases.get(text, text)
+    if text not in RUN_MODES:
+        raise ValueError(f"{name}={value!r}: expected ACL_HOST (1) or ACL_DEVICE (0)")
+    return text
 
 
 def _env_faults(name: str, text: str) -> tuple[Any, ...]:
@@ -155,6 +181,7 @@ _KNOBS: dict[str, _Knob] = {
     "timing_only": _Knob("timing_only", "GE_PLUGIN_SIM_TIMING_ONLY", _flag, _bool),
     "device_lock_dir": _Knob("device_lock_dir", "GE_PLUGIN_SIM_DEVICE_LOCK_DIR", _directory, _directory),
     "check": _Knob("check", "GE_PLUGIN_SIM_CHECK", _flag, _bool),
+    "run_mode": _Knob("run_mode", "GE_PLUGIN_SIM_RUN_MODE", _run_mode, _run_mode),
 }
 
 

@@ -4,7 +4,8 @@ pyACL returns the address of a ``bytes`` or ndarray buffer and forgets the objec
 the object holds then reads past its end (a crash, or someone else's data), and a pointer whose object was
 garbage-collected reads freed memory. The simulator keeps each object (its owner: for an ndarray view, the
 array or buffer that owns the memory) with its extent and the line that made the pointer, so a copy from or
-to such a pointer is checked against the object it came from.
+to such a pointer is checked against the object it came from (what a read past it or through a dead one
+does is ``memory.check_host``'s: as on hardware by default, an error when checking).
 
 Keeping the object is what makes the checks certain: while the simulator holds it, its memory cannot be
 freed or reused, so a pointer inside it really points into it. An object the program no longer references
@@ -36,7 +37,9 @@ class HostObject:
 
     __slots__ = ("array", "base", "origin", "owner", "size")
 
-    def __init__(self, base: int, size: int, owner: Any, origin: Origin, array: tuple[Any, tuple] | None):
+    def __init__(
+        self, base: int, size: int, owner: Any, origin: Origin, array: tuple[Any, tuple[int, ...]] | None
+    ):
         self.base = base
         self.size = size
         self.owner = owner
@@ -78,7 +81,7 @@ def _alive(obj: HostObject) -> bool:
 
 
 def register(
-    base: int, size: int, owner: Any, origin: Origin, array: tuple[Any, tuple] | None = None
+    base: int, size: int, owner: Any, origin: Origin, array: tuple[Any, tuple[int, ...]] | None = None
 ) -> None:
     """Remember that the program holds a pointer to ``size`` bytes at ``base`` of ``owner``."""
     key = (id(owner), base, size)

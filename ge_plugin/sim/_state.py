@@ -10,12 +10,22 @@ from __future__ import annotations
 
 import atexit
 import itertools
+import os
 import threading
 from typing import Any
 
 from ge_plugin import acl_constants as C
 from ge_plugin.acl_constants import error_name
-from ge_plugin.sim import _host_objects, counters, device_time, events, faults, sanitizer
+from ge_plugin.sim import (
+    _config,
+    _dvpp_state,
+    _host_objects,
+    counters,
+    device_time,
+    events,
+    faults,
+    sanitizer,
+)
 from ge_plugin.sim._config import SimConfig
 from ge_plugin.sim._fail import Fail
 from ge_plugin.sim._sites import UNKNOWN, Origin, Site, origin
@@ -127,6 +137,17 @@ def check_fault(api: str) -> None:
 # -- init -----------------------------------------------------------------------------------------------
 
 
+def device_run_mode() -> bool:
+    """Whether the simulated program runs on the device (RC, ACL_DEVICE): the initialised configuration's
+    answer, or before acl.init the environment's (a program may ask first, as acllite does)."""
+    if SIM.initialized:
+        return SIM.config.device_run_mode
+    try:
+        return _config.load(os.environ, None).device_run_mode
+    except ValueError:  # acl.init will say what is wrong
+        return False
+
+
 def require_init() -> None:
     if not SIM.initialized:
         if SIM.finalized:
@@ -139,7 +160,9 @@ def start(config: SimConfig) -> None:
     with SIM.lock:
         SIM.config = config
         events.resume()
-        SIM.memory = Memory(config.devices, config.device_memory_bytes)
+        SIM.memory = Memory(
+            config.devices, config.device_memory_bytes, device_run_mode=config.device_run_mode
+        )
         SIM.devices = [Device(d) for d in range(config.devices)]
         for d in range(config.devices):
             counters.device(d)
@@ -249,6 +272,7 @@ def reset_for_tests() -> None:
         SIM.exit_leaks_reported = False
     counters.forget()
     _host_objects.forget()
+    _dvpp_state.forget()
     sanitizer.reset()
     faults.reset()
     events.forget()
@@ -271,7 +295,7 @@ def device(device_id: int) -> Device:
 
 def current_context() -> Context:
     """This thread's current context; Fail(107002) when there is none or it was destroyed."""
-    ctx = getattr(_tls, "ctx", None)
+    ctx: Context | None = getattr(_tls, "ctx", None)
     if ctx is not None and ctx.destroyed:
         _tls.ctx = None
         raise Fail(

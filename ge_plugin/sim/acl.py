@@ -22,7 +22,7 @@ import time as _time
 from ge_plugin import acl_constants as _C
 from ge_plugin.sim import _args as _a
 from ge_plugin.sim import _codes as _K
-from ge_plugin.sim import _config, mdl, rt, util
+from ge_plugin.sim import _config, mdl, media, rt, util
 from ge_plugin.sim import _state as _s
 from ge_plugin.sim import device_time as _device_time
 from ge_plugin.sim import faults as _faults
@@ -64,6 +64,7 @@ __all__ = [
     "get_version",
     "init",
     "mdl",
+    "media",
     "rt",
     "set_tensor_desc_name",
     "update_data_buffer",
@@ -169,7 +170,7 @@ _CANN_VERSION_KEYS = (
 @_acl_call(
     "acl.get_cann_version", _a.u32, init=False, failure=_value_and_ret(dict.fromkeys(_CANN_VERSION_KEYS, ""))
 )
-def get_cann_version(package: int, /) -> tuple[dict, int]:
+def get_cann_version(package: int, /) -> tuple[dict[str, str], int]:
     """``(version, ret)`` of a CANN package (aclCANNPackageName: 0 CANN ... 7 DRIVER); every package is the
     release the simulator stands in for. An unknown package returns empty strings and ACL_ERROR_INVALID_PARAM,
     as pyACL builds the dict whatever the call returned."""
@@ -219,13 +220,13 @@ def update_data_buffer(buf: int, data: int, size: int, /) -> int:
 @_acl_call("acl.get_data_buffer_addr", _a.k, fault=None, init=False, failure=_value_only(0))
 def get_data_buffer_addr(buf: int, /) -> int:
     """``addr``; 0 for an invalid buffer."""
-    return _lookup("buffers", buf, "data buffer").addr
+    return int(_lookup("buffers", buf, "data buffer").addr)
 
 
 @_acl_call("acl.get_data_buffer_size_v2", _a.k, fault=None, init=False, failure=_value_only(0))
 def get_data_buffer_size_v2(buf: int, /) -> int:
     """``size`` (size_t); 0 for an invalid buffer."""
-    return _lookup("buffers", buf, "data buffer").size
+    return int(_lookup("buffers", buf, "data buffer").size)
 
 
 def get_data_buffer_size(buf: int, /) -> int:
@@ -247,7 +248,7 @@ def _tensor_desc_args(call: str, dtype: object, dims: object, fmt: object) -> tu
 
 
 @_acl_call("acl.create_tensor_desc", parse=_tensor_desc_args, init=False, failure=_value_only(0))
-def create_tensor_desc(dtype: int, dims: list, fmt: int, /) -> int:
+def create_tensor_desc(dtype: int, dims: list[int], fmt: int, /) -> int:
     """``desc = acl.create_tensor_desc(dtype, [dims...], format)``; 0 on failure."""
     if len(dims) > _C.ACL_MAX_DIM_CNT:
         raise _Fail(_C.ACL_ERROR_INVALID_PARAM, f"{len(dims)} dims; at most {_C.ACL_MAX_DIM_CNT}")
@@ -264,7 +265,8 @@ def destroy_tensor_desc(desc: int, /) -> None:
 
 
 def _tensor_desc(desc: int) -> _TensorDesc:
-    return _lookup("tensor_descs", desc, "tensor description")
+    found: _TensorDesc = _lookup("tensor_descs", desc, "tensor description")
+    return found
 
 
 def _described_size(dims: list[int], item_size: int) -> int:
@@ -378,7 +380,7 @@ def app_log(log_level: int, message: str, /) -> None:
 def float16_to_float(value: int, /) -> float:
     """The float a float16 bit pattern (an int, ``"H"``: masked to 16 bits) stands for."""
     bits = _a.u16("acl.float16_to_float", 1, value)
-    return _struct.unpack("<e", bits.to_bytes(2, "little"))[0]
+    return float(_struct.unpack("<e", bits.to_bytes(2, "little"))[0])
 
 
 def float_to_float16(value: float, /) -> int:

@@ -66,6 +66,10 @@ class LatencyProfile:
     by_gear: Mapping[str, float] = attrs.field(factory=dict, converter=_own_copy)
     base_ms: float | None = None
     per_row_ms: float = 0.0
+    #: host<->device copy bandwidth in GB/s (the card's PCIe link); None: copies cost no device time
+    pcie_gbps: float | None = None
+    #: device<->device copy bandwidth in GB/s (the card's memory); None: free, as before
+    memory_gbps: float | None = None
 
     @property
     def empty(self) -> bool:
@@ -85,7 +89,27 @@ class LatencyProfile:
             parts.append(
                 f"{self.base_ms:g}+{self.per_row_ms:g}*rows" if self.per_row_ms else f"{self.base_ms:g}"
             )
+        for key in BANDWIDTHS:
+            value = getattr(self, key)
+            if value is not None:
+                parts.append(f"{key}={value:g}")
         return ";".join(parts) or "0"
+
+
+#: the profile's copy bandwidths, as its text and JSON forms name them (``pcie_gbps=24;memory_gbps=800``)
+BANDWIDTHS = ("pcie_gbps", "memory_gbps")
+
+
+def _gbps(where: str, value: object) -> float:
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        gbps = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"{where}={value!r}: expected GB/s > 0") from None
+    if not (gbps > 0 and math.isfinite(gbps)):
+        raise ValueError(f"{where}={value!r}: expected GB/s > 0")
+    return gbps
 
 
 def _ms(where: str, value: object) -> float:
@@ -116,8 +140,13 @@ def parse_text(text: str, where: str) -> LatencyProfile:
     base: float | None = None
     per_row = 0.0
     fallbacks = 0
+    bandwidths: dict[str, float] = {}
     for part in (p.strip() for p in text.split(";")):
         if not part:
+            continue
+        key, _, value = part.partition("=")
+        if key.strip() in BANDWIDTHS:
+            bandwidths[key.strip()] = _gbps(f"{where} {key.strip()}", value.strip())
             continue
         if "=" in part:
             label, _, ms = part.partition("=")
@@ -137,7 +166,7 @@ def parse_text(text: str, where: str) -> LatencyProfile:
             base = _ms(where, part)
     if fallbacks > 1:
         raise ValueError(f"{where}: give at most one constant or formula besides the gear table")
-    return LatencyProfile(by_gear, base, per_row)
+    return LatencyProfile(by_gear, base, per_row, **bandwidths)
 
 
 def parse_json(value: object, where: str) -> LatencyProfile:
@@ -148,8 +177,11 @@ def parse_json(value: object, where: str) -> LatencyProfile:
         return LatencyProfile(base_ms=_ms(where, value))
     by_gear = {}
     base = per_row = None
+    bandwidths: dict[str, float] = {}
     for key, ms in value.items():
-        if key == "base_ms":
+        if key in BANDWIDTHS:
+            bandwidths[key] = _gbps(f"{where}.{key}", ms)
+        elif key == "base_ms":
             base = _ms(f"{where}.base_ms", ms)
         elif key == "per_row_ms":
             per_row = _ms(f"{where}.per_row_ms", ms)
@@ -157,7 +189,7 @@ def parse_json(value: object, where: str) -> LatencyProfile:
             by_gear[_label(where, str(key))] = _ms(f"{where}.{key}", ms)
     if per_row is not None and base is None:
         base = 0.0
-    return LatencyProfile(by_gear, base, per_row or 0.0)
+    return LatencyProfile(by_gear, base, per_row or 0.0, **bandwidths)
 
 
 def default_lock_dir() -> str:
@@ -236,6 +268,22 @@ def latency_s(label: str, rows: int) -> float:
             )
         return 0.0
     return ms / 1000.0
+
+
+def copy_s(direction: str, nbytes: int) -> float:
+    """Seconds a copy of ``nbytes`` takes on its stream: bytes over the profile's PCIe bandwidth (h2d, d2h)
+    or memory bandwidth (d2d); 0 when the profile names none (copies stay free, as profiles written before
+    these keys expect) and for host-to-host."""
+    prof = _STATE.profile
+    gbps = prof.memory_gbps if direction == "d2d" else None if direction == "h2h" else prof.pcie_gbps
+    return nbytes / (gbps * 1e9) if gbps else 0.0
+
+
+def hold_copy(direction: str, nbytes: int) -> None:
+    """A computing stream's copy taking its time (the stream's next task waits, as on the card)."""
+    seconds = copy_s(direction, nbytes)
+    if seconds > 0:
+        time.sleep(seconds)
 
 
 # -- one compute queue per device -------------------------------------------------------------------------

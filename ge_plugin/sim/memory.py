@@ -26,12 +26,12 @@ import collections
 import ctypes
 import threading
 import time
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ge_plugin import acl_constants as C
-from ge_plugin.sim import _host_objects, _pages, counters, sanitizer
+from ge_plugin.sim import _host_objects, _pages, counters, device_time, sanitizer
 from ge_plugin.sim._fail import Fail
 from ge_plugin.sim._sites import Origin
 
@@ -97,7 +97,7 @@ class Allocation:
         base: int,
         size: int,
         accounted: int,
-        buf: np.ndarray,
+        buf: np.ndarray[Any, np.dtype[np.uint8]],
         addr: int,
         device: int,
         origin: Origin,
@@ -116,7 +116,7 @@ class Allocation:
         self.freed_by: Origin | None = None
         self._shift = addr - buf.ctypes.data  #: where ``addr`` sits in ``buf``
 
-    def view(self, offset: int, nbytes: int) -> np.ndarray:
+    def view(self, offset: int, nbytes: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
         """``nbytes`` at ``offset`` from ``addr``, as a uint8 view (no copy)."""
         start = self._shift + offset
         return self.buf[start : start + nbytes]
@@ -230,8 +230,10 @@ class _Arena:
 class DeviceArena(_Arena):
     """The memory of one simulated device: fake addresses, numpy backing, accounted against a capacity."""
 
-    def __init__(self, device: int, capacity: int, remembered: Remembered):
+    def __init__(self, device: int, capacity: int, remembered: Remembered, *, host_memory: bool = False):
         super().__init__(remembered)
+        #: RC mode (ACL_DEVICE): the device's memory is this process's own, page-mapped like pinned memory
+        self.host_memory = host_memory
         self.device = device
         self.capacity = capacity
         self.used = 0
@@ -246,15 +248,22 @@ class DeviceArena(_Arena):
             if self.used + accounted > self.capacity:
                 return None
             try:
-                buf = np.empty(accounted, dtype=np.uint8)
+                if self.host_memory:
+                    addr = _pages.map_pages(accounted)
+                    buf = np.ctypeslib.as_array((ctypes.c_uint8 * accounted).from_address(addr))
+                else:
+                    buf = np.empty(accounted, dtype=np.uint8)
             except MemoryError:
                 raise Fail(
                     C.ACL_ERROR_RT_MEMORY_ALLOCATION,
                     f"the host running the simulator cannot back {accounted} bytes of device {self.device} memory",
                 ) from None
             buf[:_POISON_LIMIT] = POISON
-            base = self._next
-            self._next = align_up(base + accounted + _GAP, _GAP)
+            if self.host_memory:
+                base = addr
+            else:
+                base = self._next
+                self._next = align_up(base + accounted + _GAP, _GAP)
             alloc = Allocation(base, accounted, accounted, buf, buf.ctypes.data, self.device, origin, size)
             self._insert(alloc)
             self.used += accounted
@@ -267,8 +276,17 @@ class DeviceArena(_Arena):
             with self.lock:
                 self.used -= alloc.accounted
                 self._remember(_record(alloc, freed_by))
+            if self.host_memory:
+                _pages.release(alloc.addr, alloc.size, _record(alloc, freed_by))
             counters.device(self.device).freed(alloc.accounted, reclaimed=reclaimed)
         return alloc
+
+    def past_the_end(self, ptr: int) -> Allocation | None:
+        """RC mode: the live allocation whose last page holds ``ptr`` beyond the allocation's end."""
+        near = self.below(ptr)
+        if near is not None and ptr < align_up(near.base + max(near.size, 1), 4096):
+            return near
+        return None
 
     def _remember(self, record: FreedRecord) -> None:
         """Keep ``record`` for messages about stale pointers (the latest _FREED_KEPT). Holds the lock."""
@@ -325,6 +343,8 @@ class DeviceArena(_Arena):
             for alloc in allocs:
                 self._remember(_record(alloc, by))
         for alloc in allocs:
+            if self.host_memory:
+                _pages.release(alloc.addr, alloc.size, _record(alloc, by))
             counters.device(self.device).freed(alloc.accounted, reclaimed=True)
         return allocs
 
@@ -368,7 +388,16 @@ class CopyPlan:
 
     __slots__ = ("count", "device", "direction", "dst", "dst_alloc", "src", "src_alloc")
 
-    def __init__(self, dst, src, count, direction, device, dst_alloc, src_alloc):
+    def __init__(
+        self,
+        dst: int,
+        src: int,
+        count: int,
+        direction: str,
+        device: int,
+        dst_alloc: Allocation | None,
+        src_alloc: Allocation | None,
+    ):
         self.dst = dst
         self.src = src
         self.count = count
@@ -381,6 +410,7 @@ class CopyPlan:
         self.check(None)
         if self.count:
             ctypes.memmove(self.dst, self.src, self.count)
+            device_time.hold_copy(self.direction, self.count)
         counters.device(self.device).copied(self.direction, self.count)
 
     def check(self, at: float | None) -> None:
@@ -399,6 +429,38 @@ class CopyPlan:
         if (dst is not None and dst.freed) or (src is not None and src.freed):
             self.check(at)
         counters.device(self.device).copied(self.direction, self.count)
+
+
+class _PaddedPlan(CopyPlan):
+    """A copy whose source is the simulator's own copy of what a host pointer really holds (the object's
+    bytes, then zeros): see ``check_host``. Keeps that copy alive until it has run."""
+
+    __slots__ = ("padded",)
+
+    def __init__(
+        self, padded: bytes, dst: int, count: int, direction: str, device: int, dst_alloc: Allocation | None
+    ):
+        source = ctypes.cast(ctypes.c_char_p(padded), ctypes.c_void_p).value or 0
+        super().__init__(dst, source, count, direction, device, dst_alloc, None)
+        self.padded = padded
+
+
+def _kind_contradicts(call: str, kind: int, direction: str, dst: int, src: int) -> None:
+    """``kind`` says another direction than the pointers do. The CANN docs call ``kind`` reserved: the
+    runtime copies in the pointers' direction. So does the simulator, with a warning; checking, it fails."""
+    where = {"h": "host", "d": "device"}
+    message = (
+        f"kind {_KIND_NAMES[kind]} does not match the pointers: src 0x{src:x} is {where[direction[0]]} "
+        f"memory and dst 0x{dst:x} is {where[direction[2]]} memory (the run mode is ACL_HOST)"
+    )
+    if _CHECKING.enabled:
+        raise Fail(_BAD, message, sanitizer.WRONG_MEMORY_KIND)
+    sanitizer.tolerate(
+        sanitizer.WRONG_MEMORY_KIND,
+        call,
+        message,
+        f"the copy goes {direction}, the direction of the pointers, as the runtime infers it (kind is reserved)",
+    )
 
 
 def _check_range(name: str, ptr: int, count: int, alloc: Allocation | None) -> None:
@@ -447,9 +509,15 @@ class Place(NamedTuple):
         return ptr if self.alloc is None else self.alloc.addr + (ptr - self.alloc.base)
 
 
-def check_host(call: str, name: str, ptr: int, count: int) -> None:
+def check_host(call: str, name: str, ptr: int, count: int, *, read: bool = False) -> bytes | None:
     """A host pointer that is neither device nor pinned memory, used for ``count`` bytes: checked against the
-    object the program got it from (``bytes_to_ptr``, ``numpy_to_ptr``), or reported once as unchecked."""
+    object the program got it from (``bytes_to_ptr``, ``numpy_to_ptr``), or reported once as unchecked.
+
+    ``read``: the call only reads the bytes (a copy's source). Reading past the object's end or from an
+    object the program dropped is what real pyACL cannot see: it reads whatever the heap holds there and
+    goes on. Checking off, so does the simulator (with one warning per line), and the bytes to read instead
+    are returned: the object's own, then zeros (never this process's other memory); checking on, it is a
+    finding and the call fails. None: read ``ptr`` itself."""
     hit = _host_objects.lookup(ptr, count)
     if hit is None:
         if count:
@@ -459,21 +527,35 @@ def check_host(call: str, name: str, ptr: int, count: int) -> None:
                 "handed (acl.util.bytes_to_ptr / numpy_to_ptr), e.g. a raw ndarray.ctypes.data: its bounds "
                 f"cannot be checked, so its {count} bytes are used unchecked, as on hardware",
             )
-        return
+        return None
+    obj = hit.obj
+    end = obj.base + obj.size
     if not hit.alive:
-        raise Fail(
-            _BAD,
-            f"{name} 0x{ptr:x} points into {hit.obj.describe()}, which the program no longer references: on "
-            "hardware this is freed memory (keep the object alive while its pointer is in use)",
-            sanitizer.USE_AFTER_FREE,
+        kind = sanitizer.USE_AFTER_FREE
+        message = (
+            f"{name} 0x{ptr:x} points into {obj.describe()}, which the program no longer references: on "
+            "hardware this is freed memory (keep the object alive while its pointer is in use)"
         )
-    if not hit.covered:
-        over = ptr + count - (hit.obj.base + hit.obj.size)
-        raise Fail(
-            _BAD,
-            f"{name} range 0x{ptr:x}+{count} runs {over} bytes past the end of {hit.obj.describe()}",
-            sanitizer.OUT_OF_BOUNDS,
+        if ptr + count > end:
+            message += f"; the range 0x{ptr:x}+{count} also runs {ptr + count - end} bytes past its end"
+    elif not hit.covered:
+        kind = sanitizer.OUT_OF_BOUNDS
+        message = (
+            f"{name} range 0x{ptr:x}+{count} runs {ptr + count - end} bytes past the end of {obj.describe()}"
         )
+    else:
+        return None
+    if not read or _CHECKING.enabled:
+        raise Fail(_BAD, message, kind)
+    readable = max(0, min(count, end - ptr))
+    how = (
+        "the simulator still holds the object, so it reads its bytes"
+        if readable == count
+        else f"the simulator reads the object's {readable} bytes, then {count - readable} zeros"
+    )
+    sanitizer.tolerate(kind, call, message, how + " (real hardware reads whatever memory is there)")
+    # the object is held by ``hit`` while its bytes are taken, so its memory cannot go meanwhile
+    return ctypes.string_at(ptr, readable) + bytes(count - readable)
 
 
 def explain_pinned_free(ptr: int) -> str | None:
@@ -493,10 +575,14 @@ class Memory:
     and an asynchronous copy that passed its checks, are remembered until an allocation is freed
     (:class:`Remembered`), so a program that repeats its calls pays for the checks once."""
 
-    def __init__(self, devices: int, capacity: int):
+    def __init__(self, devices: int, capacity: int, *, device_run_mode: bool = False):
         self.remembered = Remembered()
         self._places = self.remembered.places
-        self.devices = [DeviceArena(d, capacity, self.remembered) for d in range(devices)]
+        #: RC mode (ACL_DEVICE): device memory is host memory, and every memcpy kind is right
+        self.device_run_mode = device_run_mode
+        self.devices = [
+            DeviceArena(d, capacity, self.remembered, host_memory=device_run_mode) for d in range(devices)
+        ]
         self.pinned = PinnedArena(self.remembered)
 
     @property
@@ -536,10 +622,17 @@ class Memory:
         alloc = self.pinned.find(ptr)
         if alloc is not None:
             return Place(PINNED, alloc)
+        if self.device_run_mode:
+            for arena in self.devices:
+                alloc = arena.find(ptr)
+                if alloc is not None:
+                    return Place(DEVICE, alloc)
         freed = explain_pinned_free(ptr)
         if freed is not None:
             return Place(INVALID, None, freed, sanitizer.USE_AFTER_FREE)
         near = self.pinned.past_the_end(ptr)
+        for arena in self.devices if self.device_run_mode and near is None else ():
+            near = near or arena.past_the_end(ptr)
         if near is not None:
             return Place(
                 INVALID,
@@ -592,29 +685,26 @@ class Memory:
             raise Fail(_BAD, f"count {count} is larger than dest_max {dest_max}")
         to, source = self._valid("dst", dst), self._valid("src", src)
         direction = ("d" if source.kind == DEVICE else "h") + "2" + ("d" if to.kind == DEVICE else "h")
-        if kind != C.ACL_MEMCPY_DEFAULT and _KIND_DIRECTION[kind] != direction:
-            where = {"h": "host", "d": "device"}
-            raise Fail(
-                _BAD,
-                f"kind {_KIND_NAMES[kind]} does not match the pointers: src 0x{src:x} is {where[direction[0]]} "
-                f"memory and dst 0x{dst:x} is {where[direction[2]]} memory (the run mode is ACL_HOST)",
-                sanitizer.WRONG_MEMORY_KIND,
-            )
+        if kind != C.ACL_MEMCPY_DEFAULT and _KIND_DIRECTION[kind] != direction and not self.device_run_mode:
+            _kind_contradicts(call, kind, direction, dst, src)
         _check_range("dst", dst, count, to.alloc)
         _check_range("src", src, count, source.alloc)
+        padded = None
         if asynchronous:
             _check_async(direction, (("dst", dst, to.kind), ("src", src, source.kind)))
         else:
             if to.kind == HOST:
                 check_host(call, "dst", dst, count)
             if source.kind == HOST:
-                check_host(call, "src", src, count)
+                padded = check_host(call, "src", src, count, read=True)
         if to.alloc is not None and direction in ("h2d", "d2d"):
             device = to.alloc.device
         elif source.alloc is not None and direction == "d2h":
             device = source.alloc.device
         else:
             device = ctx_device
+        if padded is not None:
+            return _PaddedPlan(padded, to.real(dst), count, direction, device, to.alloc)
         return CopyPlan(to.real(dst), source.real(src), count, direction, device, to.alloc, source.alloc)
 
     def _valid(self, name: str, ptr: int) -> Place:

@@ -180,8 +180,9 @@ def destroy_context(context: int, /) -> int:
 
 @_acl_call("acl.rt.get_run_mode", init=False, failure=_value_and_ret(0))
 def get_run_mode() -> tuple[int, int]:
-    """``run_mode, ret``: always ACL_HOST (1), a PCIe card in a server."""
-    return _C.ACL_HOST, 0
+    """``run_mode, ret``: ACL_HOST (1), a PCIe card in a server, or ACL_DEVICE (0) on the boards where the
+    program runs on the device (GE_PLUGIN_SIM_RUN_MODE, or the SoC); asked before acl.init too."""
+    return (_C.ACL_DEVICE if _s.device_run_mode() else _C.ACL_HOST), 0
 
 
 # -- streams --------------------------------------------------------------------------------------------
@@ -258,8 +259,8 @@ def _check_policy(policy: int) -> None:
         raise _Fail(_C.ACL_ERROR_INVALID_PARAM, f"malloc policy {policy} is not an aclrtMemMallocPolicy")
 
 
-def _device_malloc(call: str, size: int, policy: int, accounted: int) -> tuple[int, int]:
-    """``(dev_ptr, 0)``: ``size`` bytes of the current device, ``accounted`` charged to it; raises Fail."""
+def _device_malloc(call: str, size: int, policy: int, accounted: int) -> int:
+    """``size`` bytes of the current device, ``accounted`` charged to it; raises Fail."""
     ctx = _s.current_context()
     if size == 0:
         raise _Fail(_C.ACL_ERROR_INVALID_PARAM, "size must not be 0")
@@ -272,25 +273,25 @@ def _device_malloc(call: str, size: int, policy: int, accounted: int) -> tuple[i
             f"device {ctx.device} is out of memory: {size} bytes ({accounted} with rounding) requested, "
             f"{arena.capacity - arena.used} of {arena.capacity} free (GE_PLUGIN_SIM_DEVICE_MEMORY_MB)",
         )
-    return alloc.base, 0
+    return alloc.base
 
 
 @_acl_call("acl.rt.malloc", _a.k, _a.i, failure=_value_and_ret(0))
 def malloc(size: int, policy: int, /) -> tuple[int, int]:
     """``dev_ptr, ret``; the device takes ``size`` rounded up to 32 bytes plus 32; not initialised."""
-    return _device_malloc("acl.rt.malloc", size, policy, _malloc_size(size))
+    return _device_malloc("acl.rt.malloc", size, policy, _malloc_size(size)), 0
 
 
 @_acl_call("acl.rt.malloc_align32", _a.k, _a.i, failure=_value_and_ret(0))
 def malloc_align32(size: int, policy: int, /) -> tuple[int, int]:
     """``dev_ptr, ret``; rounded up to 32 bytes only."""
-    return _device_malloc("acl.rt.malloc_align32", size, policy, _align_up(max(size, 1), 32))
+    return _device_malloc("acl.rt.malloc_align32", size, policy, _align_up(max(size, 1), 32)), 0
 
 
 @_acl_call("acl.rt.malloc_cached", _a.k, _a.i, failure=_value_and_ret(0))
 def malloc_cached(size: int, policy: int, /) -> tuple[int, int]:
     """``dev_ptr, ret``; the simulator has no cache, so this is malloc."""
-    return _device_malloc("acl.rt.malloc_cached", size, policy, _malloc_size(size))
+    return _device_malloc("acl.rt.malloc_cached", size, policy, _malloc_size(size)), 0
 
 
 @_acl_call("acl.rt.free", _a.k)
@@ -317,8 +318,28 @@ def free(dev_ptr: int, /) -> int:
             f"0x{dev_ptr:x} is inside {alloc.describe()}; free takes the address malloc returned",
             _sanitizer.INVALID_FREE,
         )
+    if _from_malloc_host(alloc):
+        raise _Fail(
+            _C.ACL_ERROR_INVALID_PARAM,
+            f"0x{dev_ptr:x} is {alloc.describe()}; free it with acl.rt.free_host",
+            _sanitizer.WRONG_MEMORY_KIND,
+        )
+    if alloc.origin.call.startswith("acl.media.dvpp_malloc"):
+        raise _Fail(
+            _C.ACL_ERROR_INVALID_PARAM,
+            f"0x{dev_ptr:x} is {alloc.describe()}, DVPP memory; free it with acl.media.dvpp_free",
+            _sanitizer.WRONG_MEMORY_KIND,
+        )
     _s.memory().devices[alloc.device].free(dev_ptr, _origin("acl.rt.free"))
     return 0
+
+
+_MALLOC_HOST = "acl.rt.malloc_host"
+
+
+def _from_malloc_host(alloc: _Allocation) -> bool:
+    """RC mode: device memory that malloc_host made (free_host frees it)."""
+    return alloc.origin.call.startswith(_MALLOC_HOST)
 
 
 def _freeing(fault: "str | None") -> "str | None":
@@ -328,12 +349,16 @@ def _freeing(fault: "str | None") -> "str | None":
 
 @_acl_call("acl.rt.malloc_host", _a.k, failure=_value_and_ret(0))
 def malloc_host(size: int, /) -> tuple[int, int]:
-    """``host_ptr, ret``: pinned, page-aligned host memory (real memory: host code writes into it)."""
+    """``host_ptr, ret``: pinned, page-aligned host memory (real memory: host code writes into it); in RC mode
+    (ACL_DEVICE) the device's own memory, as the pyACL docs say of that mode (free_host frees it)."""
     _s.current_context()
     if size == 0:
         raise _Fail(_C.ACL_ERROR_INVALID_PARAM, "size must not be 0")
+    memory = _s.memory()
+    if memory.device_run_mode:  # on the device, "host" memory is the device's own (the pyACL docs)
+        return _device_malloc(_MALLOC_HOST, size, 0, _align_up(size, 64)), 0
     try:
-        return _s.memory().pinned.malloc(size, _origin(f"acl.rt.malloc_host({size})")).base, 0
+        return memory.pinned.malloc(size, _origin(f"{_MALLOC_HOST}({size})")).base, 0
     except MemoryError:
         raise _Fail(_C.ACL_ERROR_BAD_ALLOC, f"the host cannot provide {size} bytes") from None
 
@@ -342,6 +367,9 @@ def malloc_host(size: int, /) -> tuple[int, int]:
 def free_host(host_ptr: int, /) -> int:
     """``ret``; only for memory from malloc_host."""
     kind, alloc, why, fault = _s.memory().locate(host_ptr)
+    if kind == _DEVICE and alloc is not None and _from_malloc_host(alloc) and alloc.base == host_ptr:
+        _s.memory().devices[alloc.device].free(host_ptr, _origin("acl.rt.free_host"))
+        return 0
     if kind == _DEVICE:
         raise _Fail(
             _C.ACL_ERROR_INVALID_PARAM,
@@ -396,12 +424,18 @@ class _PlanRecord(_Record):
     def __init__(self, plan: _Plan):
         self.plan = plan
 
+    def place(self, ready: float) -> None:
+        """A copy lasts its bytes over the profile's bandwidth (device_time.copy_s); a memset takes none."""
+        self.start = ready
+        direction = getattr(self.plan, "direction", None)
+        self.end = ready + (_device_time.copy_s(direction, self.plan.count) if direction else 0.0)  # type: ignore[attr-defined]
+
     def settle(self) -> None:
         self.plan.timed(self.start)
 
 
 def _queue(target: _Stream, api: str, plan: _Plan) -> None:
-    """Queue ``plan`` on ``target``; when a fault rule of ``api`` fires, work failing with its code instead
+    """Queue ``plan`` (a copy, a memset, ``acl.media``'s DVPP work) on ``target``; when a fault rule of ``api`` fires, work failing with its code instead
     (the call succeeds, synchronize_stream reports it)."""
     injected = _faults.hit(api) if _faults.RULES else 0
     if _TIMING.timing_only:

@@ -21,6 +21,10 @@ With checking on (``GE_PLUGIN_SIM_CHECK=1``, ``"check": true`` in the init JSON'
 - says once per line of the program when it was given a host pointer it cannot check (a raw
   ``ndarray.ctypes.data``): that copy goes ahead unchecked, as on hardware.
 
+What real pyACL cannot see and lets through (a copy reading past a ``bytes_to_ptr`` object or through a
+dropped one, a memcpy kind contradicting the pointers) goes through when checking is off, with one warning
+per line (:func:`tolerate`); checking on, it is refused and a finding.
+
 Findings are reported, never raised: the program sees what pyACL would return (a code), so it behaves under
 the sanitizer as on an Ascend host. A finding's ``kind`` is one of the constants below.
 """
@@ -98,6 +102,7 @@ class _Sanitizer:
         self.kept: list[Finding] = []
         self.counts: dict[str, int] = {}
         self.warned: set[tuple[str, Site]] = set()
+        self.tolerated: set[tuple[str, str, Site]] = set()
 
 
 _S = _Sanitizer()
@@ -139,6 +144,7 @@ def clear() -> None:
         _S.kept.clear()
         _S.counts.clear()
         _S.warned.clear()
+        _S.tolerated.clear()
 
 
 def reset() -> None:
@@ -146,6 +152,7 @@ def reset() -> None:
     findings stay until :func:`clear`, so a test harness also sees those a test's teardown made."""
     with _S.lock:
         _S.warned.clear()
+        _S.tolerated.clear()
     _S.enabled = _from_environment()
 
 
@@ -177,6 +184,28 @@ def warn_once(call: str, message: str) -> None:
             return
         _S.warned.add((call, site))
     _emit(Finding(UNKNOWN_POINTER, WARNING, call, site, message, 0))
+
+
+def tolerate(kind: str, call: str, message: str, how: str) -> None:
+    """A bug of ``kind`` that real pyACL cannot see and lets through (``how``: what the simulator does
+    instead, e.g. reads zeros past the object): checking off, the call goes ahead and this says so on stderr,
+    once per kind and line of the program; checking on, the caller fails the call instead (a finding)."""
+    site = user_site()
+    with _S.lock:
+        if (kind, call, site) in _S.tolerated:
+            return
+        _S.tolerated.add((kind, call, site))
+        _S.counts["tolerated"] = _S.counts.get("tolerated", 0) + 1
+    where = f" at {site}" if site.file else ""
+    text = (
+        f"ge-plugin sim: warning: {kind} in {call}{where} (allowed, as on hardware; --check makes it an error)\n"
+        f"  {message}\n  {how}\n"
+    )
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def report_leaks(call: str, leaked: Iterable[str], site: Site | None = None) -> None:

@@ -341,6 +341,12 @@ def show_path(location: Location) -> str:
     return out
 
 
+def located(path: Path, problems: Iterable[Problem]) -> tuple[str, ...]:
+    """``file:LINE: $.path: message`` for problems found outside the loader (a spec checked against its OM)."""
+    document = load_marked(path.read_text(encoding="utf-8"))
+    return _format(path, document, list(problems))
+
+
 def _format(path: Path, document: MarkedDocument, problems: list[Problem]) -> tuple[str, ...]:
     lines = [
         (document.line_of(where), f"{path}:{document.line_of(where)}: {show_path(where)}: {message}")

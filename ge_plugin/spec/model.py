@@ -169,14 +169,101 @@ class Placement:
 
 
 @attrs.frozen
+class GenerateTensors:
+    """The OM tensor of each role in generation (docs/generate.md); Hugging Face's names by default."""
+
+    input_ids: str = attrs.field(default="input_ids", validator=v.tensor_name)
+    attention_mask: str = attrs.field(default="attention_mask", validator=v.tensor_name)
+    position_ids: str = attrs.field(default="position_ids", validator=v.tensor_name)
+    logits: str = attrs.field(default="logits", validator=v.tensor_name)
+    #: stacked: the tensor; per_layer: a pattern with {layer} and {kind} (default past_key_values.{layer}.{kind})
+    past: Optional[str] = attrs.field(default=None, validator=attrs.validators.optional(v.tensor_name))
+    #: stacked: default present_key_values; per_layer: default present.{layer}.{kind}
+    present: Optional[str] = attrs.field(default=None, validator=attrs.validators.optional(v.tensor_name))
+
+
+@attrs.frozen
+class CacheShape:
+    """The past key/values' fixed dims: layers, heads (key/value heads) and head size."""
+
+    layers: int = attrs.field(validator=v.between(1, 4096, "no exported LLM has more layers"))
+    heads: int = attrs.field(validator=v.between(1, 4096, "no exported LLM has more key/value heads"))
+    head_dim: int = attrs.field(validator=v.between(1, 4096, "no exported LLM has larger heads"))
+
+
+@attrs.frozen
+class GenerateSection:
+    """``generate:``: the model generates tokens; the backend batches sequences step by step itself."""
+
+    #: tokens a sequence can hold (prompt + generated): the past key/values' kv_len
+    context: int = attrs.field(validator=v.between(1, 1 << 20, "a context beyond 1M tokens is no OM's"))
+    cache: CacheShape
+    #: logits' last dim
+    vocab: int = attrs.field(validator=v.between(1, 1 << 22, "no tokenizer has more ids"))
+    #: decode batch sizes (b, 1); the largest is how many sequences generate at once (the slots)
+    batch_gears: tuple[int, ...] = attrs.field(validator=v.batch_gears)
+    #: prefill chunk lengths (1, s)
+    seq_gears: tuple[int, ...] = attrs.field(validator=v.seq_gears)
+    form: str = attrs.field(default="stacked", validator=v.one_of(("stacked", "per_layer")))
+    tensors: GenerateTensors = attrs.field(factory=GenerateTensors)
+    eos_ids: tuple[int, ...] = (2,)
+    #: generated tokens when a request does not say
+    max_tokens: int = attrs.field(default=16, validator=v.between(1, 1 << 20, "the context bounds it anyway"))
+    #: a streamed response carries this many tokens (the last one fewer)
+    tokens_per_response: int = attrs.field(
+        default=1, validator=v.between(1, 4096, "beyond that, stream: false")
+    )
+    #: requests waiting for a slot before one more is refused UNAVAILABLE
+    max_queue: int = attrs.field(
+        default=64, validator=v.between(0, 1 << 20, "a queue that long never drains")
+    )
+    #: prompt tokens prefilled per step at most (at least one chunk); bounds how long decode waits for prefill
+    prefill_tokens_per_step: int = attrs.field(
+        default=256, validator=v.between(1, 1 << 20, "a step would stall every sequence")
+    )
+
+    @property
+    def past(self) -> str:
+        default = "past_key_values" if self.form == "stacked" else "past_key_values.{layer}.{kind}"
+        return self.tensors.past or default
+
+    @property
+    def present(self) -> str:
+        default = "present_key_values" if self.form == "stacked" else "present.{layer}.{kind}"
+        return self.tensors.present or default
+
+    def engine_json(self) -> str:
+        """The ``generate`` config parameter: what the backend's generation engine is told."""
+        return json.dumps(
+            {
+                "form": self.form,
+                "input_ids": self.tensors.input_ids,
+                "attention_mask": self.tensors.attention_mask,
+                "position_ids": self.tensors.position_ids,
+                "logits": self.tensors.logits,
+                "past": self.past,
+                "present": self.present,
+                "eos_ids": list(self.eos_ids),
+                "max_tokens": self.max_tokens,
+                "prefill_tokens_per_step": self.prefill_tokens_per_step,
+                "max_queue": self.max_queue,
+                "tokens_per_response": self.tokens_per_response,
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+
+
+@attrs.frozen
 class ModelSpec:
     """One model: what Triton serves, how ATC compiles it, how the ``ge`` backend runs it."""
 
     #: Triton model name (its directory in the repository)
     name: str = attrs.field(validator=v.model_name)
     model: ModelFiles
-    inputs: tuple[InputDecl, ...] = attrs.field(validator=v.non_empty)
-    outputs: tuple[OutputDecl, ...] = attrs.field(validator=v.non_empty)
+    #: none with ``generate`` (its Triton tensors are fixed, docs/generate.md); else at least one each
+    inputs: tuple[InputDecl, ...] = ()
+    outputs: tuple[OutputDecl, ...] = ()
     #: None: no Triton batching, max_batch_size 0, dims are the model's full dims
     batching: Optional[Batching] = None
     #: per gear, the value of every -1 input dim (not the batch dim), in input order; ATC ``--dynamic_dims``
@@ -213,6 +300,8 @@ class ModelSpec:
     versions: dict[int, VersionFiles] = attrs.field(factory=dict, validator=v.version_numbers)
     #: None: Triton's default, the latest version only
     version_policy: Optional[VersionPolicy] = None
+    #: the model generates: prompt ids in, tokens streamed out (docs/generate.md)
+    generate: Optional[GenerateSection] = None
     #: the spec file, as given; relative paths in the spec are relative to its folder
     path: Optional[Path] = attrs.field(default=None, eq=False, metadata={NOT_IN_YAML: True})
 
@@ -306,6 +395,7 @@ class ModelSpec:
             else "",
             warmup=self.warmup,
             metrics_interval_ms=self.metrics_interval_ms,
+            generate=self.generate.engine_json() if self.generate is not None else "",
             version_om_model_paths=tuple(
                 (version, files.om)
                 for version, files in sorted(self.versions.items())

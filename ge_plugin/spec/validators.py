@@ -132,11 +132,6 @@ def dims(_instance: Any, attribute: attrs.Attribute[Any], value: tuple[int, ...]
             _fail(attribute, value, f"a dim is -1 (dynamic) or >= 1, got {dim}", index)
 
 
-def non_empty(_instance: Any, attribute: attrs.Attribute[Any], value: Sequence[Any]) -> None:
-    if not value:
-        _fail(attribute, value, f"list at least one tensor under {attribute.name}")
-
-
 def om_filename(_instance: Any, attribute: attrs.Attribute[Any], value: str) -> None:
     path = PurePosixPath(value)
     if not value.endswith(".om") or path.name == ".om":
@@ -178,6 +173,17 @@ def batch_gears(_instance: Any, attribute: attrs.Attribute[Any], value: tuple[in
     for index, gear in enumerate(value):
         if not 1 <= gear <= MAX_BATCH:
             _fail(attribute, value, f"a batch gear is 1 to {MAX_BATCH}, got {gear}", index)
+        if index and gear <= value[index - 1]:
+            _fail(attribute, value, f"gears must be strictly ascending, got {_show(value)}", index)
+
+
+def seq_gears(_instance: Any, attribute: attrs.Attribute[Any], value: tuple[int, ...]) -> None:
+    """Prefill chunk lengths: strictly ascending, each >= 1; how they fit the context is a cross check."""
+    if not value:
+        _fail(attribute, value, "list at least one prefill chunk length")
+    for index, gear in enumerate(value):
+        if gear < 1:
+            _fail(attribute, value, f"a chunk length is >= 1, got {gear}", index)
         if index and gear <= value[index - 1]:
             _fail(attribute, value, f"gears must be strictly ascending, got {_show(value)}", index)
 
@@ -310,7 +316,10 @@ def json_object(_instance: Any, attribute: attrs.Attribute[Any], value: dict[str
 
 def cross_checks(spec: ModelSpec) -> list[Problem]:
     """Every rule that spans fields; written to cope with fields that failed their own checks."""
+    if spec.generate is not None:
+        return [*_generate(spec), *_device_streams(spec), *_version_policy(spec)]
     return [
+        *_tensors_given(spec),
         *_unique_tensor_names(spec),
         *_batch_gear_count(spec),
         *(_image_sizes_fit(spec) if spec.image_sizes else _dims_gears_fit(spec)),
@@ -323,6 +332,71 @@ def cross_checks(spec: ModelSpec) -> list[Problem]:
         *_device_streams(spec),
         *_version_policy(spec),
     ]
+
+
+def _tensors_given(spec: ModelSpec) -> list[Problem]:
+    return [
+        ((field,), f"list at least one tensor under {field} (or give a generate: section)")
+        for field, tensors in (("inputs", spec.inputs), ("outputs", spec.outputs))
+        if not tensors
+    ]
+
+
+def _generate(spec: ModelSpec) -> list[Problem]:
+    """A generating model: its Triton tensors and batching are the backend's own (docs/generate.md), and
+    its gears must fit the context and ATC's limits."""
+    section = spec.generate
+    assert section is not None
+    problems: list[Problem] = []
+    for field, given in (
+        ("inputs", spec.inputs),
+        ("outputs", spec.outputs),
+        ("batching", spec.batching),
+        ("dims_gears", spec.dims_gears),
+        ("image_sizes", spec.image_sizes),
+    ):
+        if given:
+            problems.append(
+                (
+                    (field,),
+                    "a generate: model takes no " + field + ": its Triton tensors are fixed and the "
+                    "backend batches sequences step by step itself (docs/generate.md)",
+                )
+            )
+    where = ("generate",)
+    if section.batch_gears and section.batch_gears[0] != 1:
+        problems.append(((*where, "batch_gears"), "must start at 1: prefill runs one sequence at a time"))
+    if section.seq_gears and section.seq_gears[-1] > section.context:
+        problems.append(
+            (
+                (*where, "seq_gears"),
+                f"a prefill chunk of {section.seq_gears[-1]} exceeds the context of {section.context}",
+            )
+        )
+    gears = len(set(section.batch_gears)) + len([s for s in section.seq_gears if s != 1])
+    if not MIN_GEARS <= gears <= MAX_GEARS:
+        problems.append(
+            (
+                (*where, "batch_gears"),
+                f"ATC's --dynamic_dims takes {MIN_GEARS} to {MAX_GEARS} gears; these make {gears}",
+            )
+        )
+    for index, eos in enumerate(section.eos_ids):
+        if not 0 <= eos < section.vocab:
+            problems.append(
+                ((*where, "eos_ids", index), f"{eos} is not a token id of a vocabulary of {section.vocab}")
+            )
+    if section.form == "per_layer":
+        for key, value in (("past", section.past), ("present", section.present)):
+            if "{layer}" not in value or "{kind}" not in value:
+                problems.append(
+                    (
+                        (*where, "tensors", key),
+                        f"the per_layer form names one tensor per layer and kind: "
+                        f"write a pattern with {{layer}} and {{kind}}, got {value!r}",
+                    )
+                )
+    return problems
 
 
 def _version_policy(spec: ModelSpec) -> list[Problem]:

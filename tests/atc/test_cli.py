@@ -120,3 +120,27 @@ def test_usage_errors(argv):
     with pytest.raises(SystemExit) as exited:
         main(argv)
     assert exited.value.code == 2
+
+
+def test_the_flag_forms_of_the_samples_readmes_build_the_same_om(model_file, tmp_path, capsys):
+    """What the public samples' READMEs write (issue 31): one-dash flags, --check_report,
+    --save_original_model; exit 2 before."""
+    argv = [
+        f"-model={model_file}",
+        "-framework=5",
+        f"-output={tmp_path / 'one_dash'}",
+        "-soc_version=Ascend310P3",
+        "-input_shape=ids:1,2;x:1,2,4",
+        "-output_type=FP32",
+        f"--check_report={tmp_path / 'check_result.json'}",
+        "--save_original_model=false",
+        "--soc-version=Ascend310P3",
+    ]
+    assert main(["atc", *argv]) == 0, capsys.readouterr().err
+    header = simom.read(tmp_path / "one_dash.om").header
+    twin = [a.replace("-", "--", 1) if not a.startswith("--") else a for a in argv]
+    twin = [a.replace("one_dash", "two_dash").replace("--soc-version", "--soc_version") for a in twin]
+    assert main(["atc", *twin]) == 0
+    assert simom.read(tmp_path / "two_dash.om").header["outputs"] == header["outputs"]
+    assert main(["atc", *argv[:4], "-save_original_model=maybe"]) == 1
+    assert "[--save_original_model] is invalid" in capsys.readouterr().err

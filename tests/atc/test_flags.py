@@ -163,3 +163,32 @@ def test_input_format_and_log():
 def test_value_missing_at_the_end():
     assert rejected("--log") == "E10004: Value for --log is empty."
     assert "is not a flag" in rejected("stray")
+
+
+def test_one_dash_and_hyphenated_names_are_the_flags_atc_takes():
+    """The ATC guide: a one-dash prefix becomes two, ``-`` in a name is ``_`` (``-soc-version``)."""
+    options = parse_args(
+        ["-model=m.onnx", "-framework", "5", "-output=out", "--soc-version=Ascend310P3", "-output_type=FP32"]
+    )
+    assert (options.model, options.framework, options.output, options.soc_version) == (
+        "m.onnx",
+        5,
+        "out",
+        "Ascend310P3",
+    )
+    assert options.output_type == "FP32"
+
+
+def test_flags_of_atcs_list_that_change_nothing_here_are_accepted_with_their_values_checked():
+    options = parse_args(
+        [*BASE, "--check_report=report.json", "-save_original_model=false", "--deterministic=1"]
+    )
+    assert options.given[-3:] == (
+        ("check_report", "report.json"),
+        ("save_original_model", "false"),
+        ("deterministic", "1"),
+    )
+    assert rejected("--save_original_model=no") == (
+        "E10001: Value [no] for parameter [--save_original_model] is invalid. Reason: use true or false"
+    )
+    assert "does not support" in rejected("--op_name_map=map.cfg")

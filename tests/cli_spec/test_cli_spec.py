@@ -24,7 +24,11 @@ def test_validate_prints_ok_per_spec():
     result = ge_plugin("validate", "specs")
 
     assert (result.returncode, result.stderr) == (0, "")
-    assert result.stdout == "ok: specs/bert.yaml (bert_model)\nok: specs/llama.yaml (llama_model)\n"
+    assert result.stdout == (
+        "ok: specs/bert.yaml (bert_model)\nok: specs/llama.yaml (llama_model)\n"
+        "ok: specs/llama_generate.yaml (llama_generate)\n"
+        "ok: specs/llama_generate_layers.yaml (llama_generate_layers)\n"
+    )
 
 
 def test_validate_reports_bad_dtype_and_unknown_key_with_file_and_line(tmp_path):
@@ -57,6 +61,8 @@ def test_render_writes_a_repository_that_parses(tmp_path):
     assert result.stdout.splitlines() == [
         f"rendered {out / 'bert_model' / 'config.pbtxt'}",
         f"rendered {out / 'llama_model' / 'config.pbtxt'}",
+        f"rendered {out / 'llama_generate' / 'config.pbtxt'}",
+        f"rendered {out / 'llama_generate_layers' / 'config.pbtxt'}",
     ]
     config = text_format.Parse((out / "llama_model" / "config.pbtxt").read_text(), mc.ModelConfig())
     assert (config.backend, config.max_batch_size) == ("ge", 8)
@@ -75,7 +81,7 @@ def test_render_check_passes_on_the_committed_model_repository():
 
     assert (result.returncode, result.stdout, result.stderr) == (
         0,
-        "ok: model_repository matches 2 specs\n",
+        "ok: model_repository matches 4 specs\n",
         "",
     )
 

@@ -33,6 +33,9 @@ def test_write_demo_models_creates_the_directory_and_a_loadable_file_each(tmp_pa
         "identity": "identity.onnx",
         "tiny_cnn": "tiny_cnn.onnx",
         "bf16_affine": "bf16_affine.onnx",
+        "tiny_llama_gen": "tiny_llama_gen.onnx",
+        "tiny_llama_kv": "tiny_llama_kv.onnx",
+        "tiny_llama_kv_layers": "tiny_llama_kv_layers.onnx",
     }
     for stem, path in paths.items():
         assert onnx.load(path).SerializeToString() == models.DEMO_MODELS[stem]().SerializeToString()

@@ -35,6 +35,8 @@ def test_demo_specs_in_an_empty_folder_are_written_and_resolve_there(tmp_path):
         "specs",
         "specs/bert.yaml",
         "specs/llama.yaml",
+        "specs/llama_generate.yaml",
+        "specs/llama_generate_layers.yaml",
     ]
 
 

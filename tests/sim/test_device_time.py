@@ -475,3 +475,53 @@ def test_two_processes_on_two_devices_compute_at_the_same_time(tmp_path, oms):
     a = [tuple(w) for w in first["compute_intervals"]]
     b = [tuple(w) for w in second["compute_intervals"]]
     assert any(_overlap(x, y) for x in a for y in b)
+
+
+# -- copies charged by their bytes ----------------------------------------------------------------------------
+
+
+def test_copy_bandwidths_in_both_profile_forms():
+    where = "execute_latency_ms"
+    profile = device_time.parse_text("1=7;pcie_gbps=24;memory_gbps=800", where)
+    assert profile == LatencyProfile({"1": 7.0}, pcie_gbps=24.0, memory_gbps=800.0)
+    assert device_time.parse_json({"base_ms": 2, "pcie_gbps": 24}, where) == LatencyProfile(
+        base_ms=2.0, pcie_gbps=24.0
+    )
+    assert profile.describe() == "1=7;pcie_gbps=24;memory_gbps=800"
+    with pytest.raises(ValueError, match="expected GB/s > 0"):
+        device_time.parse_text("pcie_gbps=0", where)
+
+
+def _timed_copies(acl, stream: int, kind: int, nbytes: int, count: int) -> float:
+    dev, ret = acl.rt.malloc(nbytes, 0)
+    assert ret == 0
+    other, ret = (
+        acl.rt.malloc(nbytes, 0) if kind == C.ACL_MEMCPY_DEVICE_TO_DEVICE else acl.rt.malloc_host(nbytes)
+    )
+    assert ret == 0
+    try:
+        start = time.monotonic()
+        for _ in range(count):
+            assert acl.rt.memcpy_async(dev, nbytes, other, nbytes, kind, stream) == 0
+        assert acl.rt.synchronize_stream(stream) == 0
+        return time.monotonic() - start
+    finally:
+        acl.rt.free(dev)
+        (acl.rt.free if kind == C.ACL_MEMCPY_DEVICE_TO_DEVICE else acl.rt.free_host)(other)
+
+
+@pytest.mark.parametrize(
+    ("kind", "profile"),
+    [
+        (C.ACL_MEMCPY_HOST_TO_DEVICE, LatencyProfile(pcie_gbps=0.4)),
+        (C.ACL_MEMCPY_DEVICE_TO_DEVICE, LatencyProfile(memory_gbps=0.4)),
+    ],
+)
+def test_a_profile_with_bandwidths_charges_copies_on_their_stream(acl, ready, mode, kind, profile):
+    nbytes, count = 1 << 20, 20  # 21 MB at 0.4 GB/s: 52 ms
+    device_time.set_profile(profile)
+    charged = _timed_copies(acl, ready, kind, nbytes, count)
+    assert charged >= count * nbytes / 0.4e9 * 0.95
+    device_time.set_profile(LatencyProfile())  # a profile naming no bandwidth: copies are free, as before
+    free = _timed_copies(acl, ready, kind, nbytes, count)
+    assert free < charged / 2

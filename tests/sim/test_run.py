@@ -14,6 +14,7 @@ import pytest
 SAMPLE = Path(__file__).parent / "samples" / "acl_sample.py"
 ASYNC_SAMPLE = Path(__file__).parent / "samples" / "acl_async_sample.py"
 LITE_SAMPLE = Path(__file__).parent / "samples" / "lite_sample.py"
+DYNAMIC_HW_SAMPLE = Path(__file__).parent / "samples" / "dynamic_hw_sample.py"
 
 
 def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -85,6 +86,55 @@ def test_acllite_style_sample_runs_to_completion_under_check(oms, graphs, tmp_pa
     assert "lite sample OK: 6 runs over batches [1, 2, 4]" in result.stdout
     assert "ge-plugin sim check: 0 errors, 0 unchecked raw pointers, 0 leaked allocations" in result.stderr
     assert "[INFO] APP(" in result.stdout and "[INFO] batch 4 OK" in result.stdout
+
+
+def _dynamic_hw_files(tmp_path: Path, graphs) -> list[str]:
+    from ge_plugin.models import tiny_cnn
+
+    img = np.random.default_rng(31).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    np.save(tmp_path / "img.npy", img)
+    np.save(tmp_path / "logits.npy", graphs.reference(tiny_cnn(), {"images": img}, ["logits"])[0])
+    return [str(tmp_path / "img.npy"), str(tmp_path / "logits.npy"), "8", "8"]
+
+
+def test_the_dynamic_hw_samples_read_past_its_image_runs_as_on_hardware_and_warns_once(oms, graphs, tmp_path):
+    """Issue 31's regression: the public dynamic-HW sample copies the largest gear's size (16x16) from the
+    bytes of a smaller image (8x8). Real pyACL lets it through; so does the simulator by default, reading
+    zeros past the object, with one warning naming the call, the object and the overrun. Seen failing
+    before (ret=100000)."""
+    env = {k: v for k, v in os.environ.items() if k != "GE_PLUGIN_SIM_CHECK"}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ge_plugin.sim",
+            "run",
+            str(DYNAMIC_HW_SAMPLE),
+            str(oms["cnn_hw"]),
+            *_dynamic_hw_files(tmp_path, graphs),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "dynamic hw sample OK (2, 10)" in result.stdout
+    assert result.stderr.count("ge-plugin sim: warning:") == 1, result.stderr
+    over = 2 * 3 * (16 * 16 - 8 * 8) * 4
+    assert "in acl.rt.memcpy at " in result.stderr and "dynamic_hw_sample.py:58 " in result.stderr
+    assert f"runs {over} bytes past its end" in result.stderr
+    assert "a 1536-byte bytes object" in result.stderr and "then 4608 zeros" in result.stderr
+
+
+def test_the_dynamic_hw_samples_read_past_its_image_is_a_finding_under_check(oms, graphs, tmp_path):
+    result = _run(
+        "run", "--check", str(DYNAMIC_HW_SAMPLE), str(oms["cnn_hw"]), *_dynamic_hw_files(tmp_path, graphs)
+    )
+    assert result.returncode == 1
+    assert "ge-plugin sim check: use-after-free in acl.rt.memcpy" in result.stderr
+    assert "runs 4608 bytes past its end" in result.stderr
+    assert "ge-plugin sim: warning:" not in result.stderr
 
 
 def test_run_reports_the_scripts_exit_status_and_leaks(oms, tmp_path):

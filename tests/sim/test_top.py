@@ -32,12 +32,14 @@ def test_install_makes_import_acl_the_simulator(acl, monkeypatch):
 
 
 def test_modules_export_no_constants_like_pyacl(acl):
-    for module in (acl, acl.rt, acl.mdl, acl.util):
+    for module in (acl, acl.rt, acl.mdl, acl.util, acl.media):
         public = [n for n in dir(module) if not n.startswith("_")]
         assert public, module
         for name in public:
             value = getattr(module, name)
-            assert callable(value) or name in ("rt", "mdl", "util"), f"{module.__name__}.{name} is a constant"
+            assert callable(value) or name in ("rt", "mdl", "media", "util"), (
+                f"{module.__name__}.{name} is a constant"
+            )
         assert sorted(module.__all__) == sorted(public)
 
 
