@@ -15,6 +15,7 @@ import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from ge_plugin.errors import BenchError
 from ge_plugin.measure.records import Allocations
@@ -41,9 +42,9 @@ def stub_models(server_pid: int, proc: Path = Path("/proc")) -> dict[int, str]:
     return stubs
 
 
-def read_reports(directory: Path) -> dict[int, dict]:
+def read_reports(directory: Path) -> dict[int, dict[str, Any]]:
     """pid -> the last counters report that process wrote."""
-    reports: dict[int, tuple[int, dict]] = {}
+    reports: dict[int, tuple[int, dict[str, Any]]] = {}
     for path in sorted(Path(directory).glob("sim-*.json")):
         match = _REPORT.fullmatch(path.name)
         if not match:
@@ -58,7 +59,7 @@ def read_reports(directory: Path) -> dict[int, dict]:
     return {pid: data for pid, (_, data) in reports.items()}
 
 
-def mallocs(report: Mapping) -> int:
+def mallocs(report: Mapping[str, Any]) -> int:
     """Device mallocs on every device plus pinned host mallocs."""
     try:
         return sum(int(d["mallocs"]) for d in report["devices"]) + int(report["host_pinned"]["mallocs"])
@@ -67,7 +68,7 @@ def mallocs(report: Mapping) -> int:
 
 
 def served(
-    reports: Mapping[int, Mapping],
+    reports: Mapping[int, Mapping[str, Any]],
     stubs: Mapping[int, str],
     *,
     requests: Mapping[str, int],

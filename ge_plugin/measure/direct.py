@@ -21,8 +21,9 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 import numpy as np
@@ -40,7 +41,9 @@ WINDOWS = 8
 WINDOW_CALLS = 5
 
 
-def time_calls(call, *, seconds: float, min_iterations: int = MIN_ITERATIONS) -> list[float]:
+def time_calls(
+    call: Callable[[], object], *, seconds: float, min_iterations: int = MIN_ITERATIONS
+) -> list[float]:
     """Latencies (s) of ``call()`` repeated until ``seconds`` have passed and ``min_iterations`` were made."""
     latencies = []
     started = time.perf_counter()
@@ -69,7 +72,7 @@ def summarize(
     )
 
 
-def windows(latencies: np.ndarray, batch: int) -> tuple[Pass, ...]:
+def windows(latencies: np.ndarray[Any, Any], batch: int) -> tuple[Pass, ...]:
     """The calls in consecutive stretches (as perf_analyzer's windows are): each its rows/s and p50."""
     count = min(WINDOWS, len(latencies) // WINDOW_CALLS)
     if count < 2:
@@ -80,7 +83,9 @@ def windows(latencies: np.ndarray, batch: int) -> tuple[Pass, ...]:
     )
 
 
-def request_from_input_data(path: Path, dtypes: Mapping[str, np.dtype]) -> dict[str, np.ndarray]:
+def request_from_input_data(
+    path: Path, dtypes: Mapping[str, np.dtype[Any]]
+) -> dict[str, np.ndarray[Any, Any]]:
     """The first entry of a perf_analyzer ``--input-data`` file as one request of batch 1."""
     try:
         entry = json.loads(Path(path).read_text())["data"][0]
@@ -118,7 +123,7 @@ def measure_model(
         for batch in engine.config.params.gears or (1,):
             batch_requests = [request] * batch
 
-            def call(batch_requests=batch_requests) -> None:
+            def call(batch_requests: list[Any] = batch_requests) -> None:
                 for outcome in engine.execute(batch_requests, lifetime=Lifetime.UNTIL_NEXT_CALL):
                     if not isinstance(outcome, dict):
                         raise BenchError(f"{name}: the engine refused the bench's request: {outcome}")
@@ -149,7 +154,7 @@ def measure_model(
 
 def run(
     repo: Path, inputs: Mapping[str, Path], *, seconds: float, min_iterations: int = MIN_ITERATIONS
-) -> dict:
+) -> dict[str, Any]:
     """Measure every model of ``inputs`` (model name -> input-data file); the JSON ``run_child`` reads."""
     from ge_plugin import device
 
@@ -217,7 +222,7 @@ def run_child(
     )
 
 
-def direct_row(data: Mapping) -> DirectRow:
+def direct_row(data: Mapping[str, Any]) -> DirectRow:
     """A DirectRow from its JSON (``attrs.asdict``), its windows included."""
     return DirectRow(**{**data, "windows": tuple(Pass(**w) for w in data.get("windows", ()))})
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import attrs
 import numpy as np
@@ -45,7 +46,7 @@ class Interval:
         raise ValueError(f"no interval verdict for {op!r}")
 
 
-def _bootstrap(groups: Sequence[Sequence[float]], statistic: Callable[..., np.ndarray]) -> Interval:
+def _bootstrap(groups: Sequence[Sequence[float]], statistic: Callable[..., np.ndarray[Any, Any]]) -> Interval:
     """``statistic`` of the groups' medians, and its percentile bootstrap interval over their windows."""
     if not groups or any(len(g) == 0 for g in groups):
         raise ValueError("no windows to estimate from")
@@ -65,8 +66,8 @@ def linear(terms: Sequence[tuple[float, Sequence[float]]], constant: float = 0.0
     """``constant + sum(weight * median(windows))`` with its interval."""
     weights = [w for w, _ in terms]
 
-    def combine(*medians):
-        return constant + sum(w * m for w, m in zip(weights, medians))
+    def combine(*medians: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        return np.asarray(constant + sum(w * m for w, m in zip(weights, medians)))
 
     return _bootstrap([values for _, values in terms], combine)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 from pathlib import Path
+from typing import Any
 
 
 def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
@@ -38,7 +39,7 @@ def memory_gib(meminfo: Path = Path("/proc/meminfo")) -> float | None:
 
 def describe(
     *, tritonserver: str, perf_analyzer: str, load_average: tuple[float, float, float] | None = None
-) -> dict:
+) -> dict[str, Any]:
     """The machine and the software versions; ``load_average`` (1, 5, 15 min) as it was when the run began,
     because other users of a shared host move the numbers."""
     import numpy

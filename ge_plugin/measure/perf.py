@@ -148,7 +148,7 @@ def version() -> str:
     text = out.stdout + out.stderr  # 2.51 prints it on stderr
     for word in text.split():
         if word[:1].isdigit():
-            return word
+            return str(word)
     raise BenchError(f"perf_analyzer --version printed no version: {text.strip()!r}")
 
 
@@ -270,7 +270,7 @@ def window_row(concurrency: int, passes: Sequence[Pass]) -> PerfRow:
     return PerfRow(concurrency=concurrency, throughput=throughput, **times)
 
 
-def _run(cmd: list[str], *, timeout: float) -> subprocess.CompletedProcess:
+def _run(cmd: list[str], *, timeout: float) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(cmd, env=environment(), capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -279,7 +279,7 @@ def _run(cmd: list[str], *, timeout: float) -> subprocess.CompletedProcess:
         raise BenchError(f"cannot run {cmd[0]}: {exc.strerror or exc}") from None
 
 
-def _failure(model: str, concurrency: int, out: subprocess.CompletedProcess, log: Path) -> str:
+def _failure(model: str, concurrency: int, out: subprocess.CompletedProcess[str], log: Path) -> str:
     text = (out.stderr + out.stdout).strip()
     if "libb64" in text:
         return "perf_analyzer needs libb64.so.0d: install Debian's libb64-0d (scripts/system-deps.sh, run by make setup)"
