@@ -21,9 +21,9 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from ge_plugin.bench.machine import describe as describe_machine
-from ge_plugin.bench.perf import _run, binary, parse_csv, version
-from ge_plugin.bench.repository import FLOOR, PY_IDENTITY, build_repository
+from benchmarks.proof.repository import FLOOR, PY_IDENTITY, build_repository
+from ge_plugin.measure.machine import describe as describe_machine
+from ge_plugin.measure.perf import _run, binary, parse_csv, version
 from ge_plugin.serve import ServerOptions, TritonServer, free_port
 
 CASES = {

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ge_plugin.bench.models import __file__ as _models_init
-from ge_plugin.bench.repository import PY_IDENTITY, build_repository
+from benchmarks.proof.models import __file__ as _models_init
+from benchmarks.proof.repository import PY_IDENTITY, build_repository
 from ge_plugin.serve import ServerOptions, TritonServer, free_port
 from ge_plugin.serve.memory import find_jemalloc
 

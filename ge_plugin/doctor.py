@@ -123,8 +123,8 @@ def check_tritonserver() -> Finding:
 
 def check_perf_analyzer() -> Finding:
     """perf_analyzer and the libraries it links (ldd, with the environment the bench gives it)."""
-    from ge_plugin.bench import perf
     from ge_plugin.errors import BenchError
+    from ge_plugin.measure import perf
 
     try:
         binary = perf.binary()

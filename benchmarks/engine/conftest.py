@@ -2,7 +2,7 @@
 doing the same copies, execute and synchronize) and the engine's own host time per execute (the simulator's
 calls stubbed out), with a summary of both at the end of ``make bench-micro``.
 
-The models are the bench's own (``ge_plugin.bench.repository``: the identity and the served tiny LLaMA, sim
+The models are the bench's own (``benchmarks.proof.repository``: the identity and the served tiny LLaMA, sim
 OMs built with ATC's flags, timing-only, no device time), built once per session. The simulated device's
 lock is this session's own, so no other simulator on the host holds it.
 """
@@ -31,8 +31,8 @@ def bench_repository(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     previous = {name: os.environ.get(name) for name in ("GE_PLUGIN_SIM_DEVICE_LOCK_DIR", "GE_PLUGIN_DEVICE")}
     os.environ["GE_PLUGIN_SIM_DEVICE_LOCK_DIR"] = str(locks)
     os.environ.setdefault("GE_PLUGIN_DEVICE", "sim")
+    from benchmarks.proof.repository import build_repository
     from ge_plugin import device
-    from ge_plugin.bench.repository import build_repository
 
     repo = build_repository(Path(tmp_path_factory.mktemp("bench")) / "work")
     yield repo

@@ -1,1 +1,1 @@
-"""``ge-plugin bench``: end-to-end throughput and latency, measured the way Triton users measure."""
+"""``ge-plugin bench``: the user's own specs served through Triton, measured against the direct engine."""

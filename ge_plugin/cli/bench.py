@@ -1,99 +1,53 @@
-"""``ge-plugin bench``: the main job of ``make bench`` (see ge_plugin.bench.run)."""
+"""``ge-plugin bench``: the user's specs through Triton against the direct engine (ge_plugin.bench.run)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from ge_plugin.cli._common import add_command
+from ge_plugin.cli._common import add_command, argument_type
 
 EXAMPLES = """
-  ge-plugin bench                          # as `make bench` runs it: bench-results/report.{md,json}, PNG
-  ge-plugin bench --quick -o /tmp/bench    # every model once, short windows: checks the pipeline only
-  ge-plugin bench --model ge_identity --model py_identity --concurrency 1,8
-  ge-plugin bench --model replica_ge_llama --replica-concurrency 16,24,32
+  ge-plugin bench specs/llama.yaml --profile llama-910b.json              # on the simulator: a device profile
+  ge-plugin bench specs/llama.yaml specs/bert.yaml --concurrency 1,8,16 -o /tmp/bench
 """
 
 
 def _concurrencies(text: str) -> tuple[int, ...]:
-    from ge_plugin.bench.run import parse_concurrencies
+    from ge_plugin.tune.space import parse_ints
 
-    try:
-        return parse_concurrencies(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return parse_ints(text, minimum=0)  # the options record says which values it takes
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(
         subparsers,
         "bench",
-        help="the seed's table replicated on a simulated device, and ge's host cost against its floors",
+        help="your specs served through Triton, measured against the engine alone",
         description=(
-            "One tritonserver serves ge's identity and tiny LLaMA next to Python-backend floors for the same "
-            "tensors (host phase: the simulator computes nothing and takes no device time), and the tiny LLaMA "
-            "on a simulated device that takes the seed's direct AscendCL times per batch (replica: 78 / 145 / "
-            "220 ms at batch 1 / 4 / 8), as served, with 1 x 1 and 1 x 2 instances x streams, and as the naive "
-            "per-request pyACL model. perf_analyzer measures each over gRPC; the engine is also timed in-process "
-            "without Triton. Writes a markdown report, a JSON file and a PNG, and prints the targets. Every "
-            "figure is the CPU simulator's, labelled so: none is NPU time."
+            "Each spec is rendered, compiled (a sim OM here, ATC's on an Ascend host), served by one "
+            "tritonserver and measured by perf_analyzer over gRPC at each concurrency; then the engine is timed "
+            "in-process without Triton, per batch gear. Prints one table: what Triton and the ge backend add "
+            "to the engine for your models on this host. On the simulator every gear takes a profile's device "
+            "time (--profile), and every figure says so."
         ),
         examples=EXAMPLES,
     )
-    parser.add_argument(
-        "-o",
-        "--output",
-        type=Path,
-        default=Path("bench-results"),
-        help="report folder (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="every model once at batch 1 and concurrency 1, 300 ms windows, no stability check",
-    )
+    parser.add_argument("specs", nargs="+", type=Path, metavar="SPEC", help="model spec YAML files")
+    parser.add_argument("-o", "--output", type=Path, help="work folder (default: bench-results)")
     parser.add_argument(
         "--concurrency",
-        type=_concurrencies,
+        dest="concurrencies",
+        type=argument_type(_concurrencies),
         metavar="C,C,...",
-        help="the identity pair's concurrencies (default: 1,4,8,16)",
+        help="perf_analyzer concurrencies (default: 1,4,8)",
+    )
+    parser.add_argument("--profile", type=Path, metavar="FILE", help="device time per gear (docs/tune.md)")
+    parser.add_argument(
+        "--measurement-ms", type=int, metavar="MS", help="perf_analyzer window (default: 2000)"
     )
     parser.add_argument(
-        "--replica-concurrency",
-        type=_concurrencies,
-        metavar="C,C,...",
-        help="the replica LLaMA's batch-1 concurrencies for the most throughput (default: 16,32)",
-    )
-    parser.add_argument(
-        "--measurement-ms", type=int, metavar="MS", help="perf_analyzer window, host phase (default: 2000)"
-    )
-    parser.add_argument(
-        "--replica-measurement-ms",
-        type=int,
-        metavar="MS",
-        help="perf_analyzer window, replica (default: 4000: its requests take 78-220 ms)",
-    )
-    parser.add_argument(
-        "--stability", type=int, metavar="PERCENT", help="perf_analyzer --stability-percentage (default: 20)"
-    )
-    parser.add_argument(
-        "--max-trials", type=int, metavar="N", help="perf_analyzer windows at most (default: 5)"
-    )
-    parser.add_argument(
-        "--seq",
-        type=int,
-        default=16,
-        help="tokens per LLaMA row, a sequence gear: 16, 32, 64 or 128 (default: 16)",
-    )
-    parser.add_argument(
-        "--direct-seconds", type=float, metavar="S", help="direct engine time per batch size (default: 2)"
-    )
-    parser.add_argument(
-        "--model",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="measure only these models (repeatable); the report names them all",
+        "--direct-seconds", type=float, metavar="S", help="direct engine time per model (default: 2)"
     )
     parser.set_defaults(func=run)
 
@@ -103,18 +57,8 @@ def run(args: argparse.Namespace) -> int:
 
     from ge_plugin.bench.run import BenchOptions, run_bench
 
-    base = BenchOptions.quick() if args.quick else BenchOptions()
-    changes = {"output": args.output, "seq": args.seq, "models": tuple(dict.fromkeys(args.model))}
-    for field, value in (
-        ("concurrencies", args.concurrency),
-        ("replica_concurrencies", args.replica_concurrency),
-        ("measurement_ms", args.measurement_ms),
-        ("replica_measurement_ms", args.replica_measurement_ms),
-        ("stability_percentage", args.stability),
-        ("max_trials", args.max_trials),
-        ("direct_seconds", args.direct_seconds),
-    ):
-        if value is not None:
-            changes[field] = value
-    run_bench(attrs.evolve(base, **changes))
+    given = vars(args)
+    fields = {field.name for field in attrs.fields(BenchOptions)}
+    options = {name: given[name] for name in fields & given.keys() if given[name] is not None}
+    run_bench(BenchOptions(**{**options, "specs": tuple(args.specs)}))
     return 0

@@ -28,6 +28,11 @@ def _gear_sets(pairs: bool):
     return argument_type(lambda text: parse_gear_sets(text, pairs=pairs))
 
 
+def _fraction(text: str) -> float:
+    """A percentage as the fraction the options record holds."""
+    return float(text) / 100
+
+
 def _names(text: str) -> tuple[str, ...]:
     return tuple(n.strip() for n in text.split(",") if n.strip())
 
@@ -61,14 +66,14 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--min-throughput",
         type=float,
-        default=0.0,
+        default=0.0,  # a Constraints field, given as one with the latency
         metavar="N",
         help="and at least this many inferences per second",
     )
     parser.add_argument(
         "--concurrency",
-        type=_ints(1),
-        default=(1, 4, 8),
+        dest="concurrencies",
+        type=_ints(0),  # the options record says which values it takes
         metavar="C,C,...",
         help="perf_analyzer concurrencies each candidate is measured at (default: 1,4,8)",
     )
@@ -81,9 +86,7 @@ def register(subparsers) -> None:
         action="store_true",
         help="the seed's published LLaMA-7B times (78 / 145 / 220 ms at batch 1 / 4 / 8) as the device time",
     )
-    parser.add_argument(
-        "-o", "--output", type=Path, default=Path("tune-results"), help="report folder (default: %(default)s)"
-    )
+    parser.add_argument("-o", "--output", type=Path, help="report folder (default: tune-results)")
     parser.add_argument(
         "--output-spec",
         type=Path,
@@ -91,20 +94,20 @@ def register(subparsers) -> None:
         help="where the tuned spec goes (default: OUTPUT/<spec file>)",
     )
     parser.add_argument(
-        "--budget-minutes", type=float, default=30.0, metavar="MIN", help="time for the sweep (default: 30)"
+        "--budget-minutes", type=float, metavar="MIN", help="time for the sweep (default: 30)"
     )
     parser.add_argument(
-        "--measurement-ms", type=int, default=2000, metavar="MS", help="perf_analyzer window (default: 2000)"
+        "--measurement-ms", type=int, metavar="MS", help="perf_analyzer window (default: 2000)"
     )
     parser.add_argument(
         "--stability",
+        dest="stability_percentage",
         type=int,
-        default=20,
         metavar="PERCENT",
         help="perf_analyzer --stability-percentage (default: 20)",
     )
     parser.add_argument(
-        "--max-trials", type=int, default=6, metavar="N", help="perf_analyzer windows at most (default: 6)"
+        "--max-trials", type=int, metavar="N", help="perf_analyzer windows at most (default: 6)"
     )
     parser.add_argument(
         "--input-data",
@@ -127,6 +130,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--queue-delays-us",
+        dest="max_queue_delay_us",
         type=_ints(0),
         metavar="US,US,...",
         help="max_queue_delay_us values (default: 0,500,...,64000)",
@@ -151,52 +155,38 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--tolerance",
-        type=float,
-        default=5.0,
+        type=_fraction,
         metavar="PERCENT",
         help="how much more throughput (or less p99) a change must bring to count as better; below it the "
         "input spec's value is kept (default: 5, about perf_analyzer's run-to-run spread here)",
     )
     parser.add_argument(
-        "--no-confirm", action="store_true", help="skip the confirming run of the written spec"
+        "--no-confirm",
+        dest="confirm",
+        action="store_false",
+        help="skip the confirming run of the written spec",
     )
     parser.set_defaults(func=run)
 
 
+#: the knobs whose ladder a flag replaces, each under the knob's own name
+LADDERS = ("instances", "streams", "max_queue_delay_us", "batch_gears", "dims_gears", "image_sizes")
+
+
 def run(args: argparse.Namespace) -> int:
+    import attrs
+
     from ge_plugin.tune.records import Constraints
     from ge_plugin.tune.run import TuneOptions, run_tune
-    from ge_plugin.tune.space import KNOBS
 
-    ladders: dict = {}
-    for knob, value in (
-        ("instances", args.instances),
-        ("streams", args.streams),
-        ("max_queue_delay_us", args.queue_delays_us),
-        ("batch_gears", args.batch_gears),
-        ("dims_gears", args.dims_gears),
-        ("image_sizes", args.image_sizes),
-    ):
-        if value is not None:
-            ladders[knob] = value
+    given = vars(args)
+    fields = {field.name for field in attrs.fields(TuneOptions)} - {"constraints", "ladders"}
+    options = {name: given[name] for name in fields & given.keys() if given[name] is not None}
     run_tune(
         TuneOptions(
-            spec=args.spec,
+            **options,
             constraints=Constraints(args.latency_p99_ms, args.min_throughput),
-            concurrencies=args.concurrency,
-            output=args.output,
-            output_spec=args.output_spec,
-            profile=args.profile,
-            seed_profile=args.seed_profile,
-            budget_minutes=args.budget_minutes,
-            measurement_ms=args.measurement_ms,
-            stability_percentage=args.stability,
-            max_trials=args.max_trials,
-            input_data=args.input_data,
-            knobs=args.knobs or KNOBS,
-            ladders=ladders,
-            confirm=not args.no_confirm,
-            tolerance=args.tolerance / 100,
+            ladders={knob: given[knob] for knob in LADDERS if given[knob] is not None},
         )
     )
     return 0

@@ -1,6 +1,6 @@
 """The device layer: the only code in ge-plugin's serving path that calls pyACL (real or simulated).
 
-One exception, on purpose: the bench's naive baseline (``ge_plugin/bench/models/naive_llama.py``) calls pyACL
+One exception, on purpose: the bench's naive baseline (``benchmarks/proof/models/naive_llama.py``) calls pyACL
 directly, per request, because it stands for the hand-written code people put in a Python backend.
 """
 

@@ -454,13 +454,18 @@ def _version_hooks(converter: cattrs.Converter) -> None:
             raise ValueError(
                 f"expected all, {{latest: N}} or {{specific: [versions]}}, got {_describe_value(obj)}"
             )
-        return policy(obj, type_)
+        structured: VersionPolicy = policy(obj, type_)
+        return structured
 
     converter.register_structure_hook(VersionFiles, structure_files)
     converter.register_structure_hook(VersionPolicy, structure_policy)
 
 
-def _checked_container(kind: str, accepts: tuple[type, ...], inner: Callable[[Any, Any], Any]) -> Callable:
+#: a cattrs structure hook: (the YAML value, the type asked for) -> the structured value
+Hook = Callable[[Any, Any], Any]
+
+
+def _checked_container(kind: str, accepts: tuple[type, ...], inner: Hook) -> Hook:
     def structure(obj: Any, type_: Any) -> Any:
         if not isinstance(obj, accepts):
             raise ValueError(f"expected {kind}, got {_describe_value(obj)}")
@@ -469,18 +474,18 @@ def _checked_container(kind: str, accepts: tuple[type, ...], inner: Callable[[An
     return structure
 
 
-def _attrs_factory(cls: type, converter: cattrs.Converter) -> Callable:
+def _attrs_factory(cls: type, converter: cattrs.Converter) -> Hook:
     omitted = {f.name: override(omit=True) for f in attrs.fields(cls) if f.metadata.get(NOT_IN_YAML)}
     # mypy matches the unpacked dict against every keyword parameter, not only the **overrides it fills
-    structure: Callable = make_dict_structure_fn(cls, converter, **omitted)  # type: ignore[arg-type]
+    structure: Hook = make_dict_structure_fn(cls, converter, **omitted)  # type: ignore[arg-type]
     return _checked_container("a mapping", (Mapping,), structure)
 
 
-def _tuple_factory(type_: Any, converter: cattrs.Converter) -> Callable:
+def _tuple_factory(type_: Any, converter: cattrs.Converter) -> Hook:
     return _checked_container("a list", (list, tuple), homogenous_tuple_structure_factory(type_, converter))
 
 
-def _dict_factory(type_: Any, converter: cattrs.Converter) -> Callable:
+def _dict_factory(type_: Any, converter: cattrs.Converter) -> Hook:
     return _checked_container("a mapping", (Mapping,), mapping_structure_factory(type_, converter))
 
 

@@ -13,6 +13,7 @@ reached again through aliases, the document is refused before anything else read
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Union
 
 import attrs
@@ -68,7 +69,8 @@ class MarkedLoader(yaml.SafeLoader):
         self._revisited = 0
 
     def compose_node(self, parent: Node | None, index: Any) -> Node | None:
-        event = self.peek_event()
+        peek: Callable[[], Any] = self.peek_event  # PyYAML's stubs leave it untyped
+        event = peek()
         node = super().compose_node(parent, index)
         if not isinstance(event, AliasEvent) and getattr(event, "anchor", None):
             self._anchors[id(node)] = event.anchor

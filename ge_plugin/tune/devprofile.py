@@ -1,6 +1,6 @@
 """Measuring a device-time profile: every gear of a model timed by the engine alone, no Triton.
 
-This is the bench's direct engine (``ge_plugin.bench.direct``) pointed at gears instead of batch sizes: the
+This is the bench's direct engine (``ge_plugin.measure.direct``) pointed at gears instead of batch sizes: the
 spec is rendered, its OM built (a sim OM here, ATC's on an Ascend host, or the one given), and for each gear
 the engine runs a batch that lands exactly on it, after a warm-up, for ``seconds``. The engine's own clock
 gives the time each execute spent on the stream (copies in, the execute, copies out, until the stream was
@@ -18,8 +18,8 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ge_plugin.bench.direct import summarize, time_calls
 from ge_plugin.errors import TuneError
+from ge_plugin.measure.direct import summarize, time_calls
 from ge_plugin.render import write_repository
 from ge_plugin.spec.model import ModelSpec
 from ge_plugin.tune.profile import profile_json

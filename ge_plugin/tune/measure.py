@@ -23,10 +23,10 @@ from typing import Any, Optional
 import attrs
 
 from ge_plugin.atc.command import atc_args
-from ge_plugin.bench import perf
-from ge_plugin.bench.records import BenchModel
-from ge_plugin.bench.serverstats import ServerStats, window
 from ge_plugin.errors import BenchError, GePluginError, ServeError, SpecError, TuneError
+from ge_plugin.measure import perf
+from ge_plugin.measure.records import BenchModel
+from ge_plugin.measure.serverstats import ServerStats, window
 from ge_plugin.render import write_repository
 from ge_plugin.serve import ServerOptions, TritonServer, free_port
 from ge_plugin.spec.model import ModelSpec

@@ -49,25 +49,26 @@ class TuneOptions:
     #: how much better a step must be to count (and a choice to beat the input spec), as a fraction
     tolerance: float = TOLERANCE
 
-    def check(self) -> None:
+    def __attrs_post_init__(self) -> None:
+        """TuneError naming every value that is wrong, in the sweep's words: a record that exists is valid."""
         problems = []
         if not self.concurrencies or any(c < 1 for c in self.concurrencies):
-            problems.append(f"--concurrency needs values >= 1, got {list(self.concurrencies)}")
+            problems.append(f"concurrencies must be integers >= 1, got {list(self.concurrencies)}")
         if not self.constraints.latency_p99_ms > 0:
-            problems.append(f"--latency-p99-ms must be > 0, got {self.constraints.latency_p99_ms:g}")
+            problems.append(f"the p99 latency budget must be > 0 ms, got {self.constraints.latency_p99_ms:g}")
         if self.constraints.min_throughput < 0:
-            problems.append(f"--min-throughput must be >= 0, got {self.constraints.min_throughput:g}")
+            problems.append(f"the least throughput must be >= 0, got {self.constraints.min_throughput:g}")
         if not self.budget_minutes > 0:
-            problems.append(f"--budget-minutes must be > 0, got {self.budget_minutes:g}")
+            problems.append(f"the sweep's budget must be > 0 minutes, got {self.budget_minutes:g}")
         if not 0 <= self.tolerance < 1:
-            problems.append(f"--tolerance must be between 0 and 100 percent, got {self.tolerance * 100:g}")
+            problems.append(f"the tolerance must be between 0 and 100 percent, got {self.tolerance * 100:g}")
         if self.measurement_ms < 100:
-            problems.append(f"--measurement-ms must be >= 100, got {self.measurement_ms}")
+            problems.append(f"a measurement window must be >= 100 ms, got {self.measurement_ms}")
         if self.profile is not None and self.seed_profile:
-            problems.append("--profile and --seed-profile exclude each other")
+            problems.append("a profile file and the seed's profile exclude each other")
         unknown = [k for k in self.knobs if k not in KNOBS]
         if unknown:
-            problems.append(f"--knobs {', '.join(unknown)}: unknown; the knobs are {', '.join(KNOBS)}")
+            problems.append(f"knobs {', '.join(unknown)}: unknown; the knobs are {', '.join(KNOBS)}")
         if problems:
             raise TuneError("; ".join(problems))
 
@@ -97,7 +98,6 @@ def device_kind() -> str:
 def run_tune(
     options: TuneOptions, *, say: Callable[[str], None] = print, kind: Optional[str] = None
 ) -> Outcome:
-    options.check()
     report.require_matplotlib()
     spec = load_spec(options.spec)
     text = Path(options.spec).read_text(encoding="utf-8")
@@ -292,7 +292,7 @@ def _profile(options: TuneOptions, spec: ModelSpec, kind: str) -> Optional[Devic
 
 
 def _label(kind: str) -> str:
-    from ge_plugin.bench import machine
+    from ge_plugin.measure import machine
 
     if kind == SIM:
         return machine.label(machine.cores())
@@ -300,7 +300,7 @@ def _label(kind: str) -> str:
 
 
 def _machine(server_version: str, load: Sequence[float]) -> dict[str, Any]:
-    from ge_plugin.bench import machine, perf
+    from ge_plugin.measure import machine, perf
 
     try:
         perf_version = perf.version()

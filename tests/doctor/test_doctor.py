@@ -96,7 +96,7 @@ def test_doctor_checks_the_glibc_tritonserver_needs(monkeypatch, confstr, status
 
 
 def test_doctor_warns_when_perf_analyzer_misses_a_library(monkeypatch):
-    from ge_plugin.bench import perf
+    from ge_plugin.measure import perf
 
     monkeypatch.setattr(perf, "environment", lambda base=None: {"PATH": "/usr/bin:/bin"})
     finding = doctor.check_perf_analyzer()

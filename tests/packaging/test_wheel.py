@@ -25,6 +25,10 @@ from packaging.version import Version
 
 from ge_plugin.deploy.dockerfile import dockerfile
 
+#: the proof's own files (benchmarks/proof): our targets, the seed's table, the comparison models, the report
+PROOF_FILES = {"ratios.py", "seed.py", "py_logits.py", "py_logits_paced.py", "py_identity.py", "naive_llama.py",
+               "report_json.py", "markdown.py", "analysis.py"}  # fmt: skip
+
 pytestmark = [pytest.mark.slow, pytest.mark.packaging]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -134,11 +138,15 @@ def test_make_dist_wheel_installs_as_users_install_it_resolving_the_tested_versi
     assert {
         "ge_plugin/demo/specs/llama.yaml",
         "ge_plugin/demo/specs/bert.yaml",
-        "ge_plugin/bench/specs/llama.yaml",
         "ge_plugin/models/llama.py",
         "ge_plugin/models/bert.py",
         "ge_plugin/backend/model.py",
     } <= in_wheel
+    # what proves our targets is not what users run: no target, seed table, comparison model or bench spec
+    proof = [
+        name for name in in_wheel if name.startswith("benchmarks/") or PROOF_FILES & set(name.split("/"))
+    ]
+    assert proof == [], f"the proof's files in the wheel: {proof}"
     # every dependency has an upper bound, so a future release cannot slip in
     for requirement in direct_requirements(requires, ("sim", "serve", "bench")):
         assert any(spec.operator in ("<", "==", "~=") for spec in requirement.specifier), str(requirement)

@@ -159,5 +159,5 @@ def test_options_refuse_a_non_positive_latency(bad, tmp_path):
     from ge_plugin.errors import TuneError
     from ge_plugin.tune.run import TuneOptions
 
-    with pytest.raises(TuneError, match="--latency-p99-ms must be > 0"):
-        TuneOptions(spec=tmp_path / "x.yaml", constraints=Constraints(bad)).check()
+    with pytest.raises(TuneError, match="the p99 latency budget must be > 0 ms"):
+        TuneOptions(spec=tmp_path / "x.yaml", constraints=Constraints(bad))
