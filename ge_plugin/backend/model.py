@@ -47,7 +47,7 @@ class TritonPythonModel:
                 self.generating = GenerateModel(pb_utils, args, config)
             except GePluginError as exc:
                 raise pb_utils.TritonModelException(f"model {config.get('name', '')!r}: {exc}") from None
-            self.execute = self.generating.execute  # type: ignore[method-assign,assignment]
+            self.execute = self.generating.execute  # type: ignore[method-assign]
             self.finalize = self.generating.finalize  # type: ignore[method-assign]
             return
         self.name = args.get("model_name", config.get("name", ""))
