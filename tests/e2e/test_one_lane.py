@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import pytest
 
 from benchmarks.proof.repository import FLOOR, PY_IDENTITY, REPLICA_1X1, build_repository
-from ge_plugin.measure.perf import _run, binary
+from ge_plugin.measure.perf import SERVER_APIS, _run, binary
 
 pytestmark = pytest.mark.e2e
 
@@ -70,7 +70,9 @@ def _queued_us(server, model: str, input_data, shape: str) -> float:
 
 
 def test_back_to_back_requests_never_wait_for_the_batchers_poll(bench_repository, own_server):
-    server = own_server(bench_repository.root, model_control_mode="explicit", load_models=[MODEL])
+    server = own_server(
+        bench_repository.root, model_control_mode="explicit", load_models=[MODEL], open_apis=SERVER_APIS
+    )
     queued_us = _queued_us(server, MODEL, bench_repository.inputs[MODEL], "input_ids:16")
     # one request in flight at a time: each finds the instance free, so none waits long in the queue
     assert queued_us < POLL_US / 2, (
@@ -88,7 +90,9 @@ C1_FLOORS = {FLOOR: "input_ids:16", PY_IDENTITY: "INPUT0:16"}
 def test_a_floor_answers_back_to_back_requests_without_the_batchers_poll(bench_repository, own_server, floor):
     """The bench reads ge against these floors: a floor that meets the poll on a busy host measures the host's
     load, not Triton's cost (py_logits at c=1 once gave a p50 of 502,808 µs)."""
-    server = own_server(bench_repository.root, model_control_mode="explicit", load_models=[floor])
+    server = own_server(
+        bench_repository.root, model_control_mode="explicit", load_models=[floor], open_apis=SERVER_APIS
+    )
     queued_us = _queued_us(server, floor, bench_repository.inputs[floor], C1_FLOORS[floor])
     assert queued_us < POLL_US / 2, (
         f"{floor}: {REQUESTS} requests sent one after the other waited {queued_us / 1000:.0f} ms in Triton's "
