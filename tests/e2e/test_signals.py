@@ -124,8 +124,34 @@ def test_serve_stopped_by_sigterm(session_models, triton_work_dir):
 
 
 def test_bench_stopped_by_sigterm(tmp_path):
+    from ge_plugin.models import write_model
+    from ge_plugin.models.identity_model import identity
+
+    write_model(tmp_path / "identity.onnx", identity())
+    spec = tmp_path / "identity_bench.yaml"
+    spec.write_text(
+        "name: identity_bench\n"
+        "model: {om: identity.om, source: identity.onnx, soc_version: Ascend910B3}\n"
+        "inputs: [{name: INPUT0, dtype: fp32, dims: [16]}]\n"
+        "outputs: [{name: OUTPUT0, dtype: fp32, dims: [16]}]\n"
+        "batching: {gears: [1, 2]}\n"
+    )
+    profile = tmp_path / "profile.json"
+    profile.write_text('{"execute_latency_ms": {"base_ms": 1.0}}')
     status, left = signalled(
-        ["bench", "--quick", "--model", "ge_identity", "-o", str(tmp_path)], signal.SIGTERM
+        [
+            "bench",
+            str(spec),
+            "--profile",
+            str(profile),
+            "--concurrency",
+            "1",
+            "--measurement-ms",
+            "60000",
+            "-o",
+            str(tmp_path / "out"),
+        ],
+        signal.SIGTERM,
     )
     assert status == 128 + signal.SIGTERM
     assert left == []
