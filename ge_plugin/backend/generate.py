@@ -80,8 +80,9 @@ class GenerateModel:
         self._watcher = threading.Thread(target=self._watch, name="ge-generate-cancel", daemon=True)
         self._watcher.start()
         from ge_plugin.backend.generate_metrics import GenerateMetrics
+        from ge_plugin.backend.metrics import instance_labels
 
-        labels = {"model": self.name, "version": version, "instance": instance, "device": str(self.device_id)}
+        labels = instance_labels(self.name, version, instance, self.device_id)
         self.metrics = GenerateMetrics(
             pb_utils, self.generator.stats, labels, params.metrics_interval_ms, self.generator.layout
         )

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Protocol
 
+from ge_plugin import device
 from ge_plugin.engine.stats import EXECUTE_BUCKETS_US, EngineStats
 from ge_plugin.errors import GePluginError
 
@@ -82,6 +83,20 @@ DURATION = "ge_execute_duration_us"
 INFO = "ge_backend_info"
 #: how often an instance whose labels are still held by its predecessor tries again
 LEASE_RETRY_S = 0.05
+
+
+def instance_labels(model: str, version: str, instance: str, device_id: int) -> dict[str, str]:
+    """The labels of every ``ge_*`` series of one instance: ``device`` is the id the process uses (0..N-1 in
+    a pod), ``physical_id`` the chip the runtime says it is (empty where it cannot say), which is what
+    node-level NPU metrics (npu-exporter's ``id``, npu-smi) are keyed by. Read once, at load."""
+    chip = device.physical_id(device_id)
+    return {
+        "model": model,
+        "version": version,
+        "instance": instance,
+        "device": str(device_id),
+        "physical_id": "" if chip is None else str(chip),
+    }
 
 
 class _Metric(Protocol):

@@ -27,7 +27,7 @@ import triton_python_backend_utils as pb_utils
 from ge_plugin import __version__, device, fastpath, gone_clients
 from ge_plugin.backend import timing
 from ge_plugin.backend.generate import GenerateModel, is_generating
-from ge_plugin.backend.metrics import MetricsPublisher
+from ge_plugin.backend.metrics import MetricsPublisher, instance_labels
 from ge_plugin.backend.triton_log import log_to_triton
 from ge_plugin.engine import Answer, Engine, Lifetime
 from ge_plugin.errors import GePluginError, RequestError, UnavailableError
@@ -71,12 +71,12 @@ class TritonPythonModel:
             serving.inputs[0].name if len(serving.inputs) == 1 and not self.bf16_inputs else None
         )
         self.only_output = serving.outputs[0].name if self.one_output and not self.bf16_outputs else None
-        labels = {
-            "model": self.name,
-            "version": str(args.get("model_version", "1")),
-            "instance": args.get("model_instance_name", ""),
-            "device": str(self.engine.device_id),
-        }
+        labels = instance_labels(
+            self.name,
+            str(args.get("model_version", "1")),
+            args.get("model_instance_name", ""),
+            self.engine.device_id,
+        )
         self.metrics = MetricsPublisher(
             pb_utils,
             self.engine.stats,

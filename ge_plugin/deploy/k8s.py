@@ -853,7 +853,17 @@ def service_monitor(options: K8sOptions) -> Obj:
         "metadata": found,
         "spec": {
             "selector": {"matchLabels": selector_labels(options)},
-            "endpoints": [{"port": "metrics", "path": "/metrics", "interval": "15s"}],
+            "endpoints": [
+                {
+                    "port": "metrics",
+                    "path": "/metrics",
+                    "interval": "15s",
+                    # the node, so that an instance's physical_id joins npu-exporter's id of the same node
+                    "relabelings": [
+                        {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"}
+                    ],
+                }
+            ],
         },
     }
 

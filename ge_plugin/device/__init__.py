@@ -16,7 +16,7 @@ from ge_plugin.device.buffers import (
 )
 from ge_plugin.device.context import Context, Stream
 from ge_plugin.device.om import Dataset, OmModel, TensorInfo
-from ge_plugin.device.runtime import acquire, check, finalize, release
+from ge_plugin.device.runtime import acquire, check, finalize, physical_id, release
 
 __all__ = [
     "Context",
@@ -35,6 +35,7 @@ __all__ = [
     "finalize",
     "kind",
     "memory_info",
+    "physical_id",
     "release",
     "zero",
 ]

@@ -104,3 +104,21 @@ def reset_for_tests() -> None:
     global _config_json, _users
     with _lock:
         _config_json, _users = "", 0
+
+
+def physical_id(device_id: int) -> int | None:
+    """The physical chip behind ``device_id`` (the id npu-smi and the cluster's NPU exporter use), or None.
+
+    In a container the device plugin hands a pod N NPUs that its processes number 0..N-1, so the pod-local
+    id cannot be joined with node-level NPU metrics; ``acl.rt.get_phy_dev_id_by_logic_dev_id`` (CANN 8, which
+    takes the id a process passes to ``set_device``) says which chip it is. A CANN without the call, or a
+    runtime that refuses it, leaves the answer unknown rather than guessed.
+    """
+    get = getattr(acl().rt, "get_phy_dev_id_by_logic_dev_id", None)
+    if get is None:
+        return None
+    phy, ret = get(device_id)
+    if ret != C.ACL_SUCCESS:
+        recent_error_message()  # keep the refusal out of later errors' messages
+        return None
+    return int(phy)

@@ -39,6 +39,7 @@ FAULTABLE = frozenset(
         "rt.reset_device",
         "rt.get_device",
         "rt.get_device_count",
+        "rt.get_phy_dev_id_by_logic_dev_id",
         "rt.create_context",
         "rt.set_context",
         "rt.get_context",

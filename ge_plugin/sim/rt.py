@@ -10,6 +10,7 @@ copies and memsets are checked and counted but move no byte (see ``device_time``
 """
 
 import ctypes as _ctypes
+import os as _os
 from typing import NamedTuple as _NamedTuple
 from typing import Protocol as _Protocol
 
@@ -70,6 +71,7 @@ __all__ = [
     "get_device_count",
     "get_device_info",
     "get_mem_info",
+    "get_phy_dev_id_by_logic_dev_id",
     "get_run_mode",
     "launch_callback",
     "malloc",
@@ -139,6 +141,36 @@ def get_device() -> tuple[int, int]:
 def get_device_count() -> tuple[int, int]:
     """``count, ret``."""
     return len(_SIM.devices), 0
+
+
+@_acl_call("acl.rt.get_phy_dev_id_by_logic_dev_id", _a.i, failure=_value_and_ret(0))
+def get_phy_dev_id_by_logic_dev_id(device_id: int, /) -> tuple[int, int]:
+    """``phy_dev_id, ret``: the chip behind a device id as a process numbers it (CANN says the argument is
+    really the user device id). Outside a container the two are the same; in one, the Ascend container
+    runtime mounts the chips its ``ASCEND_VISIBLE_DEVICES`` lists (``4,5`` or ``Ascend910-4,Ascend910-5``)
+    and the process sees them as 0..N-1 in the order of their ids."""
+    _s.device(device_id)
+    chips = _visible_chips()
+    if chips is None:
+        return device_id, 0
+    if device_id >= len(chips):
+        raise _Fail(
+            _C.ACL_ERROR_INVALID_PARAM,
+            f"device {device_id} is not one of the {len(chips)} NPUs ASCEND_VISIBLE_DEVICES gives this container",
+        )
+    return chips[device_id], 0
+
+
+def _visible_chips() -> list[int] | None:
+    text = _os.environ.get("ASCEND_VISIBLE_DEVICES", "").strip()
+    if not text:
+        return None
+    try:
+        return sorted(int(item.rsplit("-", 1)[-1]) for item in text.split(","))
+    except ValueError:
+        raise _Fail(
+            _C.ACL_ERROR_INVALID_PARAM, f"ASCEND_VISIBLE_DEVICES={text!r} is not a list of NPU ids"
+        ) from None
 
 
 @_acl_call("acl.rt.create_context", _a.i, failure=_value_and_ret(0))

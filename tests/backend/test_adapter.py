@@ -182,6 +182,19 @@ def test_adapter_logs_its_gears_as_plain_labels(pb_utils, identity_repo, args_fo
     assert any(", gears 1, 2, 4, 8, " in line for line in pb_utils.Logger.lines), pb_utils.Logger.lines
 
 
+def test_adapter_labels_its_metrics_with_the_chip_the_runtime_names(
+    pb_utils, identity_repo, args_for, monkeypatch
+):
+    """``device`` is the pod-local id, ``physical_id`` the chip npu-exporter's ``id`` names (issue 32 §2)."""
+    monkeypatch.setenv("ASCEND_VISIBLE_DEVICES", "Ascend910-5")
+    model = load_model(pb_utils)
+    model.initialize(args_for(identity_repo))
+    model.metrics.flush()
+    labels = model.metrics._metrics["ge_device_busy_seconds_total"].labels
+    model.finalize()
+    assert (labels["device"], labels["physical_id"]) == ("0", "5")
+
+
 def test_adapter_publishes_npu_busy_time_and_memory_on_the_timer(pb_utils, identity_repo, args_for):
     model = load_model(pb_utils)
     model.initialize(args_for(identity_repo, metrics_interval_ms="3600000"))

@@ -688,6 +688,11 @@ def test_service_monitor_carries_the_release_label_kube_prometheus_stack_selects
 
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     assert monitor["spec"]["selector"]["matchLabels"] == k8s_module.selector_labels(_options())
+    # the node, for joining physical_id with npu-exporter's id (issue 32)
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["relabelings"] == [
+        {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"}
+    ]
 
 
 @pytest.mark.parametrize(

@@ -52,7 +52,7 @@ def test_every_model_instance_has_every_ge_family(server, session_models):
             assert samples, f"{family} has no sample for {model}"
             for labels, _ in samples:
                 assert labels["version"] == "1" and labels["instance"] == "npu0_0", labels
-                assert labels["device"] == "0", labels
+                assert labels["device"] == "0" and labels["physical_id"] == "0", labels  # no container here
     gears = {labels["gear"] for labels, _ in metrics.select("ge_executes_total", **IDENTITY)}
     assert gears <= {"1", "2", "4", "8"} and "1" in gears
 
@@ -157,3 +157,17 @@ def test_npu_busy_time_and_memory_are_published_and_move(server):
     for _, fraction in after.select("ge_device_busy_fraction"):
         assert 0.0 <= fraction <= 1.0
     assert after.types["ge_device_busy_seconds_total"] == "counter"
+
+
+def test_in_a_container_the_metrics_name_the_physical_chip(own_server, reload_repo):
+    """The device plugin gave this pod chip 4 (ASCEND_VISIBLE_DEVICES, as the Ascend container runtime sets
+    it): the instance uses it as device 0, and its series say both, so they join with npu-exporter's ``id``."""
+    server = own_server(reload_repo, environment={"ASCEND_VISIBLE_DEVICES": "Ascend910-4"})
+    server.wait_until(
+        "reload_one's metrics",
+        lambda: bool(server.metrics().select("ge_device_memory_bytes", model="reload_one")),
+    )
+    for family in ("ge_device_memory_bytes", "ge_device_busy_seconds_total", "ge_rows_total"):
+        samples = server.metrics().select(family, model="reload_one")
+        assert samples, family
+        assert {(labels["device"], labels["physical_id"]) for labels, _ in samples} == {("0", "4")}, family

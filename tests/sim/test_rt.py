@@ -45,6 +45,27 @@ def test_default_device_count_is_eight(acl):
     assert acl.rt.get_device_count() == (8, 0)
 
 
+def test_physical_id_is_the_device_id_outside_a_container(acl, monkeypatch):
+    monkeypatch.delenv("ASCEND_VISIBLE_DEVICES", raising=False)
+    assert acl.init() == 0
+    assert acl.rt.get_phy_dev_id_by_logic_dev_id(3) == (3, 0)
+
+
+def test_physical_id_in_a_container_follows_the_chips_the_runtime_mounted(acl, monkeypatch):
+    """The device plugin's ASCEND_VISIBLE_DEVICES, in either of its spellings: the container numbers the
+    chips 0..N-1 in the order of their ids, whatever order the list has."""
+    monkeypatch.setenv("GE_PLUGIN_SIM_DEVICES", "2")
+    monkeypatch.setenv("ASCEND_VISIBLE_DEVICES", "Ascend910-6,Ascend910-2")
+    assert acl.init() == 0
+    assert acl.rt.get_phy_dev_id_by_logic_dev_id(0) == (2, 0)
+    assert acl.rt.get_phy_dev_id_by_logic_dev_id(1) == (6, 0)
+    monkeypatch.setenv("ASCEND_VISIBLE_DEVICES", "5")
+    assert acl.rt.get_phy_dev_id_by_logic_dev_id(0) == (5, 0)
+    assert acl.rt.get_phy_dev_id_by_logic_dev_id(1) == (0, C.ACL_ERROR_INVALID_PARAM)
+    assert "ASCEND_VISIBLE_DEVICES" in acl.get_recent_err_msg()
+    assert acl.rt.get_phy_dev_id_by_logic_dev_id(2) == (0, C.ACL_ERROR_RT_INVALID_DEVICEID)
+
+
 def test_set_device_makes_default_context_current(acl):
     assert acl.init() == 0
     assert acl.rt.get_context() == (0, C.ACL_ERROR_RT_CONTEXT_NULL)
