@@ -36,6 +36,23 @@ class AtcError(ValueError, GePluginError):
     """ATC flags that ATC itself would reject."""
 
 
+class GearTextError(ValueError, GePluginError):
+    """Text that is not a list of gears (``ge_plugin.gears.parse_values``). ``problem`` names the rule it
+    broke (``empty``, ``not_integer``, ``below_one``, ``not_pairs``, ``widths``, ``slots``), with the
+    ``item``, ``value`` or ``widths`` at fault, so that ATC's flags, a config's parameters and a command
+    line each say it in their own words."""
+
+    def __init__(
+        self, problem: str, text: str, *, item: str = "", value: int = 0, widths: tuple[int, ...] = ()
+    ):
+        self.problem = problem
+        self.text = text
+        self.item = item
+        self.value = value
+        self.widths = widths
+        super().__init__(f"{problem}: {text!r}")
+
+
 class ModelFileError(ValueError, GePluginError):
     """A file is not a model this runtime can load (for example a real OM given to the simulator)."""
 

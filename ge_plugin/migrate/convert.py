@@ -32,8 +32,8 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from ge_plugin import dtypes
 from ge_plugin import precision as P
-from ge_plugin.atc.tables import MAX_GEARS
 from ge_plugin.errors import MigrateError
+from ge_plugin.gears import MAX_GEARS
 from ge_plugin.migrate import model_io
 from ge_plugin.migrate.ge_config import (
     FIXED_KEYS,

@@ -463,7 +463,7 @@ def get_tensor_real_name(desc: int, name: str, /) -> str:
 def get_dynamic_batch(desc: int, /) -> tuple[dict, int]:
     """``({'batchCount': n, 'batch': [...]}, ret)``; batchCount 0 for models without batch gears."""
     info = _info(desc)
-    batch = [g.values[0] for g in info.gears] if info.mode == "batch" else []
+    batch = [b for (b,) in info.gear_set.values] if info.gear_set.kind == "batch" else []
     return {"batchCount": len(batch), "batch": batch}, 0
 
 
@@ -471,7 +471,7 @@ def get_dynamic_batch(desc: int, /) -> tuple[dict, int]:
 def get_dynamic_hw(desc: int, index: int, /) -> tuple[dict, int]:
     """``({'hwCount': n, 'hw': [[h, w], ...]}, ret)``; ``index`` is reserved (-1)."""
     info = _info(desc)
-    hw = [list(g.values) for g in info.gears] if info.mode == "hw" else []
+    hw = [list(g) for g in info.gear_set.values] if info.gear_set.kind == "hw" else []
     return {"hwCount": len(hw), "hw": hw}, 0
 
 
