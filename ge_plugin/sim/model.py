@@ -90,7 +90,7 @@ class OmGear:
         self.rows = int(self.input_dims[0][0]) if self.input_dims and self.input_dims[0] else 1
 
 
-def _numpy(acl_dtype: int) -> np.dtype:
+def _numpy(acl_dtype: int) -> np.dtype[Any]:
     try:
         return by_acl(acl_dtype).numpy
     except KeyError as exc:

@@ -14,9 +14,10 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
+import numpy.typing as npt
 
 from ge_plugin.errors import TuneError
 from ge_plugin.measure.direct import summarize, time_calls
@@ -24,10 +25,13 @@ from ge_plugin.render import write_repository
 from ge_plugin.spec.model import ModelSpec
 from ge_plugin.tune.profile import profile_json
 
+if TYPE_CHECKING:
+    from ge_plugin.engine.gear_table import Gear
+
 WARMUP_CALLS = 3
 
 
-def _request(spec: ModelSpec, gear: Any, dtypes: dict[str, np.dtype]) -> dict[str, np.ndarray]:
+def _request(spec: ModelSpec, gear: Gear, dtypes: dict[str, np.dtype[Any]]) -> dict[str, npt.NDArray[Any]]:
     """One request that, ``gear.rows`` times over, runs exactly on ``gear``."""
     request = {}
     for decl, dims in zip(spec.inputs, gear.input_dims):
@@ -75,7 +79,7 @@ def measure_profile(
                 # the profile's label of the gear, as the simulator counts it and ``tune`` reads it back
                 label = engine.gears.gear_set.label(gear.index)
 
-                def call(requests: list[dict[str, np.ndarray]] = requests, label: str = label) -> None:
+                def call(requests: list[dict[str, npt.NDArray[Any]]] = requests, label: str = label) -> None:
                     for outcome in engine.execute(requests, lifetime=Lifetime.UNTIL_NEXT_CALL):
                         if not isinstance(outcome, dict):
                             raise TuneError(f"gear {label}: the engine refused the request: {outcome}")

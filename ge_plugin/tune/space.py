@@ -201,7 +201,7 @@ def _with(values: Sequence[Any], own: Any, knob: str) -> tuple[Any, ...]:
     return (own, *unique)
 
 
-def _gear_order(gears: tuple) -> tuple:
+def _gear_order(gears: tuple[Any, ...]) -> tuple[Any, ...]:
     flat = [g if isinstance(g, int) else max(g) for g in gears]
     return (max(flat, default=0), len(gears), gears)
 
