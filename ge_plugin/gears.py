@@ -6,7 +6,8 @@ takes one): ``--dynamic_batch_size="1,2,4,8"`` (batch sizes: dim 0 of every inpu
 dim of ``--input_shape``, in order, the batch dims among them); without one the model is static. The same
 gears are said in five places, and each is read here into one :class:`GearSet`:
 
-- ATC's flags (``ge-plugin atc``): :meth:`GearSet.from_flag`;
+- ATC's flags (``ge-plugin atc``, ``ge_plugin.atc.flags``) and GE's ``ge.dynamicDims`` (``ge-plugin migrate``),
+  which is the same text: :func:`parse_values`, then ATC's own rules on counts in ATC's words;
 - what an OM reports through pyACL (``get_dynamic_batch``, ``get_dynamic_hw``, ``get_input_dynamic_dims``;
   the device layer, and the simulator that answers those calls): :meth:`GearSet.from_acl`;
 - a spec and a config.pbtxt, which say them as batch gears, dims gears without the batch and image sizes
@@ -123,17 +124,6 @@ class GearSet:
     # -- from what says them ---------------------------------------------------------------------------
 
     @classmethod
-    def from_flag(cls, flag: str, text: str, inputs: Sequence[Shape] = ()) -> GearSet:
-        """The gears of ATC flag ``--flag=text`` over ``inputs`` (``--input_shape``: its -1 dims are a dims
-        gear's slots). GearTextError as :func:`parse_values` (ATC's own rules on counts are ATC's)."""
-        kind = FLAG_KINDS[flag]
-        values = parse_values(text, kind=kind)
-        slots = dims_slots(inputs) if kind == "dims" else ()
-        if kind == "dims" and len(values[0]) != len(slots):
-            raise GearTextError("slots", text, widths=(len(slots), len(values[0])))
-        return cls(kind, values, slots)
-
-    @classmethod
     def from_acl(
         cls,
         batch: Mapping[str, Any],
@@ -148,7 +138,8 @@ class GearSet:
         sizes = tuple(int(b) for b in batch.get("batch", ())[: batch.get("batchCount", 0)])
         if sizes:
             return cls("batch", tuple((b,) for b in sizes))
-        pairs = tuple((int(h), int(w)) for h, w in (hw or {}).get("hw", ())[: (hw or {}).get("hwCount", 0)])
+        hw = hw or {}
+        pairs = tuple((int(h), int(w)) for h, w in hw.get("hw", ())[: hw.get("hwCount", 0)])
         if pairs:
             return cls("hw", pairs)
         if not dims:

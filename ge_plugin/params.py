@@ -104,6 +104,14 @@ def _device_ids(key: str, text: str) -> tuple[int, ...]:
     return ids
 
 
+#: a config's gear text's faults (``GearTextError.problem``), in the config's words
+_GEAR_WORDS = {
+    "below_one": "values must be >= 1, got {value} in {text!r}",
+    "not_pairs": "expected HEIGHT,WIDTH pairs separated by ';' (e.g. 224,224;448,448), got {text!r}",
+    "widths": "every gear must list the same number of dims, got {text!r}",
+}
+
+
 def _gears(kind: str) -> Callable[[str, str], tuple[tuple[int, ...], ...]]:
     """A reader of gears in ATC's text (``ge_plugin.gears.parse_values``): ``1,4,8`` (batch), ``16,16;32,32``
     (dims: per gear, comma-separated dims, every gear as many), ``224,224;448,448`` (height, width)."""
@@ -112,20 +120,8 @@ def _gears(kind: str) -> Callable[[str, str], tuple[tuple[int, ...], ...]]:
         try:
             return parse_values(text, kind=kind)
         except GearTextError as exc:
-            if exc.problem == "below_one":
-                raise ConfigError(
-                    f"parameters.{key}: values must be >= 1, got {exc.value} in {text!r}"
-                ) from None
-            if exc.problem == "not_pairs":
-                raise ConfigError(
-                    f"parameters.{key}: expected HEIGHT,WIDTH pairs separated by ';' (e.g. 224,224;448,448), "
-                    f"got {text!r}"
-                ) from None
-            if exc.problem == "widths":
-                raise ConfigError(
-                    f"parameters.{key}: every gear must list the same number of dims, got {text!r}"
-                ) from None
-            raise ConfigError(f"parameters.{key}: expected comma-separated integers, got {text!r}") from None
+            wrong = exc.said(_GEAR_WORDS, "expected comma-separated integers, got {text!r}")
+            raise ConfigError(f"parameters.{key}: {wrong}") from None
 
     return read
 

@@ -374,22 +374,24 @@ def _gear_values(flag: str, text: str) -> tuple[tuple[int, ...], ...]:
     try:
         return parse_values(text, kind=FLAG_KINDS[flag])
     except GearTextError as exc:
-        if exc.problem == "not_integer":
-            raise invalid(text, flag, f"[{exc.item}] is not an integer") from None
-        if exc.problem == "below_one":
-            raise AtcError(
-                f"E10038: Dimension size [{exc.value}] in --{flag} is invalid. The value must be greater than 0."
-            ) from None
-        if exc.problem == "not_pairs":
-            raise AtcError(
-                f"E10020: Value [{text}] for parameter --dynamic_image_size is invalid. Each profile must be "
-                '"height,width", profiles separated by ";".'
-            ) from None
-        _check_count(flag, len([p for p in text.split(";") if p.strip()]) if exc.problem == "widths" else 0)
-        a, b = exc.widths[:2]
+        if exc.problem in ("empty", "widths"):  # ATC counts the profiles first
+            _check_count(
+                flag, len([p for p in text.split(";") if p.strip()]) if exc.problem == "widths" else 0
+            )
+        words = {
+            "not_integer": f"E10001: Value [{{text}}] for parameter [--{flag}] is invalid. Reason: [{{item}}] is "
+            "not an integer",
+            "below_one": f"E10038: Dimension size [{{value}}] in --{flag} is invalid. The value must be greater "
+            "than 0.",
+            "not_pairs": "E10020: Value [{text}] for parameter --dynamic_image_size is invalid. Each profile must "
+            'be "height,width", profiles separated by ";".',
+        }
         raise AtcError(
-            f"E10037: The profiles configured in --{flag} have inconsistent dimension counts. A profile has {a} "
-            f"dimensions while another has {b} dimensions."
+            exc.said(
+                words,
+                f"E10037: The profiles configured in --{flag} have inconsistent dimension counts. A profile has "
+                "{a} dimensions while another has {b} dimensions.",
+            )
         ) from None
 
 

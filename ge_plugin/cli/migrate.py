@@ -34,11 +34,13 @@ def _gears(text: str, kind: str) -> list[list[int]]:
     try:
         return [list(gear) for gear in parse_values(text, kind=kind)]
     except GearTextError as exc:
-        if exc.problem == "below_one":
-            raise argparse.ArgumentTypeError(f"values are >= 1, got {text!r}") from None
-        if exc.problem == "widths":
-            raise argparse.ArgumentTypeError(f"every gear lists as many values, got {text!r}") from None
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+        words = {
+            "below_one": "values are >= 1, got {text!r}",
+            "widths": "every gear lists as many values, got {text!r}",
+        }
+        raise argparse.ArgumentTypeError(
+            exc.said(words, "expected comma-separated integers, got {text!r}")
+        ) from None
 
 
 def _ints(text: str) -> list[int]:

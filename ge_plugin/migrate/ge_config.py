@@ -130,9 +130,10 @@ def parse_dynamic_dims(value: str) -> list[list[int]]:
     try:
         return [list(gear) for gear in parse_values(value, kind="dims")]
     except GearTextError as exc:
-        if exc.problem == "widths":
-            raise ValueError(f"every gear lists the same number of values, got {value!r}") from None
-        raise ValueError(f"expected gears as V,V,...;V,V,... (integers >= 1), got {value!r}") from None
+        words = {"widths": "every gear lists the same number of values, got {text!r}"}
+        raise ValueError(
+            exc.said(words, "expected gears as V,V,...;V,V,... (integers >= 1), got {text!r}")
+        ) from None
 
 
 #: GE backend settings given at launch that are not model parameters: GEInitialize's global options
