@@ -7,7 +7,7 @@ call that failed and ``acl.get_recent_err_msg()``, because that is what a user p
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ge_plugin.acl_constants import MEMORY_ERRORS, error_name
 
@@ -34,6 +34,31 @@ class RenderError(GePluginError):
 
 class AtcError(ValueError, GePluginError):
     """ATC flags that ATC itself would reject."""
+
+
+class GearTextError(ValueError, GePluginError):
+    """Text that is not a list of gears (``ge_plugin.gears.parse_values``). ``problem`` names the rule it
+    broke (``empty``, ``not_integer``, ``below_one``, ``not_pairs``, ``widths``), with the
+    ``item``, ``value`` or ``widths`` at fault, so that ATC's flags, a config's parameters and a command
+    line each say it in their own words."""
+
+    def __init__(
+        self, problem: str, text: str, *, item: str = "", value: int = 0, widths: tuple[int, ...] = ()
+    ):
+        self.problem = problem
+        self.text = text
+        self.item = item
+        self.value = value
+        self.widths = widths
+        super().__init__(f"{problem}: {text!r}")
+
+    def said(self, words: Mapping[str, str], otherwise: str) -> str:
+        """This fault in a caller's words: ``words[problem]`` (else ``otherwise``), a format string of
+        ``text``, ``item``, ``value`` and the two different ``widths`` ``a`` and ``b``."""
+        a, b = (*self.widths, 0, 0)[:2]
+        return words.get(self.problem, otherwise).format(
+            text=self.text, item=self.item, value=self.value, a=a, b=b
+        )
 
 
 class ModelFileError(ValueError, GePluginError):

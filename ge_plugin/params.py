@@ -15,7 +15,8 @@ from typing import Any, Protocol, TypeVar
 
 import attrs
 
-from ge_plugin.errors import ConfigError
+from ge_plugin.errors import ConfigError, GearTextError
+from ge_plugin.gears import format_values, parse_values
 from ge_plugin.precision import PRECISIONS
 
 
@@ -103,23 +104,36 @@ def _device_ids(key: str, text: str) -> tuple[int, ...]:
     return ids
 
 
-def _dims_gears(key: str, text: str) -> tuple[tuple[int, ...], ...]:
-    """``1,16;1,32``: per gear, comma-separated dims; every gear lists as many."""
-    gears = tuple(_int_list(key, part, minimum=1, whole=text) for part in text.split(";"))
-    if len({len(g) for g in gears}) != 1:
-        raise ConfigError(f"parameters.{key}: every gear must list the same number of dims, got {text!r}")
-    return gears
+#: a config's gear text's faults (``GearTextError.problem``), in the config's words
+_GEAR_WORDS = {
+    "below_one": "values must be >= 1, got {value} in {text!r}",
+    "not_pairs": "expected HEIGHT,WIDTH pairs separated by ';' (e.g. 224,224;448,448), got {text!r}",
+    "widths": "every gear must list the same number of dims, got {text!r}",
+}
+
+
+def _gears(kind: str) -> Callable[[str, str], tuple[tuple[int, ...], ...]]:
+    """A reader of gears in ATC's text (``ge_plugin.gears.parse_values``): ``1,4,8`` (batch), ``16,16;32,32``
+    (dims: per gear, comma-separated dims, every gear as many), ``224,224;448,448`` (height, width)."""
+
+    def read(key: str, text: str) -> tuple[tuple[int, ...], ...]:
+        try:
+            return parse_values(text, kind=kind)
+        except GearTextError as exc:
+            wrong = exc.said(_GEAR_WORDS, "expected comma-separated integers, got {text!r}")
+            raise ConfigError(f"parameters.{key}: {wrong}") from None
+
+    return read
+
+
+def _batch_gears(key: str, text: str) -> tuple[int, ...]:
+    """``1,4,8``: the batch gears."""
+    return tuple(gear[0] for gear in _gears("batch")(key, text))
 
 
 def _image_sizes(key: str, text: str) -> tuple[tuple[int, int], ...]:
     """``224,224;448,448``: per gear, height and width."""
-    sizes = tuple(_int_list(key, part, minimum=1, whole=text) for part in text.split(";"))
-    if any(len(size) != 2 for size in sizes):
-        raise ConfigError(
-            f"parameters.{key}: expected HEIGHT,WIDTH pairs separated by ';' (e.g. 224,224;448,448), "
-            f"got {text!r}"
-        )
-    return tuple((h, w) for h, w in sizes)
+    return tuple((h, w) for h, w in _gears("hw")(key, text))
 
 
 def _pad_inputs(key: str, text: str) -> tuple[str, ...]:
@@ -280,10 +294,6 @@ def _encode_version_paths(paths: tuple[tuple[int, str], ...]) -> str:
     return json.dumps({str(v): path for v, path in paths}, separators=(",", ":"))
 
 
-def _gear_list(gears: Iterable[Iterable[int]]) -> str:
-    return ";".join(_ints(gear) for gear in gears)
-
-
 #: field metadata key of a parameter's _Param
 _PARAM = "ge_plugin.param"
 
@@ -317,13 +327,20 @@ class ModelParams:
 
     om_model_path: str = _param(_om_model_path, str, blank_is_unset=False)
     device_ids: tuple[int, ...] = _param(_device_ids, _ints, default=(0,), blank_is_unset=False)
-    #: batch gears (ATC --dynamic_batch_size); empty for a model without dynamic batch
-    gears: tuple[int, ...] = _param(functools.partial(_int_list, minimum=1), _ints, default=())
+    #: The OM's gears as a spec says them (``ge_plugin.gears``, ``ServingConfig.declared_gears``), each in
+    #: ATC's text; when any is set, the backend compares them with the OM's.
+    #: batch gears (ATC --dynamic_batch_size, or the batch dims of --dynamic_dims; beside image sizes the
+    #: OM's one fixed batch); empty for a model without dynamic batch
+    gears: tuple[int, ...] = _param(_batch_gears, _ints, default=())
     #: sequence gears: per gear, the values of every -1 dim of every input, in order (ATC --dynamic_dims
     #: without the batch dim)
-    dims_gears: tuple[tuple[int, ...], ...] = _param(_dims_gears, _gear_list, default=())
-    #: image-size gears (ATC --dynamic_image_size), (height, width) each; checked against the OM's
-    image_sizes: tuple[tuple[int, int], ...] = _param(_image_sizes, _gear_list, default=())
+    dims_gears: tuple[tuple[int, ...], ...] = _param(
+        _gears("dims"), functools.partial(format_values, kind="dims"), default=()
+    )
+    #: image-size gears (ATC --dynamic_image_size), (height, width) each
+    image_sizes: tuple[tuple[int, int], ...] = _param(
+        _image_sizes, functools.partial(format_values, kind="hw"), default=()
+    )
     output_dim_ties: tuple[DimTie, ...] = _param(_items(_dim_tie, unique=False), _encoded, default=())
     #: inputs a request may send shorter than a gear along a dim the gears set (padded with pad_value); every
     #: other input must match a gear exactly there. Batch rows are padded whatever this says.

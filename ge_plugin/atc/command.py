@@ -65,20 +65,14 @@ def atc_args(
         f"--output={_output(source, om, output)}",
     ]
     if spec.generate is not None:
-        args.extend(generate_flags.atc_flags(generate_shapes(spec)))
+        args.extend(generate_flags.atc_flags(generate_shapes(spec)))  # the gears among them
     else:
         args.append(f"--input_shape={input_shape(spec)}")
-    if spec.generate is not None:
-        pass  # the gears are in the generate flags above
-    elif spec.dims_gears:
-        args.append("--input_format=ND")
-        args.append(
-            "--dynamic_dims=" + ";".join(",".join(map(str, gear)) for gear in dynamic_dims_gears(spec))
-        )
-    elif spec.image_sizes:
-        args.append("--dynamic_image_size=" + ";".join(f"{h},{w}" for h, w in spec.image_sizes))
-    elif spec.batching is not None:
-        args.append("--dynamic_batch_size=" + ",".join(map(str, spec.batching.gears)))
+        gears = spec.gear_set
+        if gears.kind == "dims":
+            args.append("--input_format=ND")
+        if gears.flag is not None:
+            args.append(f"--{gears.flag}={gears.flag_value()}")
     args.append(f"--soc_version={spec.model.soc_version}")
     args.append(f"--precision_mode={ATC_PRECISION_MODE[spec.precision]}")
     for flag, value in spec.atc_options.items():
@@ -117,25 +111,14 @@ def generate_shapes(spec: ModelSpec) -> generate_flags.GenerateShapes:
 def input_shape(spec: ModelSpec) -> str:
     """``--input_shape``: the model's full shapes, -1 for the batch dim (when batching; its one gear, the
     OM's fixed batch, beside image sizes) and gear dims."""
-    batch = [] if spec.batching is None else [spec.batching.gears[0]] if spec.image_sizes else [-1]
-    return ";".join(f"{t.name}:{','.join(str(d) for d in (*batch, *t.dims))}" for t in spec.inputs)
+    return ";".join(f"{name}:{','.join(map(str, dims))}" for name, dims in spec.input_shapes)
 
 
 def dynamic_dims_gears(spec: ModelSpec) -> list[tuple[int, ...]]:
     """The ATC ``--dynamic_dims`` gears: batch gears x dims gears, batch-major, each the values of every -1
-    dim of ``input_shape`` in order (for BERT: ``(1, 16, 1, 16), (1, 32, 1, 32), …``)."""
-    batches: tuple[Union[int, None], ...] = spec.gears or (None,)
-    grid = []
-    for batch in batches:
-        for gear in spec.dims_gear_values:
-            values = iter(gear)
-            row: list[int] = []
-            for tensor in spec.inputs:
-                if batch is not None:
-                    row.append(batch)
-                row.extend(next(values) for dim in tensor.dims if dim == -1)
-            grid.append(tuple(row))
-    return grid
+    dim of ``input_shape`` in order (for BERT: ``(1, 16, 1, 16), (1, 32, 1, 32), …``; ``ModelSpec.gear_set``)."""
+    gears = spec.gear_set
+    return list(gears.values) if gears.kind == "dims" else []
 
 
 def _output(source: Path, om: str, output: Union[str, os.PathLike[str], None]) -> str:

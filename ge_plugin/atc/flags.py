@@ -20,15 +20,13 @@ from ge_plugin import dtypes
 from ge_plugin import precision as P
 from ge_plugin.atc.tables import (
     FRAMEWORKS,
-    GEAR_FLAGS,
     GEAR_FLAGS_EXCLUSIVE,
-    MAX_GEARS,
-    MIN_GEARS,
     MULTI_DEVICE_ATC_FLAGS,
     NOT_ATC_FLAGS,
     ONNX_FRAMEWORK,
 )
-from ge_plugin.errors import AtcError
+from ge_plugin.errors import AtcError, GearTextError
+from ge_plugin.gears import FLAG_KINDS, GEAR_FLAGS, MAX_GEARS, MIN_GEARS, GearSet, dims_slots, parse_values
 
 INPUT_FORMATS = ("NCHW", "NCDHW", "ND")
 LOG_LEVELS = ("debug", "info", "warning", "error", "null")
@@ -163,8 +161,8 @@ class AtcOptions:
     soc_version: str
     input_shape: tuple[tuple[str, tuple[int, ...]], ...] = ()
     input_format: str | None = None
-    dynamic_mode: str = "static"  #: static | batch | hw | dims
-    gears: tuple[tuple[int, ...], ...] = ()
+    #: the gears of the one gear flag given (static without one)
+    gear_set: GearSet = attrs.field(factory=GearSet)
     precision_mode: str | None = None
     precision_mode_v2: str | None = None
     input_fp16_nodes: tuple[str, ...] = ()
@@ -173,6 +171,16 @@ class AtcOptions:
     output_type_per_node: tuple[OutputType, ...] = ()
     log: str = "null"
     given: tuple[tuple[str, str], ...] = ()  #: every flag as given, in order
+
+    @property
+    def dynamic_mode(self) -> str:
+        """static | batch | hw | dims"""
+        return self.gear_set.kind
+
+    @property
+    def gears(self) -> tuple[tuple[int, ...], ...]:
+        """Per gear, the values ATC was given."""
+        return self.gear_set.values
 
     @property
     def om_path(self) -> str:
@@ -228,7 +236,7 @@ def parse_args(argv: Sequence[str]) -> AtcOptions:
     if input_format is not None and input_format not in INPUT_FORMATS:
         raise invalid(input_format, "input_format", f"ONNX models take {', '.join(INPUT_FORMATS)}")
     shapes = _input_shape(flags["input_shape"]) if "input_shape" in flags else ()
-    mode_name, gears = _gears(flags, shapes, input_format)
+    gears = _gears(flags, shapes, input_format)
     precision_mode, precision_mode_v2 = _precision_modes(
         flags.get("precision_mode"), flags.get("precision_mode_v2")
     )
@@ -247,8 +255,7 @@ def parse_args(argv: Sequence[str]) -> AtcOptions:
         soc_version=flags["soc_version"].strip(),
         input_shape=shapes,
         input_format=input_format,
-        dynamic_mode=mode_name,
-        gears=gears,
+        gear_set=gears,
         precision_mode=precision_mode,
         precision_mode_v2=precision_mode_v2,
         input_fp16_nodes=_names(flags.get("input_fp16_nodes", "")),
@@ -362,53 +369,45 @@ def _input_shape(text: str) -> tuple[tuple[str, tuple[int, ...]], ...]:
     return tuple(shapes.items())
 
 
-def _gear_list(flag: str, text: str, width: int | None) -> tuple[tuple[int, ...], ...]:
-    """Gears of ``--flag``: ``;``-separated profiles of ``,``-separated positive ints (one int per gear for
-    --dynamic_batch_size, whose gears are ``,``-separated)."""
-    if flag == "dynamic_batch_size":
-        profiles = [[item] for item in text.split(",") if item.strip()]
-    else:
-        profiles = [p.split(",") for p in text.split(";") if p.strip()]
-    gears = [tuple(_gear_value(flag, text, item) for item in profile) for profile in profiles]
-    if flag == "dynamic_image_size" and any(len(g) != 2 for g in gears):
-        raise AtcError(
-            f"E10020: Value [{text}] for parameter --dynamic_image_size is invalid. Each profile must be "
-            '"height,width", profiles separated by ";".'
-        )
-    _check_profiles(flag, gears, width)
-    return tuple(gears)
-
-
-def _gear_value(flag: str, text: str, item: str) -> int:
+def _gear_values(flag: str, text: str) -> tuple[tuple[int, ...], ...]:
+    """Gears of ``--flag`` (``ge_plugin.gears.parse_values``), its text's faults in ATC's words."""
     try:
-        value = int(item.strip())
-    except ValueError:
-        raise invalid(text, flag, f"[{item.strip()}] is not an integer") from None
-    if value <= 0:
+        return parse_values(text, kind=FLAG_KINDS[flag])
+    except GearTextError as exc:
+        if exc.problem in ("empty", "widths"):  # ATC counts the profiles first
+            _check_count(
+                flag, len([p for p in text.split(";") if p.strip()]) if exc.problem == "widths" else 0
+            )
+        words = {
+            "not_integer": f"E10001: Value [{{text}}] for parameter [--{flag}] is invalid. Reason: [{{item}}] is "
+            "not an integer",
+            "below_one": f"E10038: Dimension size [{{value}}] in --{flag} is invalid. The value must be greater "
+            "than 0.",
+            "not_pairs": "E10020: Value [{text}] for parameter --dynamic_image_size is invalid. Each profile must "
+            'be "height,width", profiles separated by ";".',
+        }
         raise AtcError(
-            f"E10038: Dimension size [{value}] in --{flag} is invalid. The value must be greater than 0."
-        )
-    return value
+            exc.said(
+                words,
+                f"E10037: The profiles configured in --{flag} have inconsistent dimension counts. A profile has "
+                "{a} dimensions while another has {b} dimensions.",
+            )
+        ) from None
 
 
-def _check_profiles(flag: str, gears: list[tuple[int, ...]], width: int | None) -> None:
-    """ATC's checks of a gear list as a whole: how many, the same width (``width`` when the -1 dims say),
-    no duplicates."""
-    if len(gears) < MIN_GEARS:
+def _check_count(flag: str, count: int) -> None:
+    if count < MIN_GEARS:
+        raise AtcError(f"E10035: --{flag} has {count} profiles, which is less than the minimum {MIN_GEARS}.")
+    if count > MAX_GEARS:
         raise AtcError(
-            f"E10035: --{flag} has {len(gears)} profiles, which is less than the minimum {MIN_GEARS}."
+            f"E10036: --{flag} has {count} profiles, which is greater than the maximum {MAX_GEARS}."
         )
-    if len(gears) > MAX_GEARS:
-        raise AtcError(
-            f"E10036: --{flag} has {len(gears)} profiles, which is greater than the maximum {MAX_GEARS}."
-        )
-    widths = {len(g) for g in gears}
-    if len(widths) > 1:
-        a, b = sorted(widths)[:2]
-        raise AtcError(
-            f"E10037: The profiles configured in --{flag} have inconsistent dimension counts. A profile has {a} "
-            f"dimensions while another has {b} dimensions."
-        )
+
+
+def _check_profiles(flag: str, gears: tuple[tuple[int, ...], ...], width: int | None) -> None:
+    """ATC's checks of a gear list as a whole: how many, the width ``width`` when the -1 dims say, no
+    duplicates."""
+    _check_count(flag, len(gears))
     if width is not None and gears[0] and len(gears[0]) != width:
         raise AtcError(
             f"E10045: --input_shape has {width} dims of -1 but each profile in --{flag} has {len(gears[0])} values; "
@@ -421,10 +420,8 @@ def _check_profiles(flag: str, gears: list[tuple[int, ...]], width: int | None) 
 _Shapes = tuple[tuple[str, tuple[int, ...]], ...]
 
 
-def _gears(
-    flags: dict[str, str], shapes: _Shapes, input_format: str | None
-) -> tuple[str, tuple[tuple[int, ...], ...]]:
-    """The dynamic mode and its gears, from the one gear flag given (none: a static model)."""
+def _gears(flags: dict[str, str], shapes: _Shapes, input_format: str | None) -> GearSet:
+    """The gears of the one gear flag given (none: a static model), checked as ATC checks them."""
     present = [f for f in GEAR_FLAGS if f in flags]
     if len(present) > 1:
         raise AtcError(f"E10009: {GEAR_FLAGS_EXCLUSIVE} (given: {', '.join('--' + f for f in present)}).")
@@ -432,19 +429,21 @@ def _gears(
     if not present:
         if minus:
             raise _dynamic_without_gears(flags["input_shape"], *minus[0])
-        return "static", ()
+        return GearSet()
     flag = present[0]
     if not minus:
         raise _gears_without_dynamic(flag)
     if flag == "dynamic_batch_size":
         _check_batch_dims(shapes, minus)
-        return "batch", _gear_list(flag, flags[flag], None)
-    if flag == "dynamic_image_size":
+    elif flag == "dynamic_image_size":
         _check_image_dims(shapes, input_format)
-        return "hw", _gear_list(flag, flags[flag], None)
-    if input_format != "ND":
+    elif input_format != "ND":
         raise invalid(input_format or "NCHW", "input_format", "--dynamic_dims needs --input_format=ND")
-    return "dims", _gear_list(flag, flags[flag], len(minus))
+    values = _gear_values(flag, flags[flag])
+    _check_profiles(flag, values, len(minus) if flag == "dynamic_dims" else None)
+    return GearSet(
+        values=values, kind=FLAG_KINDS[flag], slots=dims_slots(shapes) if flag == "dynamic_dims" else ()
+    )
 
 
 def _dynamic_without_gears(input_shape: str, name: str, k: int) -> AtcError:

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 import attrs
 
+from ge_plugin.gears import GearSet, dims_slots
+
 KINDS = ("key", "value")
 
 
@@ -42,20 +44,27 @@ class GenerateShapes:
         return decode + [(1, s) for s in self.seq_gears if (1, s) not in decode]
 
 
+def inputs(shapes: GenerateShapes) -> list[tuple[str, tuple[int, ...]]]:
+    """Every input's name and dims, -1 where a gear sets the length."""
+    cache = (shapes.heads, shapes.context, shapes.head_dim)
+    past = (shapes.layers, 2, -1, *cache) if shapes.form == "stacked" else (-1, *cache)
+    out = [(name, (-1, -1)) for name in (shapes.input_ids, shapes.attention_mask, shapes.position_ids)]
+    return out + [(name, past) for name in shapes.past_names()]
+
+
 def input_shape(shapes: GenerateShapes) -> str:
-    cache = [shapes.heads, shapes.context, shapes.head_dim]
-    past = [shapes.layers, 2, -1, *cache] if shapes.form == "stacked" else [-1, *cache]
-    parts = [f"{name}:-1,-1" for name in (shapes.input_ids, shapes.attention_mask, shapes.position_ids)]
-    parts += [f"{name}:{','.join(map(str, past))}" for name in shapes.past_names()]
-    return ";".join(parts)
+    return ";".join(f"{name}:{','.join(map(str, dims))}" for name, dims in inputs(shapes))
+
+
+def gear_set(shapes: GenerateShapes) -> GearSet:
+    """The decode and prefill gears as ``--dynamic_dims`` gears over every -1 dim of ``inputs``."""
+    pasts = len(shapes.past_names())
+    values = [(b, s, b, shapes.context + s, b, s) + (b,) * pasts for b, s in shapes.gears()]
+    return GearSet("dims", tuple(values), dims_slots(inputs(shapes)))
 
 
 def dynamic_dims(shapes: GenerateShapes) -> str:
-    rows = []
-    pasts = len(shapes.past_names())
-    for b, s in shapes.gears():
-        rows.append(",".join(map(str, [b, s, b, shapes.context + s, b, s] + [b] * pasts)))
-    return ";".join(rows)
+    return gear_set(shapes).flag_value()
 
 
 def atc_flags(shapes: GenerateShapes) -> list[str]:

@@ -46,14 +46,11 @@ class BuildResult:
 
 @attrs.frozen
 class _GearDims:
-    """One gear: the values it was given, and every input's concrete dims at it."""
+    """One gear: its label, the values it was given, and every input's concrete dims at it."""
 
+    label: str
     values: tuple[int, ...]
-    inputs: list[tuple[int, ...]]
-
-    @property
-    def label(self) -> str:
-        return ",".join(map(str, self.values)) or "static"
+    inputs: tuple[tuple[int, ...], ...]
 
 
 @attrs.frozen
@@ -268,30 +265,14 @@ def _model_dims(name: str, graph: list[int | None] | None) -> tuple[int, ...]:
 
 
 def _gear_dims(options: AtcOptions, inputs: Sequence[_Input]) -> list[_GearDims]:
-    """Per gear: the values it was given and every input's concrete dims. Static models: one entry."""
-    if options.dynamic_mode == "static":
-        return [_GearDims((), [i.dims for i in inputs])]
-    given = dict(options.input_shape)
-    #: the -1 dims, in --input_shape order: (input name, dim)
-    positions = [(name, k) for name, _ in options.input_shape for k, d in enumerate(given[name]) if d == -1]
-    gears = []
-    for values in options.gears:
-        fill = _gear_fill(options.dynamic_mode, positions, values)
-        dims = [tuple(fill.get((i.name, k), d) for k, d in enumerate(i.dims)) for i in inputs]
-        gears.append(_GearDims(values, dims))
-    return gears
-
-
-def _gear_fill(
-    mode: str, positions: Sequence[tuple[str, int]], values: tuple[int, ...]
-) -> dict[tuple[str, int], int]:
-    """What each -1 dim is at the gear ``values``: the batch size in every one (batch), h and w in dims 2
-    and 3 (hw), or the values one each, in order (dims)."""
-    if mode == "batch":
-        return {pos: values[0] for pos in positions}
-    if mode == "hw":
-        return {(name, k): values[k - 2] for name, k in positions}
-    return dict(zip(positions, values))
+    """Per gear: the values it was given and every input's concrete dims (``GearSet.shapes``). Static
+    models: one entry."""
+    gears = options.gear_set
+    shapes = gears.shapes([(i.name, i.dims) for i in inputs])
+    return [
+        _GearDims(label, values, dims)
+        for label, values, dims in zip(gears.labels, gears.values or ((),), shapes)
+    ]
 
 
 def _outputs(options: AtcOptions, model: Any) -> tuple[list[str], Any]:

@@ -1,7 +1,7 @@
-"""ATC's own tables: gear limits, framework codes, and the flags a spec sets or cannot serve.
+"""ATC's own tables: framework codes, and the flags a spec sets or cannot serve.
 
 The spec's validators check a spec against them and ``ge_plugin.atc`` checks ATC command lines against
-them, so they live here, below both. The input ATC adds to every gear model is pyACL's
+them, so they live here, below both (the gear flags and their limits are gear facts: ``ge_plugin.gears``). The input ATC adds to every gear model is pyACL's
 ``ACL_DYNAMIC_TENSOR_NAME`` (ge_plugin.acl_constants).
 """
 
@@ -9,14 +9,6 @@ from __future__ import annotations
 
 from ge_plugin.precision import PRECISIONS
 
-#: gears per model (``--dynamic_batch_size`` / ``--dynamic_image_size`` / ``--dynamic_dims``)
-MIN_GEARS = 2
-MAX_GEARS = 100
-#: the largest batch gear
-MAX_BATCH = 2048
-
-#: ATC's gear flags; a model takes at most one of them
-GEAR_FLAGS = ("dynamic_batch_size", "dynamic_image_size", "dynamic_dims")
 #: ATC's own words for its one-dynamic-mode rule (E10009; its --dynamic_batch_size page says the flag "is
 #: mutually exclusive with --dynamic_image_size, --input_shape_range, and --dynamic_dims")
 GEAR_FLAGS_EXCLUSIVE = "--dynamic_batch_size, --dynamic_image_size, --input_shape_range, and --dynamic_dims are mutually exclusive"

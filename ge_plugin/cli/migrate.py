@@ -26,24 +26,34 @@ def _backend_config(text: str) -> tuple[str, str, str]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _ints(text: str) -> list[int]:
+def _gears(text: str, kind: str) -> list[list[int]]:
+    """Gears in ATC's text (``ge_plugin.gears.parse_values``), their faults as usage errors."""
+    from ge_plugin.errors import GearTextError
+    from ge_plugin.gears import parse_values
+
     try:
-        values = [int(v) for v in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"values are >= 1, got {text!r}")
-    return values
+        return [list(gear) for gear in parse_values(text, kind=kind)]
+    except GearTextError as exc:
+        words = {
+            "below_one": "values are >= 1, got {text!r}",
+            "widths": "every gear lists as many values, got {text!r}",
+        }
+        raise argparse.ArgumentTypeError(
+            exc.said(words, "expected comma-separated integers, got {text!r}")
+        ) from None
+
+
+def _ints(text: str) -> list[int]:
+    """``1,2,4``: batch gears."""
+    return [value for (value,) in _gears(text, "batch")]
 
 
 def _dims_gears(text: str) -> list[list[int]]:
     """``16,32,64`` (every -1 dim takes each value in turn) or ``16,16;32,32`` (one list per gear)."""
-    if ";" in text:
-        return [_ints(part) for part in text.split(";")]
-    return [[value] for value in _ints(text)]
+    return _gears(text, "dims" if ";" in text else "batch")
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(
         subparsers,
         "migrate",

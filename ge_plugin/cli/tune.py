@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ge_plugin.cli._common import add_command, argument_type
 
@@ -16,13 +18,13 @@ EXAMPLES = """
 """
 
 
-def _ints(minimum: int):
+def _ints(minimum: int) -> Callable[[str], tuple[int, ...]]:
     from ge_plugin.tune.space import parse_ints
 
     return argument_type(lambda text: parse_ints(text, minimum=minimum))
 
 
-def _gear_sets(pairs: bool):
+def _gear_sets(pairs: bool) -> Callable[[str], tuple[tuple[Any, ...], ...]]:
     from ge_plugin.tune.space import parse_gear_sets
 
     return argument_type(lambda text: parse_gear_sets(text, pairs=pairs))
@@ -37,7 +39,7 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(n.strip() for n in text.split(",") if n.strip())
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(
         subparsers,
         "tune",

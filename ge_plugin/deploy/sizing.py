@@ -24,26 +24,25 @@ MARGIN = 1.5
 GRANULE = 256 * MiB
 
 
-def _gear_values(spec: ModelSpec) -> list[tuple[int, ...]]:
-    """Per gear, the value of each -1 dim of the inputs, in input order ([()] for a static model)."""
-    if spec.image_sizes:
-        return [tuple(size) for size in spec.image_sizes]
-    return list(spec.dims_gear_values) or [()]
+def _gear_shapes(spec: ModelSpec) -> list[dict[str, tuple[int, ...]]]:
+    """Per gear (``ModelSpec.gear_set``), each input's dims without the batch dim, which is counted apart."""
+    extra = 1 if spec.batching is not None else 0
+    shapes = spec.input_shapes
+    return [
+        {name: dims[extra:] for (name, _), dims in zip(shapes, gear)} for gear in spec.gear_set.shapes(shapes)
+    ]
 
 
 def execute_bytes(spec: ModelSpec) -> int:
     """The bytes of every input and output of one execute at the spec's largest gear (batch and dims)."""
     batch = max(spec.max_batch_size, 1)
     largest = 0
-    for values in _gear_values(spec):
-        fill = iter(values)
-        shapes: dict[str, tuple[int, ...]] = {}
-        total = 0
-        for decl in spec.inputs:
-            dims = tuple(next(fill, 1) if d == -1 else d for d in decl.dims)
-            shapes[decl.name] = dims
-            total += batch * math.prod(dims) * decl.dtype.itemsize
-        widest = max(values, default=1)
+    for shapes in _gear_shapes(spec):
+        total = sum(batch * math.prod(shapes[d.name]) * d.dtype.itemsize for d in spec.inputs)
+        #: an output dim that follows no input takes the gear's widest length
+        widest = max(
+            (shapes[t.name][d] for t in spec.inputs for d, dim in enumerate(t.dims) if dim == -1), default=1
+        )
         for out in spec.outputs:
             dims = tuple(
                 (shapes[out.follows[i].input][out.follows[i].dim] if i in out.follows else widest)

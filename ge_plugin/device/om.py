@@ -20,6 +20,7 @@ from ge_plugin.device.aclapi import acl
 from ge_plugin.device.context import Context
 from ge_plugin.device.runtime import check
 from ge_plugin.errors import ModelFileError
+from ge_plugin.gears import GearSet
 
 
 @attrs.frozen
@@ -76,20 +77,24 @@ class OmModel:
         self.outputs = tuple(self._info(i, output=True) for i in range(n_out))
         batch, ret = mdl.get_dynamic_batch(self.desc)
         check(ret, "acl.mdl.get_dynamic_batch")
-        self.batch_gears: tuple[int, ...] = tuple(batch.get("batch", ())[: batch.get("batchCount", 0)])
-        self.hw_gears: tuple[tuple[int, int], ...] = ()
-        self.dims_gears: tuple[tuple[int, ...], ...] = ()
-        if self.mbatch_index is not None and not self.batch_gears:
+        hw: dict[str, Any] | None = None
+        dims: list[dict[str, Any]] | None = None
+        if self.mbatch_index is not None and not batch.get("batchCount", 0):
             hw, ret = mdl.get_dynamic_hw(self.desc, -1)
             check(ret, "acl.mdl.get_dynamic_hw")
-            self.hw_gears = tuple((int(h), int(w)) for h, w in hw.get("hw", ())[: hw.get("hwCount", 0)])
-        if self.mbatch_index is not None and not self.batch_gears and not self.hw_gears:
-            count, ret = mdl.get_input_dynamic_gear_count(self.desc, -1)
-            check(ret, "acl.mdl.get_input_dynamic_gear_count")
-            if count:
-                gears, ret = mdl.get_input_dynamic_dims(self.desc, -1, count)
-                check(ret, "acl.mdl.get_input_dynamic_dims")
-                self.dims_gears = tuple(tuple(int(d) for d in g["dims"][: g["dimCount"]]) for g in gears)
+            if not hw.get("hwCount", 0):
+                count, ret = mdl.get_input_dynamic_gear_count(self.desc, -1)
+                check(ret, "acl.mdl.get_input_dynamic_gear_count")
+                if count:
+                    dims, ret = mdl.get_input_dynamic_dims(self.desc, -1, count)
+                    check(ret, "acl.mdl.get_input_dynamic_dims")
+        try:
+            #: the gears the OM was compiled with, as pyACL reports them
+            self.gear_set = GearSet.from_acl(
+                batch, hw, dims, [(info.name, info.dims) for info in self.inputs]
+            )
+        except ValueError as exc:
+            raise ModelFileError(f"{self.path}: {exc}") from None
         #: ``"batch"``, ``"hw"``, ``"dims"``, ``"static"`` or ``"range"``: how ATC compiled the OM's shapes
         self.mode = self._mode()
         #: selects a gear in a dataset: what ``Gear.setting`` holds is this mode's argument
@@ -101,15 +106,9 @@ class OmModel:
         self.set_gear: Callable[[Dataset, Any], None] = setters.get(self.mode, self._no_gears)
 
     def _mode(self) -> str:
-        if self.batch_gears:
-            return "batch"  # --dynamic_batch_size
-        if self.hw_gears:
-            return "hw"  # --dynamic_image_size
-        if self.dims_gears:
-            return "dims"  # --dynamic_dims
-        if any(d < 0 for info in self.inputs for d in info.dims):
+        if self.gear_set.kind == "static" and any(d < 0 for info in self.inputs for d in info.dims):
             return "range"  # --input_shape ranges: a dynamic-shape model, no gears
-        return "static"
+        return self.gear_set.kind  # batch, hw, dims (the gear flag ATC was given) or static
 
     def _info(self, i: int, *, output: bool) -> TensorInfo:
         mdl = acl().mdl

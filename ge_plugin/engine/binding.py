@@ -21,6 +21,8 @@ from ge_plugin.engine.lane import Lane
 from ge_plugin.engine.planner import Planner
 from ge_plugin.engine.tensors import BoundTensor, Tie
 from ge_plugin.errors import ConfigError
+from ge_plugin.gears import GearSet
+from ge_plugin.params import ModelParams
 
 log = logging.getLogger("ge_plugin.engine")
 
@@ -208,23 +210,15 @@ class Binding:
         return tuple(exact)
 
     def _check_gears(self, table: GearTable, model: device.OmModel) -> None:
+        """The gears the config declares are the OM's (one comparison of two ``GearSet``), and its batch fits
+        the largest gear."""
         cfg = self.config
-        if cfg.params.gears and model.mode == "batch" and tuple(cfg.params.gears) != model.batch_gears:
+        declared = cfg.declared_gears()
+        if declared is not None and not declared.same_gears(model.gear_set):
             raise ConfigError(
-                f"{self.where}: parameters.gears {list(cfg.params.gears)} differ from the OM's batch gears "
-                f"{list(model.batch_gears)}; render the config again or rebuild the OM"
-            )
-        sizes = cfg.params.image_sizes
-        if sizes and tuple(sizes) != model.hw_gears:
-            shown = ";".join(f"{h},{w}" for h, w in sizes)
-            built = (
-                f"image sizes {';'.join(f'{h},{w}' for h, w in model.hw_gears)}"
-                if model.hw_gears
-                else f"no image-size gears (a {model.mode} OM)"
-            )
-            raise ConfigError(
-                f"{self.where}: parameters.image_sizes {shown!r} differ from the OM, which has {built}; "
-                "render the config again or rebuild the OM with --dynamic_image_size"
+                f"{self.where}: {_declaring(cfg.params, declared)} differ from the OM, which has "
+                f"{model.gear_set.against(declared)}; render the config again or rebuild the OM"
+                + (f" with --{declared.flag}" if declared.flag else "")
             )
         if cfg.batched and cfg.max_batch_size > table.max_rows:
             raise ConfigError(
@@ -318,6 +312,16 @@ class Binding:
                 "the input as int32"
             )
         return narrowed
+
+
+def _declaring(params: ModelParams, declared: GearSet) -> str:
+    """The parameters that declared ``declared``, as the config has them: ``parameters.image_sizes
+    '224,224;448,448'``, ``parameters.gears '1,4' and dims_gears '16;32' (dims gears 1,16;...)``."""
+    keys = ("image_sizes",) if declared.kind == "hw" else ("gears", "dims_gears")
+    texts = params.to_parameters()
+    shown = " and ".join(f"{key} {texts[key]!r}" for key in keys if key in texts)
+    grid = f" ({declared.describe()})" if declared.kind == "dims" else ""
+    return f"parameters.{shown}{grid}"
 
 
 def _bound(io: IOConfig, info: device.TensorInfo) -> BoundTensor:

@@ -16,6 +16,7 @@ import attrs
 
 from ge_plugin import dtypes
 from ge_plugin.errors import ConfigError
+from ge_plugin.gears import GearSet
 from ge_plugin.params import ModelParams
 
 
@@ -39,6 +40,29 @@ class ServingConfig:
     @property
     def batched(self) -> bool:
         return self.max_batch_size > 0
+
+    def declared_gears(self) -> GearSet | None:
+        """The gears the parameters ``gears``, ``dims_gears`` and ``image_sizes`` say the OM has, as ATC
+        compiles them over the config's inputs (``GearSet.compose``, as from a spec); None when none is set.
+        ConfigError for dims gears that do not give each -1 dim of the inputs a value."""
+        p = self.params
+        if not (p.gears or p.dims_gears or p.image_sizes):
+            return None
+        inputs = [(io.name, io.dims) for io in self.inputs]
+        try:
+            return GearSet.compose(
+                batch=p.gears,
+                dims=p.dims_gears,
+                image_sizes=p.image_sizes,
+                inputs=inputs,
+                batched=self.batched,
+            )
+        except ValueError:
+            slots = sum(1 for io in self.inputs for d in io.dims if d < 0)
+            raise ConfigError(
+                f"model {self.name!r}: parameters.dims_gears lists {len(p.dims_gears[0])} values per gear, but "
+                f"the inputs have {slots} -1 dims (besides the batch) for them to set"
+            ) from None
 
     @classmethod
     def from_model_config(cls, config: Mapping[str, Any]) -> ServingConfig:

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 
 import attrs
 
+from ge_plugin.gears import GearSet
+
 
 @attrs.frozen
 class Gear:
@@ -26,6 +28,7 @@ class Gear:
     #: (set_dynamic_hw_size), the concatenated dims of all inputs (set_input_dynamic_dims), or None for a
     #: static model
     setting: int | tuple[int, ...] | None
+    #: the gear's name in statistics and metrics (``GearSet.name``: ``"4"``, ``"1x16"``, ``"224x224"``)
     label: str
     cost: int = attrs.field(init=False)
     flat: tuple[int, ...] = attrs.field(init=False)
@@ -49,13 +52,15 @@ class Gear:
 class GearTable:
     """All gears of one model, cheapest first, with the limits request validation needs.
 
-    ``mode`` is the OM's (``OmModel.mode``). Which gear runs a batch is the fast path's choice
-    (``fastpath.Planner``, built from these gears in this order): the first that covers it."""
+    ``mode`` is the OM's (``OmModel.mode``), ``gear_set`` its gears as ATC compiled them (a gear's ``index``
+    is its place there). Which gear runs a batch is the fast path's choice (``fastpath.Planner``, built from
+    these gears in this order): the first that covers it."""
 
-    def __init__(self, gears: Sequence[Gear], *, mode: str = "static"):
+    def __init__(self, gears: Sequence[Gear], *, mode: str = "static", gear_set: GearSet | None = None):
         if not gears:
             raise ValueError("a model has at least one gear")
         self.mode = mode
+        self.gear_set = gear_set if gear_set is not None else GearSet()
         self.gears: tuple[Gear, ...] = tuple(sorted(gears, key=lambda g: (g.cost, g.index)))
         ranks = {tuple(len(d) for d in g.input_dims) for g in self.gears}
         if len(ranks) != 1:

@@ -221,8 +221,9 @@ def _gears(
             ("gears", f"the OM must be compiled with --dynamic_dims over (batch, seq); it is {om.mode}")
         )
         return (), ()
-    have = set(om.dims_gears)
-    largest = max(max(g) for g in om.dims_gears)
+    shapes = om.gear_set.shapes([(info.name, info.dims) for info in om.inputs])
+    have = {tuple(d for dims in shape for d in dims) for shape in shapes}
+    largest = max(max(g) for g in om.gear_set.values)
     batch = tuple(b for b in range(1, largest + 1) if gear_dims(om, config, context, b, 1) in have)
     seq = tuple(s for s in range(1, largest + 1) if gear_dims(om, config, context, 1, s) in have)
     if 1 not in batch:

@@ -32,8 +32,8 @@ from tritonclient.grpc import model_config_pb2 as mc
 
 from ge_plugin import dtypes
 from ge_plugin import precision as P
-from ge_plugin.atc.tables import MAX_GEARS
 from ge_plugin.errors import MigrateError
+from ge_plugin.gears import MAX_GEARS, GearSet
 from ge_plugin.migrate import model_io
 from ge_plugin.migrate.ge_config import (
     FIXED_KEYS,
@@ -471,7 +471,8 @@ def _ge_gears(ge: GeConfig, inputs: list[dict[str, Any]], note: Noter) -> tuple[
             f"{ge.path}:{ge.line_of_parameter(gears[0])}: {gears[0]}: each gear has {len(values[0])} values but "
             f"{shape[0]} has {len(slots)} -1 dims"
         )
-    batches, dims_gears = _split_gears(ge, (shape[0], gears[0]), values, slots, inputs)
+    gear_set = GearSet("dims", tuple(tuple(v) for v in values), tuple(slots))
+    batches, dims_gears = _split_gears(ge, (shape[0], gears[0]), gear_set, inputs)
     if batches and dims_gears and len(batches) * len(dims_gears) != len(values):
         note(
             ge.line_of_parameter(gears[0]),
@@ -500,13 +501,9 @@ def _ge_slots(
 
 
 def _split_gears(
-    ge: GeConfig,
-    keys: tuple[str, str],
-    values: Sequence[Sequence[int]],
-    slots: list[tuple[str, int]],
-    inputs: list[dict[str, Any]],
+    ge: GeConfig, keys: tuple[str, str], gears: GearSet, inputs: list[dict[str, Any]]
 ) -> tuple[list[int], list[list[int]]]:
-    """GE's gears (each a value per slot) as the spec's: sorted batch gears, and dims gears over the spec's
+    """GE's gears (a value per slot each) as the spec's: sorted batch gears, and dims gears over the spec's
     -1 dims (inputs in config order, dims in order, the batch dim excluded when batching)."""
     shape_key, gears_key = keys
     batching = ge.config.max_batch_size > 0
@@ -516,35 +513,27 @@ def _split_gears(
         for d, dim in enumerate(t["dims"])
         if dim == -1
     ]
-    batches: list[int] = []
-    dims_gears: list[list[int]] = []
-    for gear in values:
-        value = dict(zip(slots, gear))
-        size = _batch_size(ge, gears_key, value) if batching else None
-        missing = [slot for slot in order if slot not in value]
-        if missing:
-            name, d = missing[0]
-            raise MigrateError(
-                f"{ge.path}:{ge.line_of_parameter(shape_key)}: {shape_key} does not make {name} dim {d} dynamic "
-                "(-1), but the config's dims do"
-            )
-        if size is not None and size not in batches:
-            batches.append(size)
-        dims = [value[slot] for slot in order]
-        if dims and dims not in dims_gears:
-            dims_gears.append(dims)
-    return sorted(batches), dims_gears
-
-
-def _batch_size(ge: GeConfig, key: str, value: dict[tuple[str, int], int]) -> int | None:
-    """The batch size a GE gear gives (its value of every dim 0), None when dim 0 is not a slot."""
-    batch = {v for (_name, d), v in value.items() if d == 0}
-    if len(batch) > 1:
+    missing = [slot for slot in order if slot not in gears.slots]
+    if missing:
+        name, d = missing[0]
         raise MigrateError(
-            f"{ge.path}:{ge.line_of_parameter(key)}: {key}: a gear gives inputs different batch "
-            f"sizes ({sorted(batch)}); Triton batches every input alike"
+            f"{ge.path}:{ge.line_of_parameter(shape_key)}: {shape_key} does not make {name} dim {d} dynamic "
+            "(-1), but the config's dims do"
         )
-    return next(iter(batch), None)
+    batches: list[int] = []
+    for sizes in gears.values_at([slot for slot in gears.slots if slot[1] == 0] if batching else []):
+        if len(set(sizes)) > 1:
+            raise MigrateError(
+                f"{ge.path}:{ge.line_of_parameter(gears_key)}: {gears_key}: a gear gives inputs different batch "
+                f"sizes ({sorted(set(sizes))}); Triton batches every input alike"
+            )
+        if sizes and sizes[0] not in batches:
+            batches.append(sizes[0])
+    dims_gears: list[list[int]] = []
+    for values in gears.values_at(order):
+        if values and list(values) not in dims_gears:
+            dims_gears.append(list(values))
+    return sorted(batches), dims_gears
 
 
 def _derived_gears(max_batch: int, preferred: Sequence[int]) -> list[int]:

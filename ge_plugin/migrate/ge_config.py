@@ -17,7 +17,8 @@ import attrs
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
-from ge_plugin.errors import MigrateError
+from ge_plugin.errors import GearTextError, MigrateError
+from ge_plugin.gears import parse_values
 
 GE_BACKEND = "npu_ge"
 FIXED_KEYS = (
@@ -124,14 +125,15 @@ def parse_input_shape(value: str) -> list[tuple[str, list[int]]]:
 
 
 def parse_dynamic_dims(value: str) -> list[list[int]]:
-    """``graph.ge.dynamicDims``: ``"1;2;4;8"`` or ``"1,224,224;8,448,448"`` -> one list per gear."""
+    """``graph.ge.dynamicDims``: ``"1;2;4;8"`` or ``"1,224,224;8,448,448"`` -> one list per gear (ATC's
+    ``--dynamic_dims`` text, read by ``ge_plugin.gears.parse_values``)."""
     try:
-        gears = [[int(v) for v in part.split(",")] for part in value.split(";") if part.strip()]
-    except ValueError:
-        raise ValueError(f"expected gears as V,V,...;V,V,..., got {value!r}") from None
-    if not gears or len({len(g) for g in gears}) != 1:
-        raise ValueError(f"every gear lists the same number of values, got {value!r}")
-    return gears
+        return [list(gear) for gear in parse_values(value, kind="dims")]
+    except GearTextError as exc:
+        words = {"widths": "every gear lists the same number of values, got {text!r}"}
+        raise ValueError(
+            exc.said(words, "expected gears as V,V,...;V,V,... (integers >= 1), got {text!r}")
+        ) from None
 
 
 #: GE backend settings given at launch that are not model parameters: GEInitialize's global options

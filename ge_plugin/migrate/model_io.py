@@ -10,7 +10,7 @@ batch dim, as the GE backend does under ``max_batch_size``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import attrs
 
@@ -50,7 +50,7 @@ def _onnx(path: Path) -> tuple[list[ModelTensor], list[ModelTensor]]:
     graph = model.graph
     weights = {initializer.name for initializer in graph.initializer}
 
-    def tensors(values, kind: str) -> list[ModelTensor]:
+    def tensors(values: Any, kind: str) -> list[ModelTensor]:
         found = []
         for value in values:
             if value.name in weights:

@@ -81,7 +81,8 @@ def _messages() -> dict[str, Any]:
     file.message_type.add(
         name="GraphDef", field=[_field("node", 1, F.TYPE_MESSAGE, repeated=True, type_name="NodeDef")]
     )
-    pool = descriptor_pool.DescriptorPool()
+    # protobuf's pool publishes no types for these calls
+    pool: Any = descriptor_pool.DescriptorPool()
     pool.Add(file)
     return {
         name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.{name}"))

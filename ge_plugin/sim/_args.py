@@ -97,7 +97,8 @@ def f32(call: str, pos: int, value: object) -> float:
         return number
     if abs(number) > _FLT_MAX:
         return float("inf") if number > 0 else float("-inf")
-    return struct.unpack("<f", struct.pack("<f", number))[0]
+    single: float = struct.unpack("<f", struct.pack("<f", number))[0]
+    return single
 
 
 def int_list(call: str, pos: int, value: object, what: str, count: int | None = None) -> list[int]:

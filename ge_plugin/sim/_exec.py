@@ -88,7 +88,7 @@ class LoadedModel:
 
 def loaded_model(model_id: int, ctx: _state.Context) -> LoadedModel:
     """The model ``model_id``, which must have been loaded in ``ctx``; raises Fail."""
-    model = SIM.models.get(model_id)
+    model: LoadedModel | None = SIM.models.get(model_id)
     if model is None:
         raise Fail(C.ACL_ERROR_INVALID_MODEL_ID, f"model id {model_id} is not loaded")
     if model.context is not ctx:

@@ -45,7 +45,7 @@ def map_pages(size: int) -> int:
     )
     if addr is None or addr == _MAP_FAILED:
         raise MemoryError(f"mmap of {size} bytes failed (errno {ctypes.get_errno()})")
-    return addr
+    return int(addr)
 
 
 class _Freed:

@@ -178,7 +178,8 @@ class _CallbackRecord(_Record):
 
 
 def _event(handle: int) -> "_ev.Event":
-    return _lookup("events", handle, "event")
+    event: _ev.Event = _lookup("events", handle, "event")
+    return event
 
 
 def timeout_ms(call: str, pos: int, value: object) -> int:

@@ -373,7 +373,8 @@ def busy_until(device: int) -> float:
     if clock is None:
         with queue.lock:
             clock = _open(queue, device)[1]
-    return _F64.unpack_from(clock, _BUSY_AT)[0]
+    busy_until: float = _F64.unpack_from(clock, _BUSY_AT)[0]
+    return busy_until
 
 
 def reserve(device: int, ready: float, seconds: float) -> tuple[float, float]:

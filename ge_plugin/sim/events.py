@@ -143,7 +143,8 @@ class Event:
             while self.completed < record:
                 lazy = self.lazy.get(record)
                 if lazy is not None:
-                    return lazy.stream.wait_for(lazy, deadline)
+                    settled: bool = lazy.stream.wait_for(lazy, deadline)
+                    return settled
                 if _aborted:
                     raise _abort_fail("the wait")
                 left = None if deadline is None else deadline - time.monotonic()

@@ -10,6 +10,7 @@ import ctypes as _ctypes
 import os as _os
 from collections.abc import Callable as _Callable
 from collections.abc import Sequence as _Sequence
+from typing import Any as _Any
 from typing import NamedTuple as _NamedTuple
 from typing import TypeVar as _TypeVar
 
@@ -303,9 +304,10 @@ def destroy_desc(desc: int, /) -> int:
 def _info(desc: int) -> _ModelInfo:
     """The ModelInfo behind ``desc``; raises Fail."""
     obj = _lookup("descs", desc, "model description")
-    if obj.info is None:
+    info: _ModelInfo | None = obj.info
+    if info is None:
         raise _Fail(_C.ACL_ERROR_INVALID_PARAM, "the model description is empty; call acl.mdl.get_desc first")
-    return obj.info
+    return info
 
 
 _INPUTS, _OUTPUTS = False, True
@@ -381,12 +383,12 @@ def get_output_name_by_index(desc: int, index: int, /) -> str:
     return _io(desc, index, _OUTPUTS).name
 
 
-def _dims(name: str, dims: _Sequence[int]) -> dict:
+def _dims(name: str, dims: _Sequence[int]) -> dict[str, _Any]:
     return {"name": name, "dimCount": len(dims), "dims": list(dims)}
 
 
 @_acl_call("acl.mdl.get_input_dims", _a.k, _a.k, init=False, failure=_value_and_ret({}))
-def get_input_dims(desc: int, index: int, /) -> tuple[dict, int]:
+def get_input_dims(desc: int, index: int, /) -> tuple[dict[str, _Any], int]:
     """``({'name', 'dimCount', 'dims'}, ret)``; -1 in dynamic dims; ``{}`` on failure."""
     item = _io(desc, index, _INPUTS)
     return _dims(item.name, item.dims), 0
@@ -400,21 +402,21 @@ def get_input_dims(desc: int, index: int, /) -> tuple[dict, int]:
     init=False,
     failure=_value_and_ret({}),
 )
-def get_input_dims_v2(desc: int, index: int, /) -> tuple[dict, int]:
+def get_input_dims_v2(desc: int, index: int, /) -> tuple[dict[str, _Any], int]:
     """As get_input_dims (they differ only for AIPP models, which the simulator has none of)."""
     item = _io(desc, index, _INPUTS)
     return _dims(item.name, item.dims), 0
 
 
 @_acl_call("acl.mdl.get_output_dims", _a.k, _a.k, init=False, failure=_value_and_ret({}))
-def get_output_dims(desc: int, index: int, /) -> tuple[dict, int]:
+def get_output_dims(desc: int, index: int, /) -> tuple[dict[str, _Any], int]:
     """``(dims dict, ret)``; gear models report the largest gear's dims."""
     item = _io(desc, index, _OUTPUTS)
     return _dims(item.name, item.dims), 0
 
 
 @_acl_call("acl.mdl.get_cur_output_dims", _a.k, _a.k, init=False, failure=_value_and_ret({}))
-def get_cur_output_dims(desc: int, index: int, /) -> tuple[dict, int]:
+def get_cur_output_dims(desc: int, index: int, /) -> tuple[dict[str, _Any], int]:
     """``(dims dict, ret)`` at the gear last set or executed; before that, the largest gear."""
     item = _io(desc, index, _OUTPUTS)
     obj = _SIM.descs[desc]
@@ -460,18 +462,18 @@ def get_tensor_real_name(desc: int, name: str, /) -> str:
 
 
 @_acl_call("acl.mdl.get_dynamic_batch", _a.k, init=False, failure=_value_and_ret({}))
-def get_dynamic_batch(desc: int, /) -> tuple[dict, int]:
+def get_dynamic_batch(desc: int, /) -> tuple[dict[str, _Any], int]:
     """``({'batchCount': n, 'batch': [...]}, ret)``; batchCount 0 for models without batch gears."""
     info = _info(desc)
-    batch = [g.values[0] for g in info.gears] if info.mode == "batch" else []
+    batch = [b for (b,) in info.gear_set.values] if info.gear_set.kind == "batch" else []
     return {"batchCount": len(batch), "batch": batch}, 0
 
 
 @_acl_call("acl.mdl.get_dynamic_hw", _a.k, _a.k, init=False, failure=_value_and_ret({}))
-def get_dynamic_hw(desc: int, index: int, /) -> tuple[dict, int]:
+def get_dynamic_hw(desc: int, index: int, /) -> tuple[dict[str, _Any], int]:
     """``({'hwCount': n, 'hw': [[h, w], ...]}, ret)``; ``index`` is reserved (-1)."""
     info = _info(desc)
-    hw = [list(g.values) for g in info.gears] if info.mode == "hw" else []
+    hw = [list(g) for g in info.gear_set.values] if info.gear_set.kind == "hw" else []
     return {"hwCount": len(hw), "hw": hw}, 0
 
 
@@ -483,7 +485,9 @@ def get_input_dynamic_gear_count(desc: int, index: int, /) -> tuple[int, int]:
 
 
 @_acl_call("acl.mdl.get_input_dynamic_dims", _a.k, _a.k, _a.k, init=False, failure=_value_and_ret(None))
-def get_input_dynamic_dims(desc: int, index: int, gear_count: int, /) -> "tuple[list[dict] | None, int]":
+def get_input_dynamic_dims(
+    desc: int, index: int, gear_count: int, /
+) -> "tuple[list[dict[str, _Any]] | None, int]":
     """``([{'name', 'dimCount', 'dims'}, ...], ret)``: per gear, every data input's dims concatenated."""
     if gear_count > _MAX_GEAR_COUNT:
         raise _Fail(_C.ACL_ERROR_INVALID_PARAM, f"gear_count {gear_count} exceeds {_MAX_GEAR_COUNT}")
@@ -529,7 +533,7 @@ def _write_gear(
     return 0
 
 
-def _not_a_gear(model_id: int, what: str, gears: list) -> _Fail:
+def _not_a_gear(model_id: int, what: str, gears: list[_Any]) -> _Fail:
     return _Fail(
         _C.ACL_ERROR_GE_DYNAMIC_BATCH_SIZE_INVALID,
         f"{what} is not a gear of model {model_id}; its gears are {gears}",
@@ -562,7 +566,7 @@ def set_dynamic_hw_size(model_id: int, dataset: int, index: int, height: int, wi
     return _write_gear(model_id, dataset, index, "hw", gear_of)
 
 
-def _checked_dynamic_dims(call: str, dims: object) -> dict:
+def _checked_dynamic_dims(call: str, dims: object) -> dict[str, _Any]:
     """``{'dimCount', 'name', 'dims'}`` checked as pyACL's wrapper unpacks it.
 
     ``dimCount`` must be an int (``PyLong_AsSize_t``); ``name``, when present, a str (pyACL raises
@@ -587,7 +591,7 @@ def _checked_dynamic_dims(call: str, dims: object) -> dict:
 
 def _dynamic_dims_args(
     call: str, model_id: object, dataset: object, index: object, dims: object
-) -> tuple[int, int, int, dict]:
+) -> tuple[int, int, int, dict[str, _Any]]:
     """``"IkkO"``, then the dims dict unpacked by hand."""
     return (
         _a.u32(call, 1, model_id),
@@ -598,7 +602,7 @@ def _dynamic_dims_args(
 
 
 @_acl_call("acl.mdl.set_input_dynamic_dims", parse=_dynamic_dims_args)
-def set_input_dynamic_dims(model_id: int, dataset: int, index: int, dims: dict, /) -> int:
+def set_input_dynamic_dims(model_id: int, dataset: int, index: int, dims: dict[str, _Any], /) -> int:
     """``ret``; ``dims`` = ``{'dimCount': n, 'name': '', 'dims': [...]}``, every data input's dims concatenated."""
     values = [int(v) for v in dims["dims"][: dims["dimCount"]]]  # the first dimCount, as pyACL reads them
     listed = len(dims["dims"])
@@ -659,7 +663,8 @@ def get_dataset_buffer(dataset: int, index: int, /) -> int:
             _C.ACL_ERROR_INVALID_PARAM,
             f"index {index} is out of range; the dataset has {len(ds.buffers)}",
         )
-    return ds.buffers[index].handle
+    handle: int = ds.buffers[index].handle
+    return handle
 
 
 @_acl_call("acl.mdl.destroy_dataset", _a.k, init=False)

@@ -17,9 +17,10 @@ import numpy as np
 from ge_plugin import acl_constants as C
 from ge_plugin.dtypes import by_acl
 from ge_plugin.errors import ModelFileError
+from ge_plugin.gears import KINDS, GearSet, dims_slots, label_of
 from ge_plugin.precision import ROUNDING
 
-MODES = ("static", "batch", "hw", "dims")
+MODES = KINDS
 PRECISIONS = tuple(ROUNDING.values())
 
 
@@ -50,8 +51,10 @@ class IoDesc:
 
 
 class OmGear:
-    """One gear as the sim OM records it: the values that select it and the concrete dims of every data input
-    and output. (``ge_plugin.engine.gear_table.Gear`` is the engine's view of a gear, read through pyACL.)"""
+    """One gear as the sim OM records it: the values that select it (as ATC was given them: what the
+    ``ascend_mbatch_shape_data`` buffer holds), its label (``GearSet.label``) and the concrete dims of every
+    data input and output. (``ge_plugin.engine.gear_table.Gear`` is the engine's view of a gear, read through
+    pyACL.)"""
 
     __slots__ = (
         "index",
@@ -65,12 +68,20 @@ class OmGear:
         "values",
     )
 
-    def __init__(self, index: int, values: tuple[int, ...], input_dims, output_dims, in_np, out_np):
+    def __init__(
+        self,
+        index: int,
+        values: tuple[int, ...],
+        input_dims: Sequence[Sequence[int]],
+        output_dims: Sequence[Sequence[int]],
+        in_np: Sequence[np.dtype[Any]],
+        out_np: Sequence[np.dtype[Any]],
+    ):
         self.index = index
         self.values = values
         #: the values as the ascend_mbatch_shape_data buffer holds them: native int64s
         self.packed = struct.pack(f"={len(values)}q", *values)
-        self.label = ",".join(map(str, values)) if values else "static"
+        self.label = label_of(values)  # the gear set's label once the model's gears are read (``_gears``)
         self.input_dims = tuple(tuple(d) for d in input_dims)
         self.output_dims = tuple(tuple(d) for d in output_dims)
         self.input_sizes = tuple(math.prod(d) * t.itemsize for d, t in zip(self.input_dims, in_np))
@@ -79,7 +90,7 @@ class OmGear:
         self.rows = int(self.input_dims[0][0]) if self.input_dims and self.input_dims[0] else 1
 
 
-def _numpy(acl_dtype: int) -> np.dtype:
+def _numpy(acl_dtype: int) -> np.dtype[Any]:
     try:
         return by_acl(acl_dtype).numpy
     except KeyError as exc:
@@ -93,10 +104,10 @@ def _one_of(value: str, allowed: Sequence[str], what: str) -> str:
 
 
 def _gears(
-    mode: str, raw_gears: list[dict[str, Any]], raw_in: list[dict], raw_out: list[dict]
-) -> list[OmGear]:
+    mode: str, raw_gears: list[dict[str, Any]], raw_in: list[dict[str, Any]], raw_out: list[dict[str, Any]]
+) -> tuple[list[OmGear], GearSet]:
     """The header's gears (a static model: one, at the inputs' and outputs' own dims), each listing every
-    input and output."""
+    input and output, and the model's gear set, which names them (``GearSet.label``)."""
     in_np = [_numpy(int(i["dtype"])) for i in raw_in]
     out_np = [_numpy(int(o["dtype"])) for o in raw_out]
     if mode == "static":
@@ -112,7 +123,24 @@ def _gears(
     for gear in gears:
         if len(gear.input_dims) != len(raw_in) or len(gear.output_dims) != len(raw_out):
             raise ValueError(f"gear {gear.label} does not list every input and output")
-    return gears
+    gear_set = _gear_set(mode, gears, [(i["name"], tuple(int(d) for d in i["dims"])) for i in raw_in])
+    for gear in gears:
+        gear.label = gear_set.label(gear.index)
+    return gears, gear_set
+
+
+def _gear_set(mode: str, gears: Sequence[OmGear], inputs: Sequence[tuple[str, tuple[int, ...]]]) -> GearSet:
+    """What get_dynamic_batch, get_dynamic_hw and get_input_dynamic_dims report, as a gear set: a dims gear's
+    value of every -1 dim in the model's input order (``GearSet.from_acl`` reads the same from pyACL)."""
+    if mode == "static":
+        return GearSet()
+    if mode != "dims":
+        return GearSet(mode, tuple(g.values for g in gears))
+    slots = dims_slots(inputs)
+    index = {name: k for k, (name, _) in enumerate(inputs)}
+    return GearSet(
+        "dims", tuple(tuple(g.input_dims[index[name]][d] for name, d in slots) for g in gears), slots
+    )
 
 
 def _input_desc(n: int, raw: dict[str, Any], gears: Sequence[OmGear]) -> IoDesc:
@@ -169,7 +197,7 @@ class ModelInfo:
         dynamic = header["dynamic"]
         self.mode = _one_of(dynamic["mode"], MODES, "dynamic mode")
         raw_in, raw_out = header["inputs"], header["outputs"]
-        self.gears = _gears(self.mode, dynamic["gears"], raw_in, raw_out)
+        self.gears, self.gear_set = _gears(self.mode, dynamic["gears"], raw_in, raw_out)
         self.gear_by_values = {g.values: g for g in self.gears}
         self.gear_by_packed = {g.packed: g for g in self.gears}
         self.n_data = len(raw_in)

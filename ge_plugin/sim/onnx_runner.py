@@ -17,19 +17,21 @@ does.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ge_plugin import acl_constants as C
 from ge_plugin.sim._fail import Fail
 from ge_plugin.sim.model import ModelInfo, OmGear
 
 
-def round_fp16(a: np.ndarray) -> np.ndarray:
+def round_fp16(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
     return a.astype(np.float16).astype(a.dtype)
 
 
-def round_bf16(a: np.ndarray) -> np.ndarray:
+def round_bf16(a: npt.NDArray[Any]) -> npt.NDArray[Any]:
     """Round to the nearest bfloat16 (ties to even), keeping the float32 container; NaN stays NaN."""
     f = np.ascontiguousarray(a, dtype=np.float32)
     bits = f.view(np.uint32)
@@ -75,7 +77,7 @@ class OnnxRunner:
         self.output_bf16 = [d.graph_dtype == C.ACL_BF16 for d in info.outputs]
         self.ort = ort if any(self.input_bf16) or any(self.output_bf16) else None
 
-    def run(self, arrays: Sequence[np.ndarray], gear: OmGear) -> list[np.ndarray]:
+    def run(self, arrays: Sequence[npt.NDArray[Any]], gear: OmGear) -> list[npt.NDArray[Any]]:
         """Outputs in OM order and dtypes; Fail(507011) if the graph fails or disagrees with the gear."""
         feeds = {
             name: (a if cast is None else a.astype(cast))
@@ -107,7 +109,7 @@ class OnnxRunner:
             outputs.append(out)
         return outputs
 
-    def _bound(self, feeds: dict[str, np.ndarray], gear: OmGear) -> list[np.ndarray]:
+    def _bound(self, feeds: dict[str, npt.NDArray[Any]], gear: OmGear) -> list[npt.NDArray[Any]]:
         """Run with IO binding: bf16 tensors as OrtValues of type BFLOAT16 over their uint16 words, every output
         into an array of the gear's dims (bf16 ones as their words)."""
         ort = self.ort

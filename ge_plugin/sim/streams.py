@@ -119,7 +119,7 @@ class Stream:
         self.completed = 0  #: worker tasks done
         self.subscriber: int | None = None  #: the thread id handling this stream's callbacks
         self._error: Fail | None = None
-        self._tasks: collections.deque = collections.deque()
+        self._tasks: collections.deque[tuple[Callable[..., Any], Any]] = collections.deque()
         self._ready = threading.Condition(threading.Lock())  # guards _tasks; wakes the worker
         self._exec = threading.Lock()  # held while tasks run: one runner at a time, in order
         self._done = threading.Condition(threading.Lock())  # notified as tasks complete (timed waits)

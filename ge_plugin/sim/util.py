@@ -12,8 +12,11 @@ import errno as _errno
 import threading as _threading
 import traceback as _traceback
 import warnings as _warnings
+from collections.abc import Callable as _Callable
+from typing import Any as _Any
 
 import numpy as _np
+import numpy.typing as _npt
 
 from ge_plugin.sim import _args as _a
 from ge_plugin.sim import _host_objects
@@ -104,7 +107,7 @@ def bytes_to_ptr(data: bytes, /) -> int:
     return ptr
 
 
-def _register_array(call: str, array: _np.ndarray) -> int:
+def _register_array(call: str, array: _npt.NDArray[_Any]) -> int:
     """Remember ``array``'s memory (held through the object owning it) for checks; its data address."""
     ptr = array.ctypes.data
     extent = array.itemsize
@@ -138,7 +141,7 @@ def _deprecated(name: str, instead: str) -> None:
     )
 
 
-def numpy_to_ptr(array: _np.ndarray, /) -> int:
+def numpy_to_ptr(array: _npt.NDArray[_Any], /) -> int:
     """Deprecated in pyACL (it warns, and so does this): the address of ``array``'s data, no copy."""
     _deprecated("numpy_to_ptr", "bytes_to_ptr")
     if not isinstance(array, _np.ndarray):
@@ -152,7 +155,7 @@ def numpy_to_ptr(array: _np.ndarray, /) -> int:
     return _register_array("acl.util.numpy_to_ptr", array)
 
 
-def numpy_contiguous_to_ptr(array: _np.ndarray, /) -> tuple[int, _np.ndarray]:
+def numpy_contiguous_to_ptr(array: _npt.NDArray[_Any], /) -> tuple[int, _npt.NDArray[_Any]]:
     """Deprecated: ``(ptr, contiguous_array)``; keep the returned array alive while the pointer is used."""
     _deprecated("numpy_contiguous_to_ptr", "bytes_to_ptr")
     if not isinstance(array, _np.ndarray):
@@ -163,7 +166,7 @@ def numpy_contiguous_to_ptr(array: _np.ndarray, /) -> tuple[int, _np.ndarray]:
     return _register_array("acl.util.numpy_contiguous_to_ptr", contiguous), contiguous
 
 
-def ptr_to_numpy(ptr: int, shape: tuple, npy_type: int, /) -> _np.ndarray:
+def ptr_to_numpy(ptr: int, shape: tuple[int, ...], npy_type: int, /) -> _npt.NDArray[_Any]:
     """Deprecated: a writable array over host memory at ``ptr`` (no copy); ``npy_type`` is a numpy type number."""
     call = "acl.util.ptr_to_numpy"
     _deprecated("ptr_to_numpy", "ptr_to_bytes")
@@ -204,7 +207,7 @@ _STARTED: dict[int, _Started] = {}
 _started_lock = _threading.Lock()
 
 
-def _thread_main(fn, args, started: _Started) -> None:
+def _thread_main(fn: _Callable[..., object], args: object, started: _Started) -> None:
     try:
         if args is None:
             fn()

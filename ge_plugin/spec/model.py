@@ -16,6 +16,7 @@ from typing import Any, NewType, Optional, Union
 import attrs
 
 from ge_plugin.dtypes import DType
+from ge_plugin.gears import GearSet
 from ge_plugin.params import DimTie, InputRange, ModelParams, ShapeTie
 from ge_plugin.precision import PRECISIONS
 from ge_plugin.spec import validators as v
@@ -331,6 +332,28 @@ class ModelSpec:
         """``dims_gears`` as tuples, one value per -1 dim (a lone int is left only where no input has a -1
         dim, which the cross checks refuse)."""
         return tuple((gear,) if isinstance(gear, int) else gear for gear in self.dims_gears)
+
+    @property
+    def gear_set(self) -> GearSet:
+        """The gears ATC compiles for this spec: its batch gears, image sizes, or the grid of batch gears x
+        dims gears (``ge_plugin.gears``). A generating model's are its ``generate`` section's
+        (``ge_plugin.atc.generate``)."""
+        return GearSet.compose(
+            batch=self.gears,
+            dims=self.dims_gear_values,
+            image_sizes=self.image_sizes,
+            inputs=[(t.name, t.dims) for t in self.inputs],
+            batched=self.batching is not None,
+        )
+
+    @property
+    def input_shapes(self) -> list[tuple[str, tuple[int, ...]]]:
+        """Each input's name and full dims as ATC's ``--input_shape`` gives them: the batch first when the
+        model batches (-1, or beside image sizes the OM's one fixed batch), -1 where a gear sets the length."""
+        batch: tuple[int, ...] = ()
+        if self.batching is not None:
+            batch = (self.batching.gears[0],) if self.image_sizes else (-1,)
+        return [(t.name, (*batch, *t.dims)) for t in self.inputs]
 
     @property
     def max_batch_size(self) -> int:

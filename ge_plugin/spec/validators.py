@@ -24,14 +24,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, Union
 import attrs
 
 from ge_plugin.acl_constants import ACL_DYNAMIC_TENSOR_NAME as MBATCH_INPUT
-from ge_plugin.atc.tables import (
-    CONTROLLED_ATC_FLAGS,
-    GEAR_FLAGS_EXCLUSIVE,
-    MAX_BATCH,
-    MAX_GEARS,
-    MIN_GEARS,
-    MULTI_DEVICE_ATC_FLAGS,
-)
+from ge_plugin.atc.tables import CONTROLLED_ATC_FLAGS, GEAR_FLAGS_EXCLUSIVE, MULTI_DEVICE_ATC_FLAGS
+from ge_plugin.gears import MAX_BATCH, MAX_GEARS, MIN_GEARS
 
 if TYPE_CHECKING:
     from ge_plugin.dtypes import DType

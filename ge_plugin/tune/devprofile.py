@@ -14,9 +14,10 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
+import numpy.typing as npt
 
 from ge_plugin.errors import TuneError
 from ge_plugin.measure.direct import summarize, time_calls
@@ -24,10 +25,13 @@ from ge_plugin.render import write_repository
 from ge_plugin.spec.model import ModelSpec
 from ge_plugin.tune.profile import profile_json
 
+if TYPE_CHECKING:
+    from ge_plugin.engine.gear_table import Gear
+
 WARMUP_CALLS = 3
 
 
-def _request(spec: ModelSpec, gear: Any, dtypes: dict[str, np.dtype]) -> dict[str, np.ndarray]:
+def _request(spec: ModelSpec, gear: Gear, dtypes: dict[str, np.dtype[Any]]) -> dict[str, npt.NDArray[Any]]:
     """One request that, ``gear.rows`` times over, runs exactly on ``gear``."""
     request = {}
     for decl, dims in zip(spec.inputs, gear.input_dims):
@@ -72,8 +76,10 @@ def measure_profile(
             dtypes = {io.name: np.dtype(io.dtype.numpy) for io in engine.config.inputs}
             for gear in sorted(engine.gears.gears, key=lambda g: g.index):
                 requests = [_request(spec, gear, dtypes)] * (gear.rows if spec.batching is not None else 1)
+                # the profile's label of the gear, as the simulator counts it and ``tune`` reads it back
+                label = engine.gears.gear_set.label(gear.index)
 
-                def call(requests=requests, label=gear.label) -> None:
+                def call(requests: list[dict[str, npt.NDArray[Any]]] = requests, label: str = label) -> None:
                     for outcome in engine.execute(requests, lifetime=Lifetime.UNTIL_NEXT_CALL):
                         if not isinstance(outcome, dict):
                             raise TuneError(f"gear {label}: the engine refused the request: {outcome}")
@@ -85,21 +91,19 @@ def measure_profile(
                 done = engine.stats.executes - executes
                 if done != len(latencies):
                     raise TuneError(
-                        f"gear {gear.label}: {len(latencies)} calls made {done} executes; the batch did not "
+                        f"gear {label}: {len(latencies)} calls made {done} executes; the batch did not "
                         "land on one gear"
                     )
                 stream_ms = (engine.stats.execute_us_sum - stream_us) / done / 1e3
                 row = summarize(spec.name, gear.rows, latencies, stream_ms)
-                table[gear.label] = round(stream_ms, 4)
-                measured[gear.label] = {
+                table[label] = round(stream_ms, 4)
+                measured[label] = {
                     "calls": row.iterations,
                     "stream_ms": round(stream_ms, 4),
                     "call_p50_ms": round(row.p50_ms, 4),
                     "call_p99_ms": round(row.p99_ms, 4),
                 }
-                say(
-                    f"gear {gear.label}: {stream_ms:.3f} ms on the stream per execute ({row.iterations} calls)"
-                )
+                say(f"gear {label}: {stream_ms:.3f} ms on the stream per execute ({row.iterations} calls)")
         finally:
             engine.close()
         kind = device.kind()

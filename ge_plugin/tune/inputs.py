@@ -56,7 +56,7 @@ def write_input_data(spec: ModelSpec, shapes: Sequence[Shapes], path: Path) -> P
     return path
 
 
-def _values(tensor: Any, n: int) -> list:
+def _values(tensor: Any, n: int) -> list[Any]:
     kind = tensor.dtype.numpy.kind
     if kind == "b":
         return [k % 2 == 0 for k in range(n)]

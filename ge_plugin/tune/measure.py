@@ -103,7 +103,7 @@ class Sweep:
         self.device_kind, self.say = device_kind, say
         self.repository = self.work / "repository"
         self.specs_dir = self.work / "candidates"
-        self.built: dict[tuple, Path] = {}
+        self.built: dict[tuple[Any, ...], Path] = {}
         self._stack = contextlib.ExitStack()
         self.server: Optional[TritonServer] = None
         self.stats: Optional[ServerStats] = None

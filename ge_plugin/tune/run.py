@@ -21,7 +21,7 @@ from ge_plugin.spec.model import ModelSpec
 from ge_plugin.tune import inputs, report, specedit
 from ge_plugin.tune.measure import SIM, Settings, Sweep
 from ge_plugin.tune.profile import DeviceProfile, load_profile, seed_profile
-from ge_plugin.tune.records import Choice, Constraints, TunePoint
+from ge_plugin.tune.records import Candidate, Choice, Constraints, TunePoint
 from ge_plugin.tune.search import TOLERANCE, Budget, SearchResult, choose, closest, pareto_front, search
 from ge_plugin.tune.space import KNOBS, SPEC_KEYS, Config, build_space, show
 
@@ -78,7 +78,7 @@ class Outcome:
     spec: ModelSpec
     result: SearchResult
     choice: Optional[Choice]
-    front: list
+    front: list[tuple[Candidate, int]]
     profile: Optional[DeviceProfile]
     label: str
     machine: dict[str, Any]

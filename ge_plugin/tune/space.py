@@ -17,6 +17,8 @@ from typing import Any, Union
 
 import attrs
 
+from ge_plugin.errors import GearTextError
+from ge_plugin.gears import parse_values
 from ge_plugin.spec.model import ModelSpec
 
 Gears = tuple[int, ...]
@@ -199,7 +201,7 @@ def _with(values: Sequence[Any], own: Any, knob: str) -> tuple[Any, ...]:
     return (own, *unique)
 
 
-def _gear_order(gears: tuple) -> tuple:
+def _gear_order(gears: tuple[Any, ...]) -> tuple[Any, ...]:
     flat = [g if isinstance(g, int) else max(g) for g in gears]
     return (max(flat, default=0), len(gears), gears)
 
@@ -244,21 +246,23 @@ def dims_gear_ladder(gears: DimsGears, *, pad_ok: bool) -> tuple[DimsGears, ...]
     return tuple(rungs)
 
 
-def parse_gear_sets(text: str, *, pairs: bool) -> tuple[tuple, ...]:
+def parse_gear_sets(text: str, *, pairs: bool) -> tuple[tuple[Any, ...], ...]:
     """``--batch-gears 1,4,8;1,2,4,8,16`` or ``--dims-gears 16,64;16,32,64`` (``pairs``: ``224x224,448x448``
-    per set, also for multi-value dims gears): ValueError naming the item that is not one."""
+    per set, also for multi-value dims gears; each gear as the engine names it): ValueError naming the item
+    that is not one. Each gear is read by ``ge_plugin.gears.parse_values``."""
     sets = []
     for part in (p.strip() for p in text.split(";")):
         if not part:
             continue
-        items = []
+        items: list[Any] = []
         for item in (i.strip() for i in part.split(",")):
-            values = item.split("x") if pairs else [item]
-            if not all(v.isdigit() and int(v) >= 1 for v in values):
+            try:
+                ((*values,),) = parse_values(item.replace("x", ",") if pairs else item, kind="dims")
+            except (GearTextError, ValueError):
                 raise ValueError(
                     f"{item!r} in {part!r} is not a gear (integers >= 1{', joined by x' if pairs else ''})"
-                )
-            items.append(tuple(int(v) for v in values) if pairs else int(values[0]))
+                ) from None
+            items.append(tuple(values) if pairs else values[0])
         sets.append(tuple(items))
     if not sets:
         raise ValueError("no gear set given")

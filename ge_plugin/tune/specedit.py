@@ -76,7 +76,7 @@ def relocation(spec: ModelSpec, target: Path) -> list[Edit]:
     return [Edit(("model", "source"), moved, source, f"the input spec's {source}, from this file's folder")]
 
 
-def _dims_value(gears: tuple[tuple[int, ...], ...]) -> tuple:
+def _dims_value(gears: tuple[tuple[int, ...], ...]) -> tuple[Any, ...]:
     """The shorthand ``[16, 32]`` when every -1 dim takes the same value in each gear, else the full form."""
     if all(len(set(g)) == 1 for g in gears):
         return tuple(g[0] for g in gears)

@@ -258,3 +258,44 @@ def test_a_shape_range_om_is_refused_at_load_with_the_flags_that_rebuild_it(
     message = str(refused.value)
     assert f"the OM is a shape-range (dynamic-shape) model: images {dims} with no gears" in message
     assert f"rebuild the OM with --input_shape=images:{','.join(map(str, dims))} and {flags}" in message
+
+
+def test_the_gears_a_rendered_bert_config_declares_are_the_oms_and_it_loads(cfg, oms):
+    """What ``ge-plugin render`` writes for specs/bert.yaml's gears: batch gears and dims gears, whose grid
+    is the OM's --dynamic_dims (listed in another order here: the comparison is of the gears, not the text)."""
+    config = cfg.bert(oms["bert"], gears="1,2,4,8", dims_gears="64,64;16,16;32,32")
+    with Engine.from_model_config(config, version_dir="/") as engine:
+        assert [g.label for g in engine.gears.gears][:3] == ["1x16", "1x32", "2x16"]
+        assert engine.gears.gear_set.labels[:2] == ("1,16,1,16", "1,32,1,32")
+
+
+def test_dims_gears_that_differ_from_the_oms_are_refused_at_load_naming_both(cfg, oms):
+    """The config's dims_gears were parsed and never compared with the OM's: a config saying 16 and 32 loaded
+    an OM compiled for 16, 32 and 64 (and one saying 128 loaded it too)."""
+    config = cfg.bert(oms["bert"], gears="1,2,4,8", dims_gears="16,16;32,32")
+    with pytest.raises(ConfigError) as refused:
+        Engine.from_model_config(config, version_dir="/")
+    message = str(refused.value)
+    assert (
+        "parameters.gears '1,2,4,8' and dims_gears '16,16;32,32' (dims gears 1,16,1,16;1,32,1,32;2,16,2,16;"
+        in message
+    )
+    assert "differ from the OM, which has dims gears 1,16,1,16;1,32,1,32;1,64,1,64;2,16,2,16;" in message
+    assert message.endswith("render the config again or rebuild the OM with --dynamic_dims")
+
+
+def test_batch_gears_alone_for_a_dims_om_are_refused_at_load(cfg, oms):
+    config = cfg.llama(oms["llama"], gears="1,4,8")
+    with pytest.raises(
+        ConfigError,
+        match=r"parameters\.gears '1,4,8' differ from the OM, which has no batch gears \(a dims OM\)",
+    ):
+        Engine.from_model_config(config, version_dir="/")
+
+
+def test_dims_gears_that_do_not_fit_the_configs_inputs_are_refused_at_load(cfg, oms):
+    config = cfg.llama(oms["llama"], gears="1,4,8", dims_gears="16,16;32,32")
+    with pytest.raises(
+        ConfigError, match=r"parameters\.dims_gears lists 2 values per gear, but the inputs have 1 -1 dims"
+    ):
+        Engine.from_model_config(config, version_dir="/")
