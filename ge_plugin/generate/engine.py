@@ -171,6 +171,7 @@ class Generator:
         *,
         device_id: int = 0,
         fastpath: ModuleType | None = None,
+        acl_json: str = "",
     ):
         if fastpath is None:
             from ge_plugin import fastpath as default
@@ -186,7 +187,7 @@ class Generator:
         self.prefilling: Sequence | None = None
         self.stats = Stats()
         self._closing: list[Any] = [_Released()]
-        acquire()
+        acquire(acl_json)  # the model's acl.json, as the forward-pass engine passes it
         self.context = Context(device_id)
         self._closing.append(self.context)
         try:

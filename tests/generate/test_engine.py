@@ -10,7 +10,7 @@ import pytest
 from ge_plugin.errors import RequestError, UnavailableError
 from ge_plugin.generate import GenerateConfig, Generator, LayoutError, SamplingParams
 from ge_plugin.models import llama_kv
-from ge_plugin.sim import counters
+from ge_plugin.sim import counters, device_time
 
 from .conftest import CONFIGS
 
@@ -96,6 +96,16 @@ def test_a_sequence_cancelled_while_its_prompt_is_prefilled_frees_its_slot(oms):
         assert engine.prefilling is None and engine.active == [after] and after.slot == 0
         engine.run_until_idle()
         assert after.finish == "length" and engine.idle
+    finally:
+        engine.close()
+
+
+def test_the_models_acl_json_initialises_pyacl(oms):
+    """A spec's acl_json reaches acl.init for a generating model too (here: the simulator's device time)."""
+    config = '{"ge_plugin_sim": {"execute_latency_ms": 7}}'
+    engine = Generator(str(oms["llama_kv"]), CONFIGS["llama_kv"], acl_json=config)
+    try:
+        assert device_time.profile().base_ms == 7
     finally:
         engine.close()
 
