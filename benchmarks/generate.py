@@ -322,7 +322,9 @@ def main(argv: list[str] | None = None) -> None:
         "--per-client", type=int, default=4, help="requests per client (at least 16 in all); default 4"
     )
     parser.add_argument(
-        "--quick", action="store_true", help="c=8 and 32 only, 2 requests per client (about a minute)"
+        "--quick",
+        action="store_true",
+        help="c=8 and 32 only, 2 requests per client (about 1.5 minutes on a quiet machine)",
     )
     parser.add_argument("--loops", default="a,b,b',c", help="which loops, comma-separated (default all)")
     args = parser.parse_args(argv)
@@ -334,6 +336,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"unknown loop {unknown[0]!r}; choose among {', '.join(LOOPS)}")
     device_time.set_timing_only(True)
     device_time.set_profile(profile())
+    load_before = os.getloadavg()[0]
     print(
         "simulator, timing-only, per-step device-time model (not NPU time): decode(b) = "
         f"{WEIGHTS_MS:g} + {KV_MS_PER_ROW:g} b ms, prefill(s) = {WEIGHTS_MS:g} + {PREFILL_MS_PER_TOKEN:g} s ms, "
@@ -369,6 +372,10 @@ def main(argv: list[str] | None = None) -> None:
                     flush=True,
                 )
     _targets(results, workloads, print)
+    print(
+        f"\n{os.cpu_count()} CPUs, load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after: the wall-clock "
+        "columns move with other jobs' load, the device-bound ones do not"
+    )
 
 
 def prefill_chunks_ms(tokens: int, chunk: Callable[[int], float] = chunk_ms) -> float:
