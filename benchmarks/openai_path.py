@@ -7,13 +7,19 @@ of the same generations through four lanes of one tritonserver, in one run, lane
 - ``direct``: the same on tritonserver's own HTTP endpoint, behind the front (no front at all);
 - ``grpc``: tritonclient's ``ModelStreamInfer`` (``start_stream`` / ``async_stream_infer``).
 
-    .venv/bin/python benchmarks/openai_path.py [--model standin|NAME --repo REPO] [--requests 24] [--tokens 32]
+    .venv/bin/python benchmarks/openai_path.py [--model standin|llama_generate] [--requests 48] [--tokens 32]
+    .venv/bin/python benchmarks/openai_path.py --repo REPO --model NAME     # a generating model you serve
 
 The generating model is the Contract B stand-in of tests/e2e/standin (``--delay-ms`` between tokens, no
-device), unless ``--repo``/``--model`` name a served generating model. The three HTTP lanes read the stream
-with the same small client (http.client, one event per token), so their differences are the server side's;
-gRPC's client is tritonclient's. Prints, per lane and concurrency, TTFT and ITL p50 with the interval of
-the median (order statistics, 95 %) and p99, and each lane's p50 minus the ``generate`` lane's.
+device), or, with ``--model llama_generate``, the demo LLaMA itself: the packaged spec
+(ge_plugin/demo/specs/llama_generate.yaml, stacked KV cache, iteration-level batching, its tokenizer),
+built here into a sim OM whose executes hold the simulated device ``--step-ms`` each (the tiny model's
+computation runs inside that window), or a generating model of ``--repo``. The three HTTP lanes read the
+stream with the same small client (http.client, one event per token), so their differences are the
+server side's; gRPC's client is tritonclient's. Prints, per lane and concurrency, TTFT and ITL p50 with
+the interval of the median (order statistics, 95 %) and p99, then the OpenAI lane's p50 minus gRPC's with
+a 95 % bootstrap interval (requests resampled whole, their ITLs together) against the issue's targets, and
+the machine's load average before and after: the lanes alternate, but a loaded machine widens everything.
 """
 
 from __future__ import annotations
@@ -137,11 +143,12 @@ def grpc_lane(url: str, model: str, ids: list[int], tokens: int) -> Callable[[],
     return run
 
 
-def measure(
-    lane: Callable[[], list[float]], requests: int, concurrency: int
-) -> tuple[list[float], list[float]]:
-    ttft: list[float] = []
-    itl: list[float] = []
+#: one request as measured: its TTFT and its inter-token latencies (seconds)
+Record = tuple[float, list[float]]
+
+
+def measure(lane: Callable[[], list[float]], requests: int, concurrency: int) -> list[Record]:
+    records: list[Record] = []
     lock = threading.Lock()
     left = [requests]
 
@@ -153,15 +160,73 @@ def measure(
                 left[0] -= 1
             times = lane()
             with lock:
-                ttft.append(times[1] - times[0])
-                itl.extend(b - a for a, b in itertools.pairwise(times[1:]))
+                records.append((times[1] - times[0], [b - a for a, b in itertools.pairwise(times[1:])]))
 
     threads = [threading.Thread(target=worker) for _ in range(concurrency)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return ttft, itl
+    return records
+
+
+def ttfts(records: list[Record]) -> list[float]:
+    return [ttft for ttft, _ in records]
+
+
+def itls(records: list[Record]) -> list[float]:
+    return [gap for _, gaps in records for gap in gaps]
+
+
+def difference_interval(
+    lane: list[Record], base: list[Record], pick: Callable[[list[Record]], list[float]], rounds: int = 2000
+) -> tuple[float, float, float]:
+    """p50(lane) - p50(base) and a 95 % bootstrap interval, resampling each lane's requests whole (a
+    request's ITLs move together: resampling them one by one would claim a precision the run does not have)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    point = statistics.median(pick(lane)) - statistics.median(pick(base))
+    diffs = []
+    for _ in range(rounds):
+        a = [lane[i] for i in rng.integers(0, len(lane), len(lane))]
+        b = [base[i] for i in rng.integers(0, len(base), len(base))]
+        diffs.append(float(np.median(pick(a))) - float(np.median(pick(b))))
+    low, high = np.percentile(diffs, [2.5, 97.5])
+    return point, float(low), float(high)
+
+
+def verdict(low: float, high: float, target: float) -> str:
+    if high <= target:
+        return "met"
+    if low > target:
+        return "NOT met"
+    return "undecided (the interval holds the target)"
+
+
+def build_demo_llama(work: Path, step_ms: float) -> Path:
+    """The demo LLaMA served as ``make demo`` serves it (its packaged spec, sim OM, tokenizer), each
+    execute holding the simulated device ``step_ms``; returns the repository."""
+    import attrs
+
+    from ge_plugin.atc.command import atc_args
+    from ge_plugin.atc.flags import parse_args
+    from ge_plugin.atc.simbuild import build
+    from ge_plugin.demo import demo_specs
+    from ge_plugin.models import write_demo_models
+    from ge_plugin.render import write_repository
+    from ge_plugin.text.demo import write_demo_tokenizer
+
+    write_demo_models(work / "build" / "models")
+    write_demo_tokenizer(work / "build" / "models")
+    (spec,) = [s for s in demo_specs(work, say=lambda _: None) if s.name == "llama_generate"]
+    spec = attrs.evolve(spec, acl_json={"ge_plugin_sim": {"execute_latency_ms": step_ms}})
+    repo = work / "repo"
+    om = repo / spec.name / "1" / Path(spec.om_filename).stem
+    om.parent.mkdir(parents=True, exist_ok=True)
+    build(parse_args(atc_args(spec, output=om)))
+    write_repository([spec], repo)
+    return repo
 
 
 def median_interval(values: list[float]) -> tuple[float, float, float]:
@@ -184,10 +249,15 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--repo", type=Path, help="a repository with a generating model and its tokenizer")
-    parser.add_argument("--model", default="standin")
-    parser.add_argument("--requests", type=int, default=24, help="per lane and concurrency")
+    parser.add_argument(
+        "--model", default="standin", help="standin, llama_generate (the demo LLaMA), or a model of --repo"
+    )
+    parser.add_argument("--requests", type=int, default=48, help="per lane and concurrency")
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--delay-ms", type=float, default=2.0, help="the stand-in's time per token")
+    parser.add_argument(
+        "--step-ms", type=float, default=4.0, help="the demo LLaMA's simulated device time per execute"
+    )
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 16])
     args = parser.parse_args()
 
@@ -197,11 +267,23 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="openai-bench-"))
     repo = args.repo
-    if repo is None:
+    if repo is None and args.model == "standin":
         from conftest import write_standin
 
         repo = work / "repo"
         write_standin(repo, args.model, delay_ms=args.delay_ms, slots=256)
+        conditions = f"the Contract B stand-in, {args.delay_ms:g} ms a token, no device"
+    elif repo is None and args.model == "llama_generate":
+        repo = build_demo_llama(work, args.step_ms)
+        conditions = (
+            f"the demo LLaMA (stacked KV cache, 32 slots), computed by the simulator, {args.step_ms:g} ms of "
+            "simulated device time per execute"
+        )
+    elif repo is None:
+        parser.error("--model is standin or llama_generate unless --repo names a repository")
+    else:
+        conditions = f"{args.model} of {repo}"
+    load_before = os.getloadavg()
     model_dir = repo / args.model
     tokenizer = Tokenizer.from_files(
         *tokenizer_paths(config_parameters(model_dir / "config.pbtxt"), model_dir)
@@ -218,7 +300,7 @@ def main() -> int:
     )
     assert server.stdout is not None and server.stdin is not None
     if server.stdout.readline().strip() != "ready":
-        raise SystemExit(f"the server did not start: see {work / 'tritonserver.log'}")
+        raise SystemExit(f"the server did not start: see {work / 'triton' / 'tritonserver.log'}")
     try:
         host, port, internal = "127.0.0.1", ports[0], ports[3]
         deadline = time.monotonic() + 60
@@ -238,37 +320,43 @@ def main() -> int:
         }
         for lane in lanes.values():
             lane()  # warm: connections, the tokenizer's first load
-        results: dict[tuple[str, int], tuple[list[float], list[float]]] = {}
+        results: dict[tuple[str, int], list[Record]] = {}
         for concurrency in args.concurrency:
             for half in range(2):  # lanes alternate: two passes each, in opposite orders
                 names = list(lanes) if half == 0 else list(reversed(lanes))
                 for name in names:
-                    ttft, itl = measure(lanes[name], args.requests // 2, concurrency)
-                    old = results.setdefault((name, concurrency), ([], []))
-                    old[0].extend(ttft)
-                    old[1].extend(itl)
+                    records = measure(lanes[name], args.requests // 2, concurrency)
+                    results.setdefault((name, concurrency), []).extend(records)
     finally:
         server.stdin.close()
         server.wait(timeout=120)
     shutil.rmtree(work, ignore_errors=True)
-    cpus = os.cpu_count()
-    print(f"# {args.model}: {args.tokens} tokens per request, {args.requests} requests per lane and concurrency; "
-          f"{cpus} CPUs, client and server on one machine")  # fmt: skip
-    print(
-        "| lane | c | TTFT p50 ms [95% CI] | TTFT p99 | ITL p50 ms [95% CI] | ITL p99 | TTFT p50 - generate | ITL p50 - generate |"
-    )
-    print("|---|---|---|---|---|---|---|---|")
+    load_after = os.getloadavg()
+    print(f"# {args.model}: {conditions}; {args.tokens} tokens per request, {args.requests} requests per lane "
+          f"and concurrency; {os.cpu_count()} CPUs, client and server on one machine; load average "
+          f"{load_before[0]:.2f} before, {load_after[0]:.2f} after")  # fmt: skip
+    print("| lane | c | TTFT p50 ms [95% CI] | TTFT p99 | ITL p50 ms [95% CI] | ITL p99 |")
+    print("|---|---|---|---|---|---|")
     for concurrency in args.concurrency:
-        base_ttft = statistics.median(results[("generate", concurrency)][0])
-        base_itl = statistics.median(results[("generate", concurrency)][1])
         for name in lanes:
-            ttft, itl = results[(name, concurrency)]
+            records = results[(name, concurrency)]
+            ttft, itl = ttfts(records), itls(records)
             t, tl, th = (v * 1000 for v in median_interval(ttft))
             i, il, ih = (v * 1000 for v in median_interval(itl))
             print(
                 f"| {name} | {concurrency} | {t:.2f} [{tl:.2f}, {th:.2f}] | {p99(ttft) * 1000:.2f} | "
-                f"{i:.3f} [{il:.3f}, {ih:.3f}] | {p99(itl) * 1000:.3f} | "
-                f"{(statistics.median(ttft) - base_ttft) * 1000:+.2f} | {(statistics.median(itl) - base_itl) * 1000:+.3f} |"
+                f"{i:.3f} [{il:.3f}, {ih:.3f}] | {p99(itl) * 1000:.3f} |"
+            )
+    print()
+    print("| c | openai - grpc | p50 difference ms [95% bootstrap CI] | target | verdict |")
+    print("|---|---|---|---|---|")
+    for concurrency in args.concurrency:
+        openai_, grpc = results[("openai", concurrency)], results[("grpc", concurrency)]
+        for what, pick, target in (("TTFT", ttfts, 1.0), ("ITL", itls, 0.2)):
+            d, low, high = (v * 1000 for v in difference_interval(openai_, grpc, pick))
+            print(
+                f"| {concurrency} | {what} | {d:+.3f} [{low:+.3f}, {high:+.3f}] | <= {target:g} ms | "
+                f"{verdict(low, high, target)} |"
             )
     return 0
 

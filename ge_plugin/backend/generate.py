@@ -66,7 +66,7 @@ class GenerateModel:
         om_path = os.path.join(args["model_repository"], version, params.om_model_path_for(version))
         instance = args.get("model_instance_name", "")
         self.device_id = device_for_instance(instance, params.device_ids)
-        self.generator = Generator(om_path, self.config, device_id=self.device_id)
+        self.generator = Generator(om_path, self.config, device_id=self.device_id, acl_json=params.acl_json)
         _check_tokenizer(
             config.get("parameters", {}), args["model_repository"], self.generator.layout.vocab, self.name
         )

@@ -3,8 +3,8 @@
 The steps are the ones a user follows (docs/serving.md): example ONNX models, sim OM files built with ATC's
 flags, the model repository rendered from the specs, tritonserver, then real Triton clients over HTTP and
 gRPC. The demo checks its own answers (the tiny LLaMA counts: the next token after ``n`` is ``n + 1``;
-BERT must equal onnxruntime; the generating LLaMA streams the tokens 12 back) and exits non-zero when they
-are wrong.
+BERT must equal onnxruntime; the generating LLaMA streams the tokens 12 back, and its chat answer through the
+OpenAI endpoint is the tokenizer's text of those tokens) and exits non-zero when they are wrong.
 
 Everything the demo needs ships in the package, so that ``pip install "ge-plugin[sim,serve]"`` then
 ``ge-plugin demo`` works in an empty folder: the specs are ``ge_plugin/demo/specs/`` (byte for byte the
@@ -37,6 +37,7 @@ from ge_plugin.render import write_repository
 from ge_plugin.serve import ServerOptions, TritonServer, free_port
 from ge_plugin.spec import load_spec
 from ge_plugin.spec.model import ModelSpec
+from ge_plugin.text.demo import write_demo_tokenizer
 
 PROMPTS = ("1 2 3 4 5 6 7 8", "41 hello 99 world 7")
 
@@ -82,9 +83,11 @@ def run(output: Path = Path("."), *, say: Callable[[str], None] = print, keep_ru
     repo = output / "model_repository"
     build_dir = output / "build"
 
-    say("[1/5] example ONNX models (ge-plugin demo-models build/models)")
+    say("[1/5] example ONNX models and the LLaMA's tokenizer (ge-plugin demo-models build/models)")
     for path in write_demo_models(build_dir / "models").values():
         say(f"      {path}  {path.stat().st_size / 1e6:.1f} MB")
+    for path in write_demo_tokenizer(build_dir / "models"):
+        say(f"      {path}  {path.stat().st_size / 1e3:.0f} kB")
 
     say("[2/5] sim OM files, built from ATC's own flags (ge-plugin atc SPEC --sim)")
     specs = demo_specs(output, say)
@@ -187,6 +190,7 @@ def _ask(server: TritonServer, models: Path, say: Callable[[str], None]) -> None
         gears = _executes_by_gear(server.metrics_url, "llama_model")
         say(f"        all 16 correct in {elapsed:.0f} ms; executes by gear: {', '.join(gears)}")
         _generate(server, say)
+        _chat(server, models, say)
     finally:
         http.close()
         grpc.close()
@@ -239,6 +243,75 @@ def _generate(server: TritonServer, say: Callable[[str], None]) -> None:
     say(f"      llama_generate_layers (per-layer KV form) over HTTP generate: {answer['output_ids']}")
     if answer["output_ids"] != expected:
         raise DemoFailed(f"llama_generate_layers generated {answer['output_ids']}, expected {expected}")
+
+
+#: the demo's chat; long enough (13 tokens or more) that every generated token is a copy of one before it
+CHAT = ({"role": "user", "content": "Tell me a story about a small robot."},)
+
+
+def _chat(server: TritonServer, models: Path, say: Callable[[str], None]) -> None:
+    """A chat round trip through the OpenAI-compatible endpoint, streamed (SSE) and printed as the text
+    arrives, then Triton's generate with text_input. The demo LLaMA copies the token 12 back, so its answer
+    repeats the end of the chat's prompt (the chat template's ``[/INST]`` included): the text expected is
+    the tokenizer's decode of those ids."""
+    import json
+    import urllib.request
+
+    from ge_plugin.models import llama_kv
+    from ge_plugin.text.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer.from_files(models / "tokenizer.json", models / "tokenizer_config.json")
+    ids = tokenizer.encode_chat(CHAT)
+    for _ in range(16):
+        ids.append(ids[-1 - llama_kv.COPY_DISTANCE])
+    expected = tokenizer.decode(ids[-16:])
+    body = {"model": "llama_generate", "messages": list(CHAT), "max_tokens": 16, "stream": True}
+    body["stream_options"] = {"include_usage": True}
+    say(
+        f"      llama_generate over the OpenAI chat endpoint (POST /v1/chat/completions): {CHAT[0]['content']!r}"
+    )
+    request = urllib.request.Request(
+        f"http://{server.http_url}/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    pieces: list[str] = []
+    usage: dict[str, int] = {}
+    t0 = time.perf_counter()
+    with urllib.request.urlopen(request, timeout=60) as response:
+        for line in response:
+            if not line.startswith(b"data: ") or line.strip() == b"data: [DONE]":
+                continue
+            chunk = json.loads(line[len(b"data: ") :])
+            usage = chunk.get("usage") or usage
+            for choice in chunk["choices"]:
+                if choice["delta"].get("content"):
+                    pieces.append(choice["delta"]["content"])
+                    say(f"        +{choice['delta']['content']!r}")
+    text = "".join(pieces)
+    say(
+        f"        answer {text!r} ({usage.get('prompt_tokens')} prompt + {usage.get('completion_tokens')} "
+        f"completion tokens, {(time.perf_counter() - t0) * 1e3:.1f} ms)"
+    )
+    if text != expected or usage.get("completion_tokens") != 16:
+        raise DemoFailed(f"the chat answered {text!r} ({usage}), expected {expected!r} (16 tokens)")
+    prompt = "Once upon a time there was a small robot who wanted to learn"
+    ids = tokenizer.encode_prompt(prompt)
+    for _ in range(8):
+        ids.append(ids[-1 - llama_kv.COPY_DISTANCE])
+    expected = tokenizer.decode(ids[-8:])
+    request = urllib.request.Request(
+        f"http://{server.http_url}/v2/models/llama_generate_layers/generate",
+        data=json.dumps({"text_input": prompt, "max_tokens": 8}).encode(),
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        answer = json.loads(response.read())
+    say(f"      llama_generate_layers over HTTP generate, text_input {prompt!r}")
+    say(f"        text_output {answer['text_output']!r}")
+    if answer["text_output"] != expected:
+        raise DemoFailed(f"text_output {answer['text_output']!r}, expected {expected!r}")
 
 
 def _onnxruntime(path: Path, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -1,5 +1,7 @@
 """Iteration-level batching over one OM on one stream: every step, one decode execute for every active
-sequence, then the prompts of newcomers prefilled in chunks; they join at the next step.
+sequence, then up to ``prefill_tokens_per_step`` prompt tokens prefilled in chunks (at least one chunk): a
+long prompt is prefilled over several steps while the others go on decoding, so no step stalls them for a
+whole prompt; a sequence joins the decode batch at the step after its last chunk.
 
 Per step the host sends ids, positions and masks and receives the logits rows it samples from; the keys
 and values stay on the device (cache.py). Everything the loop touches is allocated when the Generator is
@@ -169,6 +171,7 @@ class Generator:
         *,
         device_id: int = 0,
         fastpath: ModuleType | None = None,
+        acl_json: str = "",
     ):
         if fastpath is None:
             from ge_plugin import fastpath as default
@@ -178,10 +181,13 @@ class Generator:
         self.config = config
         self._lock = threading.Lock()
         self.waiting: collections.deque[Sequence] = collections.deque()
+        #: decoding sequences, in slot order (slots 0..n-1)
         self.active: list[Sequence] = []
+        #: the sequence whose prompt is being prefilled, chunk by chunk over steps; it holds slot n
+        self.prefilling: Sequence | None = None
         self.stats = Stats()
         self._closing: list[Any] = [_Released()]
-        acquire()
+        acquire(acl_json)  # the model's acl.json, as the forward-pass engine passes it
         self.context = Context(device_id)
         self._closing.append(self.context)
         try:
@@ -241,28 +247,45 @@ class Generator:
 
     @property
     def idle(self) -> bool:
-        return not self.active and not self.waiting
+        return not self.active and not self.waiting and self.prefilling is None
+
+    @property
+    def sequences(self) -> list[Sequence]:
+        """Every sequence held: decoding, being prefilled, waiting."""
+        held = [*self.active, *([self.prefilling] if self.prefilling is not None else [])]
+        with self._lock:
+            return [*held, *self.waiting]
 
     # ---- the loop (one thread) ----
 
     def step(self) -> None:
-        """Cancellations, one decode execute for the active sequences, then prefills of newcomers."""
+        """Cancellations, one decode execute for the active sequences, then prefill chunks."""
         self.context.make_current()
         for sequence in [s for s in self.active if s.cancelled]:
             self._finish(sequence, "cancelled")
+        prefilling = self.prefilling
+        if prefilling is not None and prefilling.cancelled:
+            self.prefilling = None
+            prefilling.slot = -1
+            self._finish(prefilling, "cancelled")
         self._leave_finished()
         if self.active:
             self._decode()
             self._leave_finished()
-        self._admit()
-        self._leave_finished()
+        self._prefill_step()
         self.stats.active = len(self.active)
-        self.stats.cached_tokens = sum(s.cached for s in self.active)
+        self.stats.cached_tokens = sum(s.cached for s in self.active) + (
+            self.prefilling.cached if self.prefilling is not None else 0
+        )
+
+    def _decode_gear(self, count: int) -> int:
+        """The batch gear a decode step of ``count`` sequences runs on: the smallest that holds them."""
+        return next(b for b in self.layout.batch_gears if b >= count)
 
     def _decode(self) -> None:
         phase, layout, stream = self.decode, self.layout, self.stream.handle
         count = len(self.active)
-        batch = next(b for b in layout.batch_gears if b >= count)
+        batch = self._decode_gear(count)
         width = layout.context + 1
         for row, sequence in enumerate(self.active):
             phase.ids[row] = sequence.pending
@@ -287,48 +310,63 @@ class Generator:
             sequence.cached += 1
             self._emit(sequence, phase.logits[row])
 
-    def _admit(self) -> None:
+    def _prefill_step(self) -> None:
+        """Prefill chunks until this step's ``prefill_tokens_per_step`` are spent (the first chunk always
+        runs); a sequence whose last chunk ran samples its first token and decodes from the next step."""
         budget = self.config.prefill_tokens_per_step
-        while len(self.active) < self.layout.slots:
+        while budget > 0:
+            sequence = self.prefilling or self._next_waiting()
+            if sequence is None:
+                return
+            budget -= self._prefill_chunk(sequence)
+            if sequence.cached < sequence.prompt.size:
+                continue
+            self.prefilling = None
+            self.active.append(sequence)
+            self._init_decode_row(sequence)
+            self._emit(sequence, self.prefill.logits[0])
+            self._leave_finished()  # a first token that ends the sequence (EOS, max_tokens 1)
+
+    def _next_waiting(self) -> Sequence | None:
+        """The next waiting sequence, given the slot after the active ones; None without a free slot or a
+        waiting sequence. Cancelled ones are answered and dropped on the way."""
+        if len(self.active) >= self.layout.slots:
+            return None
+        while True:
             with self._lock:
                 if not self.waiting:
-                    return
-                sequence = self.waiting[0]
-                if sequence.cancelled:
-                    self.waiting.popleft()
-                    sequence.finish = "cancelled"
-                    sequence.listener(sequence, [], "cancelled")
-                    continue
-                if budget <= 0:
-                    return
-                self.waiting.popleft()
-            budget -= sequence.prompt.size
-            sequence.slot = len(self.active)
-            self.active.append(sequence)
-            self._prefill(sequence)
+                    return None
+                sequence = self.waiting.popleft()
+            if not sequence.cancelled:
+                break
+            sequence.finish = "cancelled"
+            sequence.listener(sequence, [], "cancelled")
+        sequence.slot = len(self.active)
+        self.prefilling = sequence
+        return sequence
 
-    def _prefill(self, sequence: Sequence) -> None:
+    def _prefill_chunk(self, sequence: Sequence) -> int:
+        """Run the next chunk of ``sequence``'s prompt (the smallest seq gear holding what is left, else the
+        largest); the logits row comes back only with the last chunk. Returns the tokens prefilled."""
         phase, layout, stream = self.prefill, self.layout, self.stream.handle
         context = layout.context
         prompt = sequence.prompt
-        while sequence.cached < prompt.size:
-            remaining = prompt.size - sequence.cached
-            seq = next((s for s in layout.seq_gears if s >= remaining), layout.seq_gears[-1])
-            count = min(remaining, seq)
-            start = sequence.cached
-            self.fastpath.gather(
-                phase.ids_host.array, [1, seq], "int64", [prompt[None, start : start + count]], "int64", 0
-            )
-            width = context + seq
-            mask = phase.mask[:width]
-            mask[:start] = 1
-            mask[start:context] = 0
-            mask[context:] = 1
-            phase.pos[:seq] = np.arange(
-                start, start + seq
-            )  # padding rows get positions too; no one reads them
-            self._run(phase, 1, seq, width, sequence.slot, fill=start > 0)
-            self.cache.write([b.ptr for b in phase.present], 1, seq, 0, sequence.slot, start, count, stream)
+        remaining = prompt.size - sequence.cached
+        seq = next((s for s in layout.seq_gears if s >= remaining), layout.seq_gears[-1])
+        count = min(remaining, seq)
+        start = sequence.cached
+        self.fastpath.gather(
+            phase.ids_host.array, [1, seq], "int64", [prompt[None, start : start + count]], "int64", 0
+        )
+        width = context + seq
+        mask = phase.mask[:width]
+        mask[:start] = 1
+        mask[start:context] = 0
+        mask[context:] = 1
+        phase.pos[:seq] = np.arange(start, start + seq)  # padding rows get positions too; no one reads them
+        self._run(phase, 1, seq, width, sequence.slot, fill=start > 0)
+        self.cache.write([b.ptr for b in phase.present], 1, seq, 0, sequence.slot, start, count, stream)
+        if count == remaining:
             last = (count - 1) * layout.vocab * FLOAT
             copy_async(
                 phase.logits_host.ptr,
@@ -338,11 +376,10 @@ class Generator:
                 D2H,
                 stream,
             )
-            self.stream.synchronize()
-            self.stats.prefill_executes += 1
-            sequence.cached += count
-        self._init_decode_row(sequence)
-        self._emit(sequence, phase.logits[0])
+        self.stream.synchronize()  # the next chunk reuses the pinned staging
+        self.stats.prefill_executes += 1
+        sequence.cached += count
+        return count
 
     def _init_decode_row(self, sequence: Sequence) -> None:
         width = self.layout.context + 1
@@ -395,7 +432,8 @@ class Generator:
         sequence.listener(sequence, [], reason)
 
     def _leave_finished(self) -> None:
-        """Finished sequences leave now; the last active sequence takes each freed slot."""
+        """Finished sequences leave now; the last active sequence takes each freed slot, and the one being
+        prefilled moves down to the slot after the active ones."""
         index = 0
         while index < len(self.active):
             sequence = self.active[index]
@@ -407,6 +445,9 @@ class Generator:
                 self._move(last, sequence.slot)
                 self.active[index] = last
             sequence.slot = -1
+        prefilling = self.prefilling
+        if prefilling is not None and prefilling.slot != len(self.active):
+            self._move(prefilling, len(self.active))
 
     def _move(self, sequence: Sequence, slot: int) -> None:
         self.cache.move(sequence.slot, slot, self.stream.handle)
@@ -420,7 +461,9 @@ class Generator:
         with self._lock:
             waiting = list(self.waiting)
             self.waiting.clear()
-        for sequence in [*self.active, *waiting]:
+        prefilling = [self.prefilling] if self.prefilling is not None else []
+        self.prefilling = None
+        for sequence in [*self.active, *prefilling, *waiting]:
             sequence.error = message
             self._finish(sequence, "error")
             sequence.slot = -1

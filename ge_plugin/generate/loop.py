@@ -54,7 +54,7 @@ class GenerationLoop:
     def close(self) -> None:
         """Cancel every sequence (their listeners hear "cancelled"), stop the thread."""
         generator = self.generator
-        for sequence in [*generator.active, *generator.waiting]:
+        for sequence in generator.sequences:
             generator.cancel(sequence)
         with self._wake:
             self._wake.notify()

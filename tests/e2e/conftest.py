@@ -98,9 +98,12 @@ def ids32_model() -> onnx.ModelProto:
 
 @pytest.fixture(scope="session")
 def models_dir(tmp_path_factory) -> Path:
-    """The demo ONNX models plus ``mlp.onnx`` and ``ids32.onnx``."""
+    """The demo ONNX models and the demo LLaMA's tokenizer, plus ``mlp.onnx`` and ``ids32.onnx``."""
+    from ge_plugin.text.demo import write_demo_tokenizer
+
     directory = tmp_path_factory.mktemp("e2e-models")
     write_demo_models(directory)
+    write_demo_tokenizer(directory)
     write_model(directory / "mlp.onnx", mlp_model())
     write_model(directory / "ids32.onnx", ids32_model())
     return directory

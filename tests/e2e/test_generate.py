@@ -75,6 +75,15 @@ def test_generate_stream_sends_tokens_per_response_then_the_finish(server, model
     assert [str(e["finish_reason"]).strip("[]'\"") for e in events] == ["", "", "length"]
 
 
+def test_the_specs_acl_json_reaches_the_generating_model(server):
+    """gen_stacked's acl_json makes each execute hold the simulated device 30 ms: 4 tokens from a prompt of
+    8 are 4 executes (a prefill, 3 decode steps), so never under 120 ms; without the acl.json they take a
+    few ms."""
+    t0 = time.perf_counter()
+    status, _ = _post(server, "/v2/models/gen_stacked/generate", {"input_ids": _prompt(8), "max_tokens": 4})
+    assert status == 200 and time.perf_counter() - t0 >= 0.12
+
+
 def test_a_prompt_longer_than_the_context_is_400_naming_the_limit(server):
     status, body = _post(server, "/v2/models/gen_layers/generate", {"input_ids": _prompt(CONTEXT + 1)})
     assert status == 400

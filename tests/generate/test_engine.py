@@ -3,13 +3,14 @@ allocation per step, limits and errors, sampling, stop ids, cancellation, the OM
 
 from __future__ import annotations
 
+import attrs
 import numpy as np
 import pytest
 
 from ge_plugin.errors import RequestError, UnavailableError
 from ge_plugin.generate import GenerateConfig, Generator, LayoutError, SamplingParams
 from ge_plugin.models import llama_kv
-from ge_plugin.sim import counters
+from ge_plugin.sim import counters, device_time
 
 from .conftest import CONFIGS
 
@@ -51,6 +52,62 @@ def test_a_decode_step_moves_only_ids_positions_masks_and_logits_and_allocates_n
     assert h2d == steps * per_step_h2d  # no key/value byte from the host
     assert d2h == steps * 5 * llama_kv.VOCAB * 4  # the 5 sequences' logits rows, nothing else
     assert device.memcpy_bytes["d2d"] > before[2]["d2d"]  # the new keys/values went device to device
+
+
+@pytest.mark.parametrize("om_name", list(CONFIGS))
+def test_a_long_prompt_is_prefilled_a_budget_a_step_while_the_others_decode(oms, om_name):
+    """prefill_tokens_per_step bounds how long a step keeps the decoding sequences waiting: a 50-token
+    prompt on seq gears (1, 4, 16) with 16 tokens a step takes 4 steps (16, 16, 16, then 2 on gear 4), and
+    the sequence already decoding gets a token at each of them."""
+    config = attrs.evolve(CONFIGS[om_name], prefill_tokens_per_step=16)
+    engine = Generator(str(oms[om_name]), config)
+    try:
+        decoding = engine.submit(_prompt(6), SamplingParams(max_tokens=40), lambda *a: None)
+        engine.step()
+        assert engine.active == [decoding] and len(decoding.generated) == 1
+        events, listener = _collect()
+        long = engine.submit(_prompt(50, 1), SamplingParams(max_tokens=3), listener)
+        prefills = [engine.stats.prefill_executes]
+        for _ in range(4):
+            engine.step()
+            prefills.append(engine.stats.prefill_executes)
+            assert engine.stats.decode_executes == len(prefills) - 1  # a decode step every step
+        assert prefills == [prefills[0] + n for n in range(5)]  # one 16-token chunk a step, then 2 tokens
+        assert engine.prefilling is None and engine.active == [decoding, long]
+        assert long.cached == 50 and events == [([long.generated[0]], "")]  # its first token, at the end
+        assert len(decoding.generated) == 5
+        engine.run_until_idle()
+        assert long.finish == "length" and len(long.generated) == 3
+    finally:
+        engine.close()
+
+
+def test_a_sequence_cancelled_while_its_prompt_is_prefilled_frees_its_slot(oms):
+    engine = Generator(str(oms["llama_kv"]), attrs.evolve(CONFIGS["llama_kv"], prefill_tokens_per_step=4))
+    try:
+        events, listener = _collect()
+        long = engine.submit(_prompt(40), SamplingParams(max_tokens=5), listener)
+        engine.step()
+        assert engine.prefilling is long and long.slot == 0 and 0 < long.cached < 40
+        engine.cancel(long)
+        after = engine.submit(_prompt(3, 2), SamplingParams(max_tokens=2), lambda *a: None)
+        engine.step()
+        assert events == [([], "cancelled")] and long.slot == -1
+        assert engine.prefilling is None and engine.active == [after] and after.slot == 0
+        engine.run_until_idle()
+        assert after.finish == "length" and engine.idle
+    finally:
+        engine.close()
+
+
+def test_the_models_acl_json_initialises_pyacl(oms):
+    """A spec's acl_json reaches acl.init for a generating model too (here: the simulator's device time)."""
+    config = '{"ge_plugin_sim": {"execute_latency_ms": 7}}'
+    engine = Generator(str(oms["llama_kv"]), CONFIGS["llama_kv"], acl_json=config)
+    try:
+        assert device_time.profile().base_ms == 7
+    finally:
+        engine.close()
 
 
 def test_a_prompt_longer_than_the_context_is_refused_naming_the_limit(generator):

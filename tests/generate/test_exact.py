@@ -4,6 +4,7 @@ others run; on both OM forms and on both fast-path implementations."""
 
 from __future__ import annotations
 
+import attrs
 import numpy as np
 import pytest
 
@@ -32,8 +33,14 @@ def _prompts() -> list[tuple[np.ndarray, int]]:
 
 @pytest.mark.parametrize("impl", [fastpath.COMPILED, fastpath.TWIN], ids=str)
 @pytest.mark.parametrize("om_name", list(CONFIGS))
-def test_32_prompts_joining_and_leaving_equal_the_full_recompute(oms, full_recompute, om_name, impl):
-    generator = Generator(str(oms[om_name]), CONFIGS[om_name], fastpath=impl.load())
+@pytest.mark.parametrize("prefill_tokens", [256, 4], ids=["prefill256", "prefill4"])
+def test_32_prompts_joining_and_leaving_equal_the_full_recompute(
+    oms, full_recompute, om_name, impl, prefill_tokens
+):
+    """With 4 prefill tokens a step, each prompt takes one chunk a step, so a prompt is half prefilled while
+    others decode, finish and leave (its partial keys/values move slot with it)."""
+    config = attrs.evolve(CONFIGS[om_name], prefill_tokens_per_step=prefill_tokens)
+    generator = Generator(str(oms[om_name]), config, fastpath=impl.load())
     try:
         assert generator.layout.slots == 32 and generator.layout.context == CONTEXT
         cases = _prompts()
@@ -52,18 +59,31 @@ def test_32_prompts_joining_and_leaving_equal_the_full_recompute(oms, full_recom
 
         submit(cases[:12])
         active_sizes = []
-        for _ in range(3):
+        #: (prefilling sequence, its slot) after each step: a prompt half prefilled, and whether it moved
+        halfway: list[tuple[int, int]] = []
+
+        def step() -> None:
             generator.step()
             active_sizes.append(len(generator.active))
+            if generator.prefilling is not None and generator.active:
+                halfway.append((id(generator.prefilling), generator.prefilling.slot))
+
+        for _ in range(3):
+            step()
         submit(cases[12:22])  # join while the first ones decode
         for _ in range(2):
-            generator.step()
-            active_sizes.append(len(generator.active))
+            step()
         submit(cases[22:])
         while not generator.idle:
-            generator.step()
-            active_sizes.append(len(generator.active))
-        assert max(active_sizes) > 12 and len(set(active_sizes)) > 5  # sequences really joined and left
+            step()
+        assert len(set(active_sizes)) > 5  # sequences really joined and left
+        if prefill_tokens == 256:
+            assert max(active_sizes) > 12
+        else:  # prompts prefilled over steps beside decoding ones, some moving slot as others left
+            slots: dict[int, set[int]] = {}
+            for key, slot in halfway:
+                slots.setdefault(key, set()).add(slot)
+            assert len(slots) > 5 and any(len(seen) > 1 for seen in slots.values())
 
         worst = 0.0
         for (prompt, max_tokens), sequence in zip(cases, sequences):
