@@ -1,9 +1,9 @@
-"""``acl.media``, simulated: DVPP memory, channels, picture descriptions, JPEGD, JPEGE and VPC.
+"""``acl.media``, simulated: DVPP memory, channels, picture descriptions, JPEGD, PNGD, JPEGE and VPC.
 
 Call forms and returns are those of pyACL's wrappers (hicann/runtime ``python/pyACL/media/*.cpp``): "create"
 calls and getters return a bare value (a handle, a width), setters and the asynchronous calls ``ret``,
-``dvpp_malloc`` and the size predictions ``(value, ret)``, ``dvpp_jpeg_get_image_info`` ``(width, height,
-components, ret)``, the batch crop ``(dst_batch, ret)``. The rules each call checks (formats, strides, sizes,
+``dvpp_malloc`` and the size predictions ``(value, ret)``, ``dvpp_jpeg_get_image_info`` and
+``dvpp_png_get_image_info`` ``(width, height, components, ret)``, the batch crop ``(dst_batch, ret)``. The rules each call checks (formats, strides, sizes,
 ROI alignment) are the pyACL docs' JPEGD and VPC restrictions, per SoC (``_dvpp_images.rules``). DVPP reads
 and writes memory from ``dvpp_malloc`` only: device memory of the current device, which the sanitizer knows
 (its origin names the call). The asynchronous calls queue their work on the stream like other device work;
@@ -72,6 +72,9 @@ __all__ = [
     "dvpp_jpeg_predict_dec_size",
     "dvpp_jpeg_predict_enc_size",
     "dvpp_malloc",
+    "dvpp_png_decode_async",
+    "dvpp_png_get_image_info",
+    "dvpp_png_predict_dec_size",
     "dvpp_set_channel_desc_mode",
     "dvpp_set_jpege_config_level",
     "dvpp_set_pic_desc_data",
@@ -723,6 +726,120 @@ def dvpp_jpeg_decode_async(channel_desc: int, data: int, size: int, output_desc:
         desc.width, desc.height, desc.format, desc.ret_code = width, height, fmt, 0
 
     _queue("media.dvpp_jpeg_decode_async", stream, decode, [src_alloc, out.alloc])
+    return 0
+
+
+# -- PNGD -----------------------------------------------------------------------------------------------
+
+
+def _png_header(call: str, data: int, size: int) -> _img.PngHeader:
+    raw = _read_image(call, data, size)
+    try:
+        return _img.png_header(raw)
+    except _img.BadImage as bad:
+        raise _Fail(_BAD, bad.message) from None
+
+
+def _png_size(header: _img.PngHeader) -> None:
+    for what, value in (("width", header.width), ("height", header.height)):
+        if not _img.PNG_MIN <= value <= _img.PNG_MAX:
+            raise _Fail(_BAD, f"the PNG's {what} {value} is outside PNGD's {_img.PNG_MIN}..{_img.PNG_MAX}")
+
+
+def _png_format(fmt: int, header: _img.PngHeader) -> int:
+    allowed = _img.png_outputs(header)
+    if fmt == _img.UNKNOWN:
+        return allowed[0]
+    if fmt not in allowed:
+        kind = "an RGBA or grey-with-alpha" if header.alpha else "an RGB or grey"
+        names = ", ".join(f"{_img.FORMAT_NAMES[f]} ({f})" for f in allowed)
+        raise _Fail(_BAD, f"PNGD writes {kind} PNG as {names} or PIXEL_FORMAT_UNKNOWN, not format {fmt}")
+    return fmt
+
+
+@_acl_call("acl.media.dvpp_png_get_image_info", _a.k, _a.u32, init=False, failure=_value_and_ret(0, 0, 0))
+def dvpp_png_get_image_info(data: int, data_size: int, /) -> tuple[int, int, int, int]:
+    """``width, height, components, ret`` from the PNG's IHDR (host or DVPP memory, as for JPEGs)."""
+    header = _png_header("acl.media.dvpp_png_get_image_info", data, data_size)
+    return header.width, header.height, header.components, 0
+
+
+@_acl_call("acl.media.dvpp_png_predict_dec_size", _a.k, _a.u32, _a.i, init=False, failure=_value_and_ret(0))
+def dvpp_png_predict_dec_size(data: int, data_size: int, output_pixel_format: int, /) -> tuple[int, int]:
+    """``dec_size, ret``: the width rounded up to 128 times the bytes a pixel, times the height rounded up to
+    16; PIXEL_FORMAT_UNKNOWN sizes for the largest format the PNG may decode to (RGBA8888 for one with
+    alpha)."""
+    header = _png_header("acl.media.dvpp_png_predict_dec_size", data, data_size)
+    _png_size(header)
+    fmt = _png_format(output_pixel_format, header)
+    return _align_up(header.width, 128) * _img.PACKED_BYTES[fmt] * _align_up(header.height, 16), 0
+
+
+def _packed_picture(what: str, handle: int, fmt: int, width: int, height: int) -> _Picture:
+    """The output description ``handle`` for a ``width`` x ``height`` picture of packed ``fmt``: width stride
+    (bytes) a multiple of 128 pixels and at least the width, height stride a multiple of 16, memory enough."""
+    desc: _PicDesc = _get(_PICS, handle, what)
+    bpp = _img.PACKED_BYTES[fmt]
+    ws, hs = desc.width_stride, desc.height_stride
+    if ws % (128 * bpp) or ws < width * bpp:
+        raise _Fail(
+            _BAD,
+            f"{what}: width stride {ws} must be the width rounded up to 128 times {bpp} (a multiple of "
+            f"{128 * bpp}, at least {_align_up(width, 128) * bpp}) for {_img.FORMAT_NAMES[fmt]}",
+        )
+    if hs % 16 or hs < height:
+        raise _Fail(
+            _BAD, f"{what}: height stride {hs} must be a multiple of 16 and at least the height {height}"
+        )
+    need = ws * hs
+    if desc.size < need:
+        raise _Fail(
+            _BAD,
+            f"{what}: size {desc.size} is less than the {need} bytes a {_img.FORMAT_NAMES[fmt]} picture of "
+            f"strides {ws}x{hs} takes",
+        )
+    if desc.data == 0:
+        raise _Fail(_BAD, f"{what} has no data (acl.media.dvpp_set_pic_desc_data)")
+    alloc, _ = _dvpp_view(f"{what} data", desc.data, desc.size)
+    return _Picture(desc, alloc, alloc.view(desc.data - alloc.base, need))
+
+
+@_acl_call("acl.media.dvpp_png_decode_async", _a.k, _a.k, _a.u32, _a.k, _a.k, fault=None)
+def dvpp_png_decode_async(channel_desc: int, data: int, size: int, output_desc: int, stream: int, /) -> int:
+    """``ret``: queues the decode of the PNG at ``data`` (DVPP memory) into ``output_desc`` on ``stream``.
+
+    As JPEGD: the header is read at the call (timing only: not at all, the output description is checked as
+    given for the format it names); a PNG whose data does not decode fails on the stream, its output
+    description's ret code saying so. Once decoded, the description's width, height and format are what
+    PNGD wrote."""
+    _channel(channel_desc)
+    if size == 0:
+        raise _Fail(_BAD, "size must not be 0")
+    src_alloc, src = _dvpp_view("data", data, size)
+    desc: _PicDesc = _get(_PICS, output_desc, "output_desc")
+    if _TIMING.timing_only:  # the PNG's bytes were never copied: nothing to read, nothing decoded
+        fmt = desc.format if desc.format in _img.PACKED_BYTES else _img.RGBA_8888
+        out = _packed_picture("output_desc", output_desc, fmt, desc.width, desc.height)
+        _queue("media.dvpp_png_decode_async", stream, lambda: None, [src_alloc, out.alloc])
+        return 0
+    try:
+        header = _img.png_header(src.tobytes())
+    except _img.BadImage as bad:
+        raise _Fail(_BAD, bad.message) from None
+    _png_size(header)
+    fmt = _png_format(desc.format, header)
+    out = _packed_picture("output_desc", output_desc, fmt, header.width, header.height)
+
+    def decode() -> None:
+        try:
+            pixels = _img.decode_png(src.tobytes(), fmt)
+        except _img.BadImage as bad:
+            desc.ret_code = _DECODE_FAILED
+            raise _Fail(_DECODE_FAILED, f"acl.media.dvpp_png_decode_async: {bad.message}") from None
+        _img.write_packed(out.view, pixels, out.width_stride)
+        desc.width, desc.height, desc.format, desc.ret_code = header.width, header.height, fmt, 0
+
+    _queue("media.dvpp_png_decode_async", stream, decode, [src_alloc, out.alloc])
     return 0
 
 
