@@ -108,6 +108,9 @@ _MAX_CROPS = 256
 _MAX_BATCH = 256
 #: a decode that fails on the device: the stream's error and the output description's ret code
 _DECODE_FAILED = _K.ACL_ERROR_FAILURE
+#: how a JPEG and a PNG start: data that does at the call is read then
+_JPEG_SOI = b"\xff\xd8"
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def _is_dvpp(alloc: _Allocation | None) -> bool:
@@ -675,11 +678,14 @@ def _picture(what: str, handle: int, fmt: int, width_align: int, height_align: i
 def dvpp_jpeg_decode_async(channel_desc: int, data: int, size: int, output_desc: int, stream: int, /) -> int:
     """``ret``: queues the decode of the JPEG at ``data`` (DVPP memory) into ``output_desc`` on ``stream``.
 
-    The header is read at the call (timing only: not at all, as the copies that brought the JPEG moved
-    nothing; the output description is checked as given): a JPEG kind JPEGD does not decode is ACL_ERROR_UNSUPPORTED_JPEG then; a
-    JPEG whose data does not decode fails on the stream (synchronize_stream returns ACL_ERROR_FAILURE and the
-    output description's ret code says so). Once decoded, the output description's width and height are
-    what JPEGD wrote (rounded down to even where the format subsamples)."""
+    When the JPEG is in DVPP memory at the call (it starts with the SOI marker), its header is read then: a
+    JPEG kind JPEGD does not decode is ACL_ERROR_UNSUPPORTED_JPEG, an output description that cannot take it
+    ACL_ERROR_INVALID_PARAM, from the call. When it is not there yet (an asynchronous copy queued before on
+    the stream brings it, as the stream runs in order), the header is read when the decode runs, and what it
+    refuses fails on the stream with the output description's ret code set, as a JPEG whose data does not
+    decode does (ACL_ERROR_FAILURE). Timing only, the header is not read at all (the copies that brought the
+    JPEG moved nothing) and the output description is checked as given. Once decoded, the output
+    description's width and height are what JPEGD wrote (rounded down to even where the format subsamples)."""
     _channel(channel_desc)
     if size == 0:
         raise _Fail(_BAD, "size must not be 0")
@@ -692,27 +698,42 @@ def dvpp_jpeg_decode_async(channel_desc: int, data: int, size: int, output_desc:
         out = _picture("output_desc", output_desc, fmt, _rules().jpegd_width_align, 16)
         _queue("media.dvpp_jpeg_decode_async", stream, lambda: None, [src_alloc, out.alloc])
         return 0
-    try:
-        header, why = _img.jpeg_header(src.tobytes())
-    except _img.BadImage as bad:
-        raise _Fail(_BAD, bad.message) from None
-    _unsupported(why, header)
-    fmt = _output_format(desc.format, header)
-    width, height = _decoded_size(fmt, header)
-    if desc.width_stride < header.width or desc.height_stride < header.height:
-        raise _Fail(
-            _BAD,
-            f"output_desc: strides {desc.width_stride}x{desc.height_stride} are smaller than the "
-            f"{header.width}x{header.height} JPEG",
-        )
-    out = _picture("output_desc", output_desc, fmt, _rules().jpegd_width_align, 16)
+
+    def prepare() -> tuple[int, int, int, _Picture]:
+        """The header read and the output description checked against it: format, width, height, picture."""
+        try:
+            header, why = _img.jpeg_header(src.tobytes())
+        except _img.BadImage as bad:
+            raise _Fail(_BAD, bad.message) from None
+        _unsupported(why, header)
+        fmt = _output_format(desc.format, header)
+        width, height = _decoded_size(fmt, header)
+        if desc.width_stride < header.width or desc.height_stride < header.height:
+            raise _Fail(
+                _BAD,
+                f"output_desc: strides {desc.width_stride}x{desc.height_stride} are smaller than the "
+                f"{header.width}x{header.height} JPEG",
+            )
+        return fmt, width, height, _picture("output_desc", output_desc, fmt, _rules().jpegd_width_align, 16)
+
+    ready = prepare() if src[:2].tobytes() == _JPEG_SOI else None
+    if ready is None:  # checked when the decode runs; its output memory must be there meanwhile
+        if desc.data == 0:
+            raise _Fail(_BAD, "output_desc has no data (acl.media.dvpp_set_pic_desc_data)")
+        out_alloc = _dvpp_view("output_desc data", desc.data, desc.size)[0]
+    else:
+        out_alloc = ready[3].alloc
 
     def decode() -> None:
         try:
+            fmt, width, height, out = ready if ready is not None else prepare()
             y, cb, cr = _img.decode(src.tobytes())
         except _img.BadImage as bad:
             desc.ret_code = _DECODE_FAILED
             raise _Fail(_DECODE_FAILED, f"acl.media.dvpp_jpeg_decode_async: {bad.message}") from None
+        except _Fail as fail:
+            desc.ret_code = fail.code
+            raise _Fail(fail.code, f"acl.media.dvpp_jpeg_decode_async: {fail.message}") from None
         cut = (slice(0, height), slice(0, width))
         _img.write_semiplanar(
             out.view,
@@ -725,7 +746,7 @@ def dvpp_jpeg_decode_async(channel_desc: int, data: int, size: int, output_desc:
         )
         desc.width, desc.height, desc.format, desc.ret_code = width, height, fmt, 0
 
-    _queue("media.dvpp_jpeg_decode_async", stream, decode, [src_alloc, out.alloc])
+    _queue("media.dvpp_jpeg_decode_async", stream, decode, [src_alloc, out_alloc])
     return 0
 
 
@@ -808,7 +829,8 @@ def _packed_picture(what: str, handle: int, fmt: int, width: int, height: int) -
 def dvpp_png_decode_async(channel_desc: int, data: int, size: int, output_desc: int, stream: int, /) -> int:
     """``ret``: queues the decode of the PNG at ``data`` (DVPP memory) into ``output_desc`` on ``stream``.
 
-    As JPEGD: the header is read at the call (timing only: not at all, the output description is checked as
+    As JPEGD: the header is read at the call when the PNG is there (its signature), else when the decode
+    runs, its refusals then the stream's (timing only: not at all, the output description is checked as
     given for the format it names); a PNG whose data does not decode fails on the stream, its output
     description's ret code saying so. Once decoded, the description's width, height and format are what
     PNGD wrote."""
@@ -822,24 +844,38 @@ def dvpp_png_decode_async(channel_desc: int, data: int, size: int, output_desc: 
         out = _packed_picture("output_desc", output_desc, fmt, desc.width, desc.height)
         _queue("media.dvpp_png_decode_async", stream, lambda: None, [src_alloc, out.alloc])
         return 0
-    try:
-        header = _img.png_header(src.tobytes())
-    except _img.BadImage as bad:
-        raise _Fail(_BAD, bad.message) from None
-    _png_size(header)
-    fmt = _png_format(desc.format, header)
-    out = _packed_picture("output_desc", output_desc, fmt, header.width, header.height)
+
+    def prepare() -> tuple[_img.PngHeader, int, _Picture]:
+        try:
+            header = _img.png_header(src.tobytes())
+        except _img.BadImage as bad:
+            raise _Fail(_BAD, bad.message) from None
+        _png_size(header)
+        fmt = _png_format(desc.format, header)
+        return header, fmt, _packed_picture("output_desc", output_desc, fmt, header.width, header.height)
+
+    ready = prepare() if src[: len(_PNG_SIGNATURE)].tobytes() == _PNG_SIGNATURE else None
+    if ready is None:  # checked when the decode runs; its output memory must be there meanwhile
+        if desc.data == 0:
+            raise _Fail(_BAD, "output_desc has no data (acl.media.dvpp_set_pic_desc_data)")
+        out_alloc = _dvpp_view("output_desc data", desc.data, desc.size)[0]
+    else:
+        out_alloc = ready[2].alloc
 
     def decode() -> None:
         try:
+            header, fmt, out = ready if ready is not None else prepare()
             pixels = _img.decode_png(src.tobytes(), fmt)
         except _img.BadImage as bad:
             desc.ret_code = _DECODE_FAILED
             raise _Fail(_DECODE_FAILED, f"acl.media.dvpp_png_decode_async: {bad.message}") from None
+        except _Fail as fail:
+            desc.ret_code = fail.code
+            raise _Fail(fail.code, f"acl.media.dvpp_png_decode_async: {fail.message}") from None
         _img.write_packed(out.view, pixels, out.width_stride)
         desc.width, desc.height, desc.format, desc.ret_code = header.width, header.height, fmt, 0
 
-    _queue("media.dvpp_png_decode_async", stream, decode, [src_alloc, out.alloc])
+    _queue("media.dvpp_png_decode_async", stream, decode, [src_alloc, out_alloc])
     return 0
 
 
