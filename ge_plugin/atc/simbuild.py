@@ -77,6 +77,7 @@ class _Outputs:
 
 def build(options: AtcOptions, *, echo: Callable[[str], None] | None = None) -> BuildResult:
     """Write ``options.output + ".om"``; AtcError (with ATC's message code) for what ATC would reject."""
+    sections = _aipp_sections(options)
     model = _load(options.model)
     initialized = {t.name for t in model.graph.initializer}
     inputs = _inputs(options, [vi for vi in model.graph.input if vi.name not in initialized])
@@ -84,7 +85,7 @@ def build(options: AtcOptions, *, echo: Callable[[str], None] | None = None) -> 
     output_names, runnable = _outputs(options, model)
     outputs = _output_shapes(runnable, inputs, gears, output_names)
     header = _header(options, inputs, gears, outputs, _output_dtypes(options, model, outputs))
-    _insert_aipp(options, inputs, header)
+    _insert_aipp(options, sections, inputs, header)
     path = Path(options.om_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # the ONNX file as given, unless --out_nodes changed the graph's outputs
@@ -134,12 +135,10 @@ def _header(
     }
 
 
-def _insert_aipp(options: AtcOptions, inputs: Sequence[_Input], header: dict[str, Any]) -> None:
-    """Put each AIPP section of ``--insert_op_conf`` in front of its input: the header's input takes uint8
-    images (NHWC dims as pyACL reports them, ``dims_v2`` and every gear's dims in bytes' shape) and records the
-    section for the simulator."""
+def _aipp_sections(options: AtcOptions) -> list[aipp_conf.Aipp]:
+    """The sections of ``--insert_op_conf``, read and checked before the model is (none without it)."""
     if options.insert_op_conf is None:
-        return
+        return []
     path = Path(options.insert_op_conf)
     if not path.is_file():
         raise invalid(options.insert_op_conf, "insert_op_conf", "the file does not exist")
@@ -151,6 +150,15 @@ def _insert_aipp(options: AtcOptions, inputs: Sequence[_Input], header: dict[str
             f"static AIPP with --dynamic_{'image_size' if options.dynamic_mode == 'hw' else 'dims'} is not simulated "
             "(with --dynamic_batch_size or a static model it is)",
         )
+    return sections
+
+
+def _insert_aipp(
+    options: AtcOptions, sections: Sequence[aipp_conf.Aipp], inputs: Sequence[_Input], header: dict[str, Any]
+) -> None:
+    """Put each AIPP section in front of its input: the header's input takes uint8 images (NHWC dims as pyACL
+    reports them, ``dims_v2`` and every gear's dims in bytes' shape) and records the section for the
+    simulator."""
     for section in sections:
         n = section.related_input_rank
         if n >= len(inputs):

@@ -108,9 +108,6 @@ _MAX_CROPS = 256
 _MAX_BATCH = 256
 #: a decode that fails on the device: the stream's error and the output description's ret code
 _DECODE_FAILED = _K.ACL_ERROR_FAILURE
-#: how a JPEG and a PNG start: data that does at the call is read then
-_JPEG_SOI = b"\xff\xd8"
-_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def _is_dvpp(alloc: _Allocation | None) -> bool:
@@ -629,6 +626,11 @@ class _Work:
                 )
 
 
+def _settled(stream: int) -> bool:
+    """Whether ``stream`` has run everything queued on it: what its work would read is there now."""
+    return bool(_s.stream(stream, _s.current_context()).idle)
+
+
 def _queue(api: str, stream: int, work: _Callable[[], None], allocs: list[_Allocation]) -> None:
     target = _s.stream(stream, _s.current_context())
     _queue_plan(target, api, _Work(work, allocs))
@@ -678,12 +680,12 @@ def _picture(what: str, handle: int, fmt: int, width_align: int, height_align: i
 def dvpp_jpeg_decode_async(channel_desc: int, data: int, size: int, output_desc: int, stream: int, /) -> int:
     """``ret``: queues the decode of the JPEG at ``data`` (DVPP memory) into ``output_desc`` on ``stream``.
 
-    When the JPEG is in DVPP memory at the call (it starts with the SOI marker), its header is read then: a
-    JPEG kind JPEGD does not decode is ACL_ERROR_UNSUPPORTED_JPEG, an output description that cannot take it
-    ACL_ERROR_INVALID_PARAM, from the call. When it is not there yet (an asynchronous copy queued before on
-    the stream brings it, as the stream runs in order), the header is read when the decode runs, and what it
-    refuses fails on the stream with the output description's ret code set, as a JPEG whose data does not
-    decode does (ACL_ERROR_FAILURE). Timing only, the header is not read at all (the copies that brought the
+    When the stream has no work left to run at the call (the JPEG was copied synchronously), the header is
+    read then: a JPEG kind JPEGD does not decode is ACL_ERROR_UNSUPPORTED_JPEG, an output description that
+    cannot take it ACL_ERROR_INVALID_PARAM, from the call. When work is still queued before it (an
+    asynchronous copy that brings the JPEG: the stream runs in order, so the bytes at the call may be an
+    earlier picture's), the header is read when the decode runs, and what it refuses fails on the stream with
+    the output description's ret code set, as a JPEG whose data does not decode does (ACL_ERROR_FAILURE). Timing only, the header is not read at all (the copies that brought the
     JPEG moved nothing) and the output description is checked as given. Once decoded, the output
     description's width and height are what JPEGD wrote (rounded down to even where the format subsamples)."""
     _channel(channel_desc)
@@ -716,7 +718,7 @@ def dvpp_jpeg_decode_async(channel_desc: int, data: int, size: int, output_desc:
             )
         return fmt, width, height, _picture("output_desc", output_desc, fmt, _rules().jpegd_width_align, 16)
 
-    ready = prepare() if src[:2].tobytes() == _JPEG_SOI else None
+    ready = prepare() if _settled(stream) else None
     if ready is None:  # checked when the decode runs; its output memory must be there meanwhile
         if desc.data == 0:
             raise _Fail(_BAD, "output_desc has no data (acl.media.dvpp_set_pic_desc_data)")
@@ -829,7 +831,7 @@ def _packed_picture(what: str, handle: int, fmt: int, width: int, height: int) -
 def dvpp_png_decode_async(channel_desc: int, data: int, size: int, output_desc: int, stream: int, /) -> int:
     """``ret``: queues the decode of the PNG at ``data`` (DVPP memory) into ``output_desc`` on ``stream``.
 
-    As JPEGD: the header is read at the call when the PNG is there (its signature), else when the decode
+    As JPEGD: the header is read at the call when the stream has no work left to run, else when the decode
     runs, its refusals then the stream's (timing only: not at all, the output description is checked as
     given for the format it names); a PNG whose data does not decode fails on the stream, its output
     description's ret code saying so. Once decoded, the description's width, height and format are what
@@ -854,7 +856,7 @@ def dvpp_png_decode_async(channel_desc: int, data: int, size: int, output_desc: 
         fmt = _png_format(desc.format, header)
         return header, fmt, _packed_picture("output_desc", output_desc, fmt, header.width, header.height)
 
-    ready = prepare() if src[: len(_PNG_SIGNATURE)].tobytes() == _PNG_SIGNATURE else None
+    ready = prepare() if _settled(stream) else None
     if ready is None:  # checked when the decode runs; its output memory must be there meanwhile
         if desc.data == 0:
             raise _Fail(_BAD, "output_desc has no data (acl.media.dvpp_set_pic_desc_data)")

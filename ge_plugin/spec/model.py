@@ -122,9 +122,9 @@ class Preprocess:
     #: the channel order the model takes
     colour: str = attrs.field(default="rgb", validator=v.one_of(("rgb", "bgr")))
     #: per channel, subtracted from the 0..255 pixel values (in ``colour``'s order)
-    mean: tuple[float, float, float] = attrs.field(default=(0.0, 0.0, 0.0), validator=v.channel_means)
+    mean: tuple[float, ...] = attrs.field(default=(0.0, 0.0, 0.0), validator=v.channel_means)
     #: per channel, what the pixel minus the mean is divided by
-    std: tuple[float, float, float] = attrs.field(default=(1.0, 1.0, 1.0), validator=v.channel_stds)
+    std: tuple[float, ...] = attrs.field(default=(1.0, 1.0, 1.0), validator=v.channel_stds)
     #: the largest encoded image a request may send, in bytes (each lane holds a batch of them, allocated once)
     max_bytes: int = attrs.field(
         default=4 << 20,

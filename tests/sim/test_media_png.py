@@ -239,7 +239,10 @@ def test_palette_and_16_bit_pngs_decode_to_rgb888_as_libpng_expands_them(acl, pn
     expected16 = np.repeat((grey16 >> 8).astype(np.uint8)[..., None], 3, axis=-1)
     expected_palette = np.asarray(Image.open(io.BytesIO(palette.getvalue())).convert("RGB"))
     for data, expected in ((out.getvalue(), expected16), (palette.getvalue(), expected_palette)):
-        assert acl.media.dvpp_png_get_image_info(acl.util.bytes_to_ptr(data), len(data))[2:] in ((1, 0), (3, 0))
+        assert acl.media.dvpp_png_get_image_info(acl.util.bytes_to_ptr(data), len(data))[2:] in (
+            (1, 0),
+            (3, 0),
+        )
         desc, buf, size = pngd.output(UNKNOWN, 64, 40, 384, 48)
         assert pngd.decode(data, desc) == 0 and acl.rt.synchronize_stream(pngd.stream) == 0
         assert acl.media.dvpp_get_pic_desc_format(desc) == RGB888
