@@ -121,10 +121,12 @@ class ImageInput:
 
 @attrs.frozen
 class HeldImage:
-    """One admitted image: its JPEG, what JPEGD writes of it (even sides for NV12) and where VPC puts it in the
-    model's row (left, top, width, height: the whole row when stretched)."""
+    """One admitted image: its JPEG, its size (JPEGD's output strides cover it), what JPEGD writes of it (even
+    sides for NV12) and where VPC puts that in the model's row (left, top, width, height: the whole row when
+    stretched)."""
 
     data: bytes
+    size: tuple[int, int]
     width: int
     height: int
     place: tuple[int, int, int, int]
@@ -285,9 +287,10 @@ class Images:
         scan = data.find(_SCAN_START)
         if scan < 0 or data.rfind(_JPEG_END) < scan:
             raise ImageError(f"{what} is cut short: no end-of-image marker (ffd9) after its scan")
+        size = (width, height)
         width, height = width & ~1, height & ~1  # JPEGD writes NV12 with even sides
         place = self._place(what, width, height, image_input)
-        return HeldImage(data, width, height, place)
+        return HeldImage(data, size, width, height, place)
 
     def _place(
         self, what: str, width: int, height: int, image_input: ImageInput
@@ -409,14 +412,9 @@ class LaneImages:
         for row, at, image in work:
             source = self.sources[row]
             w, h = image.width, image.height
-            source.describe(
-                decoded,
-                decoded_bytes(w, h),
-                w,
-                h,
-                align_up(w, JPEGD_WIDTH_ALIGN),
-                align_up(h, JPEGD_HEIGHT_ALIGN),
-            )
+            stride_w = align_up(image.size[0], JPEGD_WIDTH_ALIGN)  # JPEGD's strides cover the whole JPEG
+            stride_h = align_up(image.size[1], JPEGD_HEIGHT_ALIGN)
+            source.describe(decoded, decoded_bytes(*image.size), w, h, stride_w, stride_h)
             device.dvpp.decode_jpeg_async(
                 self.channel, encoded.ptr + at, len(image.data), source, stream_handle
             )
@@ -442,9 +440,8 @@ class LaneImages:
         for row in self.launched:
             code = self.sources[row].ret_code()
             if code:
-                failed[row] = (
-                    f"DVPP's JPEGD could not decode it ({C.error_name(code)} {code}): its data is damaged"
-                )
+                why = "its data is damaged" if code == C.ACL_ERROR_FAILURE else "DVPP refused it as it ran"
+                failed[row] = f"DVPP's JPEGD could not decode it ({C.error_name(code)} {code}): {why}"
         self.failed = failed
         self.launched = []
         if error is not None and not failed:
