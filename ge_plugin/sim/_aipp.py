@@ -43,8 +43,15 @@ def convert(
             pixels = pixels[:, ::-1]
     if section["csc_switch"]:
         matrix = np.asarray(section["matrix"], dtype=np.int32).reshape(3, 3)
-        bias = np.asarray(section["input_bias"], dtype=np.int32).reshape(1, 3, 1, 1)
-        mixed = np.einsum("rc,nchw->nrhw", matrix, pixels - bias) >> 8
+        centred = pixels - np.asarray(section["input_bias"], dtype=np.int32).reshape(1, 3, 1, 1)
+        mixed = np.empty_like(centred)
+        for r in range(3):  # the matrix's non-zero terms only: CSC matrices are mostly zeros and 256s
+            row = mixed[:, r]
+            row[...] = 0
+            for c in range(3):
+                if matrix[r, c]:
+                    row += matrix[r, c] * centred[:, c]
+        mixed >>= 8
         pixels = np.clip(mixed, 0, 255)
     mean = np.asarray(section["mean_chn"][:3], dtype=np.float32).reshape(1, 3, 1, 1)
     low = np.asarray(section["min_chn"][:3], dtype=np.float32).reshape(1, 3, 1, 1)
