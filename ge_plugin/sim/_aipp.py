@@ -56,4 +56,5 @@ def convert(
     mean = np.asarray(section["mean_chn"][:3], dtype=np.float32).reshape(1, 3, 1, 1)
     low = np.asarray(section["min_chn"][:3], dtype=np.float32).reshape(1, 3, 1, 1)
     scale = np.asarray(section["var_reci_chn"][:3], dtype=np.float32).reshape(1, 3, 1, 1)
-    return ((pixels.astype(np.float32) - mean - low) * scale).astype(dtype)
+    converted: npt.NDArray[Any] = ((pixels.astype(np.float32) - mean - low) * scale).astype(dtype)
+    return converted
