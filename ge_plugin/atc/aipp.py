@@ -21,11 +21,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
 from ge_plugin.errors import AtcError
+
+_N = TypeVar("_N", int, float)
 
 YUV420SP_U8 = "YUV420SP_U8"
 RGB888_U8 = "RGB888_U8"
@@ -197,26 +199,17 @@ def _bad(source: str, reason: str) -> AtcError:
 
 
 def _section(values: dict[str, str], source: str) -> Aipp:
-    def integer(key: str, default: int, low: int, high: int) -> int:
+    def read(key: str, default: _N, low: _N, high: _N) -> _N:
+        """The key's value, of ``default``'s type, within low..high; the default when it is not given."""
         text = values.get(key)
         if text is None:
             return default
         try:
-            value = int(text)
+            value = type(default)(text)
         except ValueError:
-            raise _bad(source, f"{key} is {text!r}, not an integer") from None
-        if not low <= value <= high:
-            raise _bad(source, f"{key} is {value}, outside {low}..{high}")
-        return value
-
-    def number(key: str, default: float, low: float, high: float) -> float:
-        text = values.get(key)
-        if text is None:
-            return default
-        try:
-            value = float(text)
-        except ValueError:
-            raise _bad(source, f"{key} is {text!r}, not a number") from None
+            raise _bad(
+                source, f"{key} is {text!r}, not {'an integer' if isinstance(default, int) else 'a number'}"
+            ) from None
         if not low <= value <= high:
             raise _bad(source, f"{key} is {value}, outside {low}..{high}")
         return value
@@ -250,16 +243,16 @@ def _section(values: dict[str, str], source: str) -> Aipp:
         )
     return Aipp(
         input_format=fmt,
-        related_input_rank=integer("related_input_rank", 0, 0, 1 << 20),
-        src_image_size_w=integer("src_image_size_w", 0, 0, 4096),
-        src_image_size_h=integer("src_image_size_h", 0, 0, 4096),
+        related_input_rank=read("related_input_rank", 0, 0, 1 << 20),
+        src_image_size_w=read("src_image_size_w", 0, 0, 4096),
+        src_image_size_h=read("src_image_size_h", 0, 0, 4096),
         csc_switch=csc,
         rbuv_swap_switch=switch("rbuv_swap_switch"),
-        matrix=tuple(integer(key, 0, -32768, 32767) for key in _MATRIX),
-        input_bias=tuple(integer(key, 0, 0, 255) for key in _INPUT_BIAS),  # type: ignore[arg-type]
-        mean_chn=tuple(integer(key, 0, 0, 255) for key in _MEAN),  # type: ignore[arg-type]
-        min_chn=tuple(number(key, 0.0, 0.0, 255.0) for key in _MIN),  # type: ignore[arg-type]
-        var_reci_chn=tuple(number(key, 1.0, -65504.0, 65504.0) for key in _VAR_RECI),  # type: ignore[arg-type]
+        matrix=tuple(read(key, 0, -32768, 32767) for key in _MATRIX),
+        input_bias=tuple(read(key, 0, 0, 255) for key in _INPUT_BIAS),  # type: ignore[arg-type]
+        mean_chn=tuple(read(key, 0, 0, 255) for key in _MEAN),  # type: ignore[arg-type]
+        min_chn=tuple(read(key, 0.0, 0.0, 255.0) for key in _MIN),  # type: ignore[arg-type]
+        var_reci_chn=tuple(read(key, 1.0, -65504.0, 65504.0) for key in _VAR_RECI),  # type: ignore[arg-type]
     )
 
 

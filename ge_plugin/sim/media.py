@@ -650,6 +650,34 @@ class _Picture:
         self.view = view
 
 
+def _output_memory(desc: _PicDesc) -> _Allocation:
+    """A decode's output memory when its checks wait until the decode runs: it must be there meanwhile."""
+    if desc.data == 0:
+        raise _Fail(_BAD, "output_desc has no data (acl.media.dvpp_set_pic_desc_data)")
+    return _dvpp_view("output_desc data", desc.data, desc.size)[0]
+
+
+def _failed(desc: _PicDesc, call: str, code: int, message: str) -> _Fail:
+    """A decode that fails as it runs: the stream's error, and the output description's ret code."""
+    desc.ret_code = code
+    return _Fail(code, f"{call}: {message}")
+
+
+def _in_memory(what: str, desc: _PicDesc, fmt: int, need: int) -> _Picture:
+    """``desc`` as a picture of format ``fmt`` in the ``need`` bytes its strides take: its size at least that,
+    its data live DVPP memory that holds it."""
+    if desc.size < need:
+        raise _Fail(
+            _BAD,
+            f"{what}: size {desc.size} is less than the {need} bytes a {_img.FORMAT_NAMES[fmt]} picture of "
+            f"strides {desc.width_stride}x{desc.height_stride} takes",
+        )
+    if desc.data == 0:
+        raise _Fail(_BAD, f"{what} has no data (acl.media.dvpp_set_pic_desc_data)")
+    alloc, _ = _dvpp_view(f"{what} data", desc.data, desc.size)
+    return _Picture(desc, alloc, alloc.view(desc.data - alloc.base, need))
+
+
 def _picture(what: str, handle: int, fmt: int, width_align: int, height_align: int) -> _Picture:
     """The picture description ``handle`` as format ``fmt`` with its strides and memory checked."""
     desc: _PicDesc = _get(_PICS, handle, what)
@@ -664,16 +692,7 @@ def _picture(what: str, handle: int, fmt: int, width_align: int, height_align: i
             f"{what}: height stride {hs} must be a multiple of {height_align} and at least the height {h}",
         )
     need = _img.picture_bytes(fmt, ws, hs)
-    if desc.size < need:
-        raise _Fail(
-            _BAD,
-            f"{what}: size {desc.size} is less than the {need} bytes a {_img.FORMAT_NAMES[fmt]} picture of "
-            f"strides {ws}x{hs} takes",
-        )
-    if desc.data == 0:
-        raise _Fail(_BAD, f"{what} has no data (acl.media.dvpp_set_pic_desc_data)")
-    alloc, _ = _dvpp_view(f"{what} data", desc.data, desc.size)
-    return _Picture(desc, alloc, alloc.view(desc.data - alloc.base, need))
+    return _in_memory(what, desc, fmt, need)
 
 
 @_acl_call("acl.media.dvpp_jpeg_decode_async", _a.k, _a.k, _a.u32, _a.k, _a.k, fault=None)
@@ -719,23 +738,17 @@ def dvpp_jpeg_decode_async(channel_desc: int, data: int, size: int, output_desc:
         return fmt, width, height, _picture("output_desc", output_desc, fmt, _rules().jpegd_width_align, 16)
 
     ready = prepare() if _settled(stream) else None
-    if ready is None:  # checked when the decode runs; its output memory must be there meanwhile
-        if desc.data == 0:
-            raise _Fail(_BAD, "output_desc has no data (acl.media.dvpp_set_pic_desc_data)")
-        out_alloc = _dvpp_view("output_desc data", desc.data, desc.size)[0]
-    else:
-        out_alloc = ready[3].alloc
+    # checked when the decode runs unless ready now; its output memory must be there meanwhile
+    out_alloc = _output_memory(desc) if ready is None else ready[3].alloc
 
     def decode() -> None:
         try:
             fmt, width, height, out = ready if ready is not None else prepare()
             y, cb, cr = _img.decode(src.tobytes())
         except _img.BadImage as bad:
-            desc.ret_code = _DECODE_FAILED
-            raise _Fail(_DECODE_FAILED, f"acl.media.dvpp_jpeg_decode_async: {bad.message}") from None
+            raise _failed(desc, "acl.media.dvpp_jpeg_decode_async", _DECODE_FAILED, bad.message) from None
         except _Fail as fail:
-            desc.ret_code = fail.code
-            raise _Fail(fail.code, f"acl.media.dvpp_jpeg_decode_async: {fail.message}") from None
+            raise _failed(desc, "acl.media.dvpp_jpeg_decode_async", fail.code, fail.message) from None
         cut = (slice(0, height), slice(0, width))
         _img.write_semiplanar(
             out.view,
@@ -815,16 +828,7 @@ def _packed_picture(what: str, handle: int, fmt: int, width: int, height: int) -
             _BAD, f"{what}: height stride {hs} must be a multiple of 16 and at least the height {height}"
         )
     need = ws * hs
-    if desc.size < need:
-        raise _Fail(
-            _BAD,
-            f"{what}: size {desc.size} is less than the {need} bytes a {_img.FORMAT_NAMES[fmt]} picture of "
-            f"strides {ws}x{hs} takes",
-        )
-    if desc.data == 0:
-        raise _Fail(_BAD, f"{what} has no data (acl.media.dvpp_set_pic_desc_data)")
-    alloc, _ = _dvpp_view(f"{what} data", desc.data, desc.size)
-    return _Picture(desc, alloc, alloc.view(desc.data - alloc.base, need))
+    return _in_memory(what, desc, fmt, need)
 
 
 @_acl_call("acl.media.dvpp_png_decode_async", _a.k, _a.k, _a.u32, _a.k, _a.k, fault=None)
@@ -857,23 +861,17 @@ def dvpp_png_decode_async(channel_desc: int, data: int, size: int, output_desc: 
         return header, fmt, _packed_picture("output_desc", output_desc, fmt, header.width, header.height)
 
     ready = prepare() if _settled(stream) else None
-    if ready is None:  # checked when the decode runs; its output memory must be there meanwhile
-        if desc.data == 0:
-            raise _Fail(_BAD, "output_desc has no data (acl.media.dvpp_set_pic_desc_data)")
-        out_alloc = _dvpp_view("output_desc data", desc.data, desc.size)[0]
-    else:
-        out_alloc = ready[2].alloc
+    # checked when the decode runs unless ready now; its output memory must be there meanwhile
+    out_alloc = _output_memory(desc) if ready is None else ready[2].alloc
 
     def decode() -> None:
         try:
             header, fmt, out = ready if ready is not None else prepare()
             pixels = _img.decode_png(src.tobytes(), fmt)
         except _img.BadImage as bad:
-            desc.ret_code = _DECODE_FAILED
-            raise _Fail(_DECODE_FAILED, f"acl.media.dvpp_png_decode_async: {bad.message}") from None
+            raise _failed(desc, "acl.media.dvpp_png_decode_async", _DECODE_FAILED, bad.message) from None
         except _Fail as fail:
-            desc.ret_code = fail.code
-            raise _Fail(fail.code, f"acl.media.dvpp_png_decode_async: {fail.message}") from None
+            raise _failed(desc, "acl.media.dvpp_png_decode_async", fail.code, fail.message) from None
         _img.write_packed(out.view, pixels, out.width_stride)
         desc.width, desc.height, desc.format, desc.ret_code = header.width, header.height, fmt, 0
 
