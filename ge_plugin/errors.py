@@ -69,6 +69,11 @@ class RequestError(ValueError, GePluginError):
     """One inference request is invalid; its batch-mates still run. The message names the input."""
 
 
+class ImageError(RequestError):
+    """An encoded image in a request that DVPP cannot take (not a JPEG, a kind JPEGD does not decode, cut
+    short, too large): its request fails with 400 naming the image and why; its batch-mates still run."""
+
+
 class TokenizerError(ValueError, GePluginError):
     """A tokenizer's files cannot be read or do not fit the model, or a chat cannot be rendered with its
     template; the message names the file or the message at fault."""

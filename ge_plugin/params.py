@@ -61,6 +61,78 @@ class ShapeTie:
         return f"{self.input}={self.other}"
 
 
+#: what a preprocessed input's requests may carry: JPEGs (decoded by DVPP's JPEGD)
+IMAGE_FORMATS = ("jpeg",)
+#: how a request carries its encoded images -> the Triton tensor the input is (data type, dims without the
+#: batch dim): the bytes of one image per row (ragged when batched), or one BYTES element per image
+REQUEST_TENSORS = {"uint8": ("TYPE_UINT8", (-1,)), "bytes": ("TYPE_STRING", (1,))}
+#: how a decoded image becomes the model's height x width: stretched, or scaled to fit with its aspect kept
+RESIZES = ("stretch", "letterbox")
+#: the bounds of ``max_bytes`` and ``max_side`` (JPEGD decodes 32 to 8192 pixels a side)
+MAX_IMAGE_BYTES = 64 << 20
+IMAGE_SIDES = (32, 8192)
+
+
+@attrs.frozen
+class Preprocessing:
+    """Input ``input`` carries encoded images: the backend decodes and resizes them with DVPP into the OM's
+    AIPP input (docs/spec.md ``preprocess``). ``max_bytes`` and ``max_side`` bound one image (and size the
+    memory each lane allocates once for them)."""
+
+    input: str
+    format: str = "jpeg"
+    request: str = "uint8"
+    resize: str = "stretch"
+    max_bytes: int = 4 << 20
+    max_side: int = 4096
+
+    @property
+    def triton_tensor(self) -> tuple[str, tuple[int, ...]]:
+        """The input's Triton data type and dims (without the batch dim)."""
+        return REQUEST_TENSORS[self.request]
+
+    def encode(self) -> str:
+        return json.dumps(attrs.asdict(self), sort_keys=True, separators=(",", ":"))
+
+
+def _preprocessing(key: str, text: str) -> Preprocessing:
+    """``{"input":"images","format":"jpeg",...}`` -> Preprocessing; every field checked, none unknown."""
+    expected = (
+        f"parameters.{key}: expected a JSON object such as "
+        '{"input":"images","format":"jpeg","request":"uint8","resize":"stretch","max_bytes":4194304,'
+        f'"max_side":4096}}, got {text!r}'
+    )
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        raise ConfigError(expected) from None
+    if not isinstance(raw, dict):
+        raise ConfigError(expected)
+    fields = {f.name: f for f in attrs.fields(Preprocessing)}
+    unknown = sorted(set(raw) - set(fields))
+    if unknown:
+        raise ConfigError(
+            f"parameters.{key}: unknown field(s) {', '.join(unknown)}; the fields are {', '.join(fields)}"
+        )
+    name = raw.get("input")
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(
+            f"parameters.{key}: input must name the input that carries the images, got {name!r}"
+        )
+    choices = {"format": IMAGE_FORMATS, "request": tuple(REQUEST_TENSORS), "resize": RESIZES}
+    for field, allowed in choices.items():
+        if field in raw and raw[field] not in allowed:
+            raise ConfigError(
+                f"parameters.{key}: {field} must be one of {', '.join(allowed)}, got {raw[field]!r}"
+            )
+    bounds = {"max_bytes": (1, MAX_IMAGE_BYTES), "max_side": IMAGE_SIDES}
+    for field, (low, high) in bounds.items():
+        value = raw.get(field, fields[field].default)
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ConfigError(f"parameters.{key}: {field} must be an integer in {low}..{high}, got {value!r}")
+    return Preprocessing(**raw)
+
+
 def _string_value(key: str, value: object) -> str:
     if isinstance(value, Mapping):
         value = value.get("string_value", "")
@@ -364,6 +436,8 @@ class ModelParams:
     acl_json: str = _param(_acl_json, str, default="")
     #: the generation engine's configuration as inline JSON ("" = a forward-pass model); docs/generate.md
     generate: str = _param(_acl_json, str, default="")
+    #: the input whose requests carry encoded images, decoded and resized with DVPP (None: no such input)
+    preprocess: Preprocessing | None = _param(_preprocessing, Preprocessing.encode, default=None)  # noqa: RUF009
     #: (version, OM path) for the versions whose OM is not ``om_model_path``; relative to their own folder
     version_om_model_paths: tuple[tuple[int, str], ...] = _param(
         _version_paths, _encode_version_paths, default=()

@@ -13,6 +13,10 @@ the gears, the chip and the precision. ATC takes one dynamic mode per model, so:
 - a ``generate:`` section -> its own ``--input_shape`` and ``--dynamic_dims`` (atc/generate.py): the decode
   gears (b, 1) and the prefill gears (1, s).
 
+An input with ``preprocess`` gets a static AIPP (``--insert_op_conf``): the spec's colour order, mean and std
+written as an AIPP config file beside the OM's output path (``<output>_aipp.cfg``, ``atc/aipp.py``), which this
+writes when it builds the command, so that the command it prints can be run as it is.
+
 Precision uses ``--precision_mode`` (understood by every CANN release; ``--precision_mode_v2`` is not): origin
 -> must_keep_origin_dtype, fp16 -> force_fp16, bf16 -> allow_mix_precision_bf16. The spec's ``atc_options``
 follow as ``--flag=value`` in the order written.
@@ -28,6 +32,10 @@ import shlex
 from pathlib import Path
 from typing import Union
 
+import attrs
+
+from ge_plugin._files import write_atomic
+from ge_plugin.atc import aipp
 from ge_plugin.atc import generate as generate_flags
 from ge_plugin.atc.tables import ONNX_FRAMEWORK
 from ge_plugin.errors import AtcError
@@ -59,10 +67,11 @@ def atc_args(
         om = spec.om_filename if version is None else spec.om_filename_for(version)
     except ValueError as exc:
         raise AtcError(str(exc)) from None
+    target = _output(source, om, output)
     args = [
         f"--model={source}",
         f"--framework={ONNX_FRAMEWORK}",
-        f"--output={_output(source, om, output)}",
+        f"--output={target}",
     ]
     if spec.generate is not None:
         args.extend(generate_flags.atc_flags(generate_shapes(spec)))  # the gears among them
@@ -75,6 +84,13 @@ def atc_args(
             args.append(f"--{gears.flag}={gears.flag_value()}")
     args.append(f"--soc_version={spec.model.soc_version}")
     args.append(f"--precision_mode={ATC_PRECISION_MODE[spec.precision]}")
+    config = aipp_config(spec)
+    if config is not None:
+        path = Path(f"{target}_aipp.cfg")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.is_file() or path.read_text(encoding="utf-8") != config:
+            write_atomic(path, config.encode())
+        args.append(f"--insert_op_conf={path}")
     for flag, value in spec.atc_options.items():
         if flag == "input_format" and (spec.dims_gears or spec.generate is not None):
             continue  # already --input_format=ND (validated)
@@ -87,6 +103,25 @@ def atc_command(
 ) -> str:
     """The whole ``atc ...`` line, shell-quoted, to paste on an Ascend host."""
     return shlex.join(["atc", *atc_args(spec, version=version, output=output)])
+
+
+def aipp_config(spec: ModelSpec) -> str | None:
+    """The AIPP config of the spec's ``preprocess`` input (None without one): DVPP's YUV420SP to the
+    spec's colour order and ``(x - mean) / std``, for the input's height and width."""
+    found = spec.preprocessed
+    if found is None:
+        return None
+    index, tensor = found
+    prep = tensor.preprocess
+    assert prep is not None
+    section = aipp.for_images(
+        bgr=prep.colour == "bgr", mean=prep.mean, std=prep.std, height=tensor.dims[1], width=tensor.dims[2]
+    )
+    header = (
+        f"# AIPP for input {tensor.name} of {spec.name}, written by ge-plugin from the spec's preprocess:\n"
+        f"# YUV420SP images from DVPP -> {prep.colour.upper()}, (x - mean) / std\n"
+    )
+    return header + attrs.evolve(section, related_input_rank=index).text()
 
 
 def generate_shapes(spec: ModelSpec) -> generate_flags.GenerateShapes:

@@ -56,6 +56,7 @@ SUPPORTED = {
     "out_nodes": 'outputs to keep: ONNX output names "out1;out2" or "node:0;node2:1"',
     "output_type": 'output dtype, e.g. FP16, or per output "node:0:FP16;node2:0:FP32" with --out_nodes',
     "log": "debug, info, warning, error or null (default)",
+    "insert_op_conf": "a static AIPP config file (aipp_op sections): CSC, channel swap, mean and scale",
 }
 #: real ATC flags that do not change what the simulator builds: accepted and recorded
 IGNORED = (
@@ -111,7 +112,6 @@ UNSUPPORTED = (
     "om",
     "json",
     "singleop",
-    "insert_op_conf",
     "keep_dtype",
     "input_shape_range",
     "external_weight",
@@ -170,6 +170,8 @@ class AtcOptions:
     output_type: str | None = None  #: one type for every output
     output_type_per_node: tuple[OutputType, ...] = ()
     log: str = "null"
+    #: the AIPP config file (``ge_plugin.atc.aipp``), or None
+    insert_op_conf: str | None = None
     given: tuple[tuple[str, str], ...] = ()  #: every flag as given, in order
 
     @property
@@ -263,6 +265,7 @@ def parse_args(argv: Sequence[str]) -> AtcOptions:
         output_type=output_type,
         output_type_per_node=per_node,
         log=log,
+        insert_op_conf=flags["insert_op_conf"].strip() if flags.get("insert_op_conf", "").strip() else None,
         given=tuple(given),
     )
 

@@ -6,7 +6,9 @@ shapes; each gear turns the -1 dims into concrete dims (in ``--input_shape`` ord
 the output dims of every gear are computed now (onnx shape inference on the concrete shapes, or one
 onnxruntime run per gear when inference cannot tell), because an OM is static per gear. ``--out_nodes``
 selects outputs (ONNX output names, or ``node:index``), ``--output_type`` changes their dtypes and
-``--input_fp16_nodes`` makes inputs float16. The ONNX graph goes into the file unchanged unless
+``--input_fp16_nodes`` makes inputs float16; ``--insert_op_conf`` puts a static AIPP in front of inputs
+(``ge_plugin.atc.aipp``): such an input takes uint8 images (YUV420SP_U8: n, h x 1.5, w, 1 bytes) and the header
+says how the simulator converts them for the graph. The ONNX graph goes into the file unchanged unless
 ``--out_nodes`` changed its outputs.
 """
 
@@ -24,6 +26,7 @@ import numpy as np
 
 from ge_plugin import __version__, dtypes
 from ge_plugin import acl_constants as C
+from ge_plugin.atc import aipp as aipp_conf
 from ge_plugin.atc import simom
 from ge_plugin.atc.flags import AtcOptions, invalid
 from ge_plugin.errors import AtcError
@@ -71,6 +74,7 @@ class _Outputs:
 
 def build(options: AtcOptions, *, echo: Callable[[str], None] | None = None) -> BuildResult:
     """Write ``options.output + ".om"``; AtcError (with ATC's message code) for what ATC would reject."""
+    sections = _aipp_sections(options)
     model = _load(options.model)
     initialized = {t.name for t in model.graph.initializer}
     inputs = _inputs(options, [vi for vi in model.graph.input if vi.name not in initialized])
@@ -78,6 +82,7 @@ def build(options: AtcOptions, *, echo: Callable[[str], None] | None = None) -> 
     output_names, runnable = _outputs(options, model)
     outputs = _output_shapes(runnable, inputs, gears, output_names)
     header = _header(options, inputs, gears, outputs, _output_dtypes(options, model, outputs))
+    _insert_aipp(options, sections, inputs, header)
     path = Path(options.om_path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # the ONNX file as given, unless --out_nodes changed the graph's outputs
@@ -125,6 +130,55 @@ def _header(
             else [],
         },
     }
+
+
+def _aipp_sections(options: AtcOptions) -> list[aipp_conf.Aipp]:
+    """The sections of ``--insert_op_conf``, read and checked before the model is (none without it)."""
+    if options.insert_op_conf is None:
+        return []
+    path = Path(options.insert_op_conf)
+    if not path.is_file():
+        raise invalid(options.insert_op_conf, "insert_op_conf", "the file does not exist")
+    sections = aipp_conf.parse(path.read_text(encoding="utf-8", errors="replace"), options.insert_op_conf)
+    if options.dynamic_mode not in ("static", "batch"):
+        raise invalid(
+            options.insert_op_conf,
+            "insert_op_conf",
+            f"static AIPP with --dynamic_{'image_size' if options.dynamic_mode == 'hw' else 'dims'} is not simulated "
+            "(with --dynamic_batch_size or a static model it is)",
+        )
+    return sections
+
+
+def _insert_aipp(
+    options: AtcOptions, sections: Sequence[aipp_conf.Aipp], inputs: Sequence[_Input], header: dict[str, Any]
+) -> None:
+    """Put each AIPP section in front of its input: the header's input takes uint8 images (NHWC dims as pyACL
+    reports them, ``dims_v2`` and every gear's dims in bytes' shape) and records the section for the
+    simulator."""
+    for section in sections:
+        n = section.related_input_rank
+        if n >= len(inputs):
+            raise invalid(
+                options.insert_op_conf,
+                "insert_op_conf",
+                f"related_input_rank {n} names no input: the model has {len(inputs)}",
+            )
+        item = inputs[n]
+        graph = [1 if d == -1 and k == 0 else d for k, d in enumerate(item.dims)]
+        height, width = aipp_conf.input_dims(section, graph, item.name)
+        dims, dims_v2 = aipp_conf.om_dims(section, item.dims[0], height, width)
+        entry = header["inputs"][n]
+        entry.update(
+            dtype=C.ACL_UINT8,
+            format=C.ACL_FORMAT_NHWC,
+            dims=list(dims),
+            dims_v2=list(dims_v2),
+            aipp=section.to_header(),
+        )
+        for gear in header["dynamic"]["gears"]:
+            batch = gear["inputs"][n][0]
+            gear["inputs"][n] = list(aipp_conf.om_dims(section, batch, height, width)[1])
 
 
 def _header_input(options: AtcOptions, item: _Input) -> dict[str, Any]:

@@ -4,7 +4,8 @@ The steps are the ones a user follows (docs/serving.md): example ONNX models, si
 flags, the model repository rendered from the specs, tritonserver, then real Triton clients over HTTP and
 gRPC. The demo checks its own answers (the tiny LLaMA counts: the next token after ``n`` is ``n + 1``;
 BERT must equal onnxruntime; the generating LLaMA streams the tokens 12 back, and its chat answer through the
-OpenAI endpoint is the tokenizer's text of those tokens) and exits non-zero when they are wrong.
+OpenAI endpoint is the tokenizer's text of those tokens; the CNN that takes JPEGs must answer as onnxruntime
+does on Pillow's decode and resize, within the pixel tolerance) and exits non-zero when they are wrong.
 
 Everything the demo needs ships in the package, so that ``pip install "ge-plugin[sim,serve]"`` then
 ``ge-plugin demo`` works in an empty folder: the specs are ``ge_plugin/demo/specs/`` (byte for byte the
@@ -42,7 +43,7 @@ from ge_plugin.text.demo import write_demo_tokenizer
 PROMPTS = ("1 2 3 4 5 6 7 8", "41 hello 99 world 7")
 
 #: the packaged specs, in the order ``load_specs(["specs"])`` reads the checkout's copies
-SPEC_FILES = ("bert.yaml", "llama.yaml", "llama_generate.yaml", "llama_generate_layers.yaml")
+SPEC_FILES = ("bert.yaml", "cnn_jpeg.yaml", "llama.yaml", "llama_generate.yaml", "llama_generate_layers.yaml")
 
 
 def packaged_spec_text(name: str) -> bytes:
@@ -119,6 +120,7 @@ def run(output: Path = Path("."), *, say: Callable[[str], None] = print, keep_ru
         )
         say("[5/5] requests with the official Triton clients")
         _ask(server, build_dir / "models", say)
+        _jpeg(server, build_dir / "models", next(spec for spec in specs if spec.name == "cnn_jpeg"), say)
         if keep_running:
             say("      serving until Ctrl-C")
             server.process.wait()
@@ -312,6 +314,74 @@ def _chat(server: TritonServer, models: Path, say: Callable[[str], None]) -> Non
     say(f"        text_output {answer['text_output']!r}")
     if answer["text_output"] != expected:
         raise DemoFailed(f"text_output {answer['text_output']!r}, expected {expected!r}")
+
+
+#: how far the JPEG model's logits may be from onnxruntime's on Pillow's pixels (docs/simulator.md: DVPP and
+#: AIPP keep the pixels within a few levels of Pillow's; the CNN's global average cancels most of that)
+JPEG_LOGITS_TOLERANCE = 0.05
+
+
+def _jpeg(server: TritonServer, models: Path, spec: ModelSpec, say: Callable[[str], None]) -> None:
+    """A JPEG over HTTP to the CNN that takes them (decoded and resized by DVPP, normalised by the OM's AIPP),
+    checked against onnxruntime on the same picture decoded and resized by Pillow; then a PNG, which the model
+    refuses with 400 naming it."""
+    import io
+
+    import onnxruntime as ort
+    import tritonclient.http as httpclient
+    from PIL import Image
+    from tritonclient.utils import InferenceServerException
+
+    found = spec.preprocessed
+    assert found is not None
+    _, tensor = found
+    prep = tensor.preprocess
+    assert prep is not None
+    height, width = tensor.dims[1], tensor.dims[2]
+    y, x = np.mgrid[0:240, 0:320].astype(np.float32)
+    picture = np.stack([x * 0.8, y, 128 + 100 * np.sin((x + 2 * y) / 23)], -1).clip(0, 255).astype(np.uint8)
+    encoded = io.BytesIO()
+    Image.fromarray(picture).save(encoded, "JPEG", quality=90)
+    data = encoded.getvalue()
+    client = httpclient.InferenceServerClient(server.http_url)
+    try:
+        request = httpclient.InferInput("images", [1, len(data)], "UINT8")
+        request.set_data_from_numpy(np.frombuffer(data, np.uint8)[None])
+        t0 = time.perf_counter()
+        logits = client.infer(spec.name, [request]).as_numpy("logits")
+        latency = (time.perf_counter() - t0) * 1e3
+        pixels = np.asarray(
+            Image.open(io.BytesIO(data)).convert("RGB").resize((width, height), Image.Resampling.BILINEAR)
+        )
+        normalised = (pixels.astype(np.float32) - np.asarray(prep.mean, np.float32)) / np.asarray(
+            prep.std, np.float32
+        )
+        session = ort.InferenceSession(str(models / "tiny_cnn.onnx"), providers=["CPUExecutionProvider"])
+        (expected,) = session.run(
+            ["logits"], {"images": normalised.transpose(2, 0, 1)[None].astype(np.float32)}
+        )
+        diff = float(np.abs(logits - expected).max())
+        floats = 3 * height * width * 4
+        say(
+            f"      {spec.name} over HTTP: a 320x240 JPEG of {len(data) / 1e3:.0f} KB (not {floats / 1e3:.0f} KB of floats)"
+        )
+        say(
+            f"        class {int(logits.argmax())}; max |served - onnxruntime on Pillow's pixels| = {diff:.3f}  ({latency:.1f} ms)"
+        )
+        if diff > JPEG_LOGITS_TOLERANCE or logits.argmax() != expected.argmax():
+            raise DemoFailed(f"{spec.name} differs from onnxruntime on Pillow's pixels by {diff}")
+        png = io.BytesIO()
+        Image.fromarray(picture).save(png, "PNG")
+        request = httpclient.InferInput("images", [1, len(png.getvalue())], "UINT8")
+        request.set_data_from_numpy(np.frombuffer(png.getvalue(), np.uint8)[None])
+        try:
+            client.infer(spec.name, [request])
+        except InferenceServerException as exc:
+            say(f"        a PNG instead: {exc.status()} {exc.message()}")
+        else:
+            raise DemoFailed(f"{spec.name} answered a PNG")
+    finally:
+        client.close()
 
 
 def _onnxruntime(path: Path, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -4,6 +4,7 @@ One exception, on purpose: the bench's naive baseline (``benchmarks/proof/models
 directly, per request, because it stands for the hand-written code people put in a Python backend.
 """
 
+from ge_plugin.device import dvpp
 from ge_plugin.device.aclapi import acl, kind
 from ge_plugin.device.buffers import (
     DeviceBuffer,
@@ -32,6 +33,7 @@ __all__ = [
     "copy_async",
     "copy_to_device_async",
     "copy_to_host_async",
+    "dvpp",
     "finalize",
     "kind",
     "memory_info",

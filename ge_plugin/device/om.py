@@ -33,6 +33,8 @@ class TensorInfo:
     acl_dtype: int
     format: int
     size: int
+    #: an input with a static AIPP in front of it (ATC --insert_op_conf): it takes images, not the graph's tensor
+    aipp: bool = False
 
     @property
     def dynamic(self) -> tuple[int, ...]:
@@ -123,7 +125,13 @@ class OmModel:
             acl_dtype=(mdl.get_output_data_type if output else mdl.get_input_data_type)(self.desc, i),
             format=(mdl.get_output_format if output else mdl.get_input_format)(self.desc, i),
             size=(mdl.get_output_size_by_index if output else mdl.get_input_size_by_index)(self.desc, i),
+            aipp=not output and self._static_aipp(i),
         )
+
+    def _static_aipp(self, i: int) -> bool:
+        kind, _, ret = acl().mdl.get_aipp_type(self.model_id, i)
+        check(ret, f"acl.mdl.get_aipp_type({i})")
+        return bool(kind == C.ACL_DATA_WITH_STATIC_AIPP)
 
     @property
     def precision(self) -> str | None:

@@ -19,6 +19,7 @@ from ge_plugin.engine.gear_reading import read_gear_table
 from ge_plugin.engine.gear_table import GearTable
 from ge_plugin.engine.lane import Lane
 from ge_plugin.engine.planner import Planner
+from ge_plugin.engine.preprocess import ImageInput
 from ge_plugin.engine.tensors import BoundTensor, Tie
 from ge_plugin.errors import ConfigError
 from ge_plugin.gears import GearSet
@@ -49,12 +50,14 @@ class Binding:
 
     ``inputs`` come in the OM's order (the lane's staging), ``outputs`` in the config's; a tie's input is
     a position in ``inputs``. Per flat dim (as ``Gear.flat``), ``exact_at`` marks the dims a gear sets on an
-    input the config does not let ge-plugin pad.
+    input the config does not let ge-plugin pad. An image input (``images``: the lane's DVPP stage writes it)
+    is bound as the planner sees it, a ticket per row (``engine.preprocess``), at ``image_position``.
     """
 
-    def __init__(self, config: ServingConfig, om_path: str, lane: Lane):
+    def __init__(self, config: ServingConfig, om_path: str, lane: Lane, images: ImageInput | None = None):
         self.config = config
         self.where = f"model {config.name!r} ({om_path})"
+        self.images = images
         #: what the instance's log should say at start-up about a config that works but may surprise
         self.warnings: list[str] = []
         model = lane.loaded_model
@@ -62,6 +65,11 @@ class Binding:
         self._check_precision(model)
         self.exact_at = self._exact_dims(inputs, model)
         self.gears = read_gear_table(lane, self.where)
+        #: the image input's position in ``inputs`` (-1: none)
+        self.image_position = -1
+        if images is not None:
+            self.image_position = next(k for k, t in enumerate(inputs) if t.name == images.name)
+            self.gears = images.planned(self.gears, self.image_position)
         self._check_gears(self.gears, model)
         gears = self.gears.gears
         inputs = [
@@ -88,6 +96,8 @@ class Binding:
         where = self.where
         extra = 1 if cfg.batched else 0
         by_name = {io.name: io for io in cfg.inputs}
+        if self.images is not None and self.images.name in by_name:
+            by_name[self.images.name] = self.images.ticket_io(by_name[self.images.name], cfg.batched)
         om_names = [info.name for info in model.inputs]
         missing = [n for n in om_names if n not in by_name]
         unknown = [n for n in by_name if n not in om_names]
@@ -98,7 +108,7 @@ class Binding:
                 + (f"; not in the OM {unknown}" if unknown else "")
             )
         inputs = []
-        for info in model.inputs:
+        for info in self._planned_inputs(model):
             io = by_name[info.name]
             self._check_io(where, "input", io, info, extra)
             self._check_fixed_dims(where, io, info, extra)
@@ -115,6 +125,14 @@ class Binding:
             self._check_io(where, "output", io, info, extra)
             outputs.append(attrs.evolve(_bound(io, info), ties=tuple(ties.get(io.name, ()))))
         return inputs, outputs
+
+    def _planned_inputs(self, model: device.OmModel) -> list[device.TensorInfo]:
+        """The OM's inputs as the planner binds them: the image input as its tickets."""
+        images = self.images
+        return [
+            images.ticket_info(info) if images is not None and info.index == images.om_index else info
+            for info in model.inputs
+        ]
 
     def _match_outputs(self, where: str, model: device.OmModel) -> list[device.TensorInfo]:
         """The OM output behind each config output: by name, or by position when no name matches.
@@ -197,7 +215,7 @@ class Binding:
         pads = set(cfg.params.pad_inputs)
         batch_dim = cfg.batched or model.mode == "batch"
         exact: list[bool] = []
-        for tensor, info in zip(inputs, model.inputs):
+        for tensor, info in zip(inputs, self._planned_inputs(model)):
             io = tensor.io
             gear_dims = [d for d in info.dynamic if not (d == 0 and batch_dim)]
             if io.name in pads and not gear_dims:

@@ -77,7 +77,15 @@ class ServingConfig:
             raise ConfigError(f"model {name!r}: max_batch_size must be an integer") from None
         if max_batch_size < 0:
             raise ConfigError(f"model {name!r}: max_batch_size must be >= 0, got {max_batch_size}")
-        inputs = tuple(_io(name, "input", item) for item in config.get("input", ()) or ())
+        try:
+            params = ModelParams.from_parameters(config.get("parameters", {}) or {})
+        except ConfigError as exc:
+            raise ConfigError(f"model {name!r}: {exc}") from None
+        images = params.preprocess.input if params.preprocess is not None else None
+        inputs = tuple(
+            _io(name, "input", item, images=item.get("name") == images)
+            for item in config.get("input", ()) or ()
+        )
         outputs = tuple(_io(name, "output", item) for item in config.get("output", ()) or ())
         if not inputs:
             raise ConfigError(f"model {name!r}: the config declares no input")
@@ -89,10 +97,6 @@ class ServingConfig:
                 if io.name in seen:
                     raise ConfigError(f"model {name!r}: {kind} {io.name!r} is declared twice")
                 seen.add(io.name)
-        try:
-            params = ModelParams.from_parameters(config.get("parameters", {}) or {})
-        except ConfigError as exc:
-            raise ConfigError(f"model {name!r}: {exc}") from None
         config_ = cls(name, max_batch_size, inputs, outputs, params)
         config_._check_ties()
         return config_
@@ -104,6 +108,22 @@ class ServingConfig:
         return os.path.join(
             os.fspath(version_dir), os.path.expanduser(self.params.om_model_path_for(version))
         )
+
+    def _check_preprocess(self, ins: Mapping[str, IOConfig]) -> None:
+        """The image input is there and is the Triton tensor its requests' form says (params.REQUEST_TENSORS)."""
+        prep = self.params.preprocess
+        if prep is None:
+            return
+        where = f"model {self.name!r}: parameters.preprocess"
+        io = ins.get(prep.input)
+        if io is None:
+            raise ConfigError(f"{where} names input {prep.input!r}, which the config does not declare")
+        dtype, dims = prep.triton_tensor
+        if io.dtype.triton != dtype or io.dims != dims:
+            raise ConfigError(
+                f"{where}: input {prep.input!r} carries {prep.request} images, so the config declares it "
+                f"{dtype} dims {list(dims)}, not {io.dtype.triton} {list(io.dims)}"
+            )
 
     def _check_ties(self) -> None:
         ins = {io.name: io for io in self.inputs}
@@ -128,6 +148,7 @@ class ServingConfig:
                 float(bound.low).is_integer() and float(bound.high).is_integer()
             ):
                 raise ConfigError(f"{where}: input {bound.input!r} holds integers; give integer bounds")
+        self._check_preprocess(ins)
         for name in self.params.pad_inputs:
             if name not in ins:
                 raise ConfigError(
@@ -144,7 +165,7 @@ class ServingConfig:
                 raise ConfigError(f"{where}: their dims {list(a)} and {list(b)} can never be equal")
 
 
-def _io(model: str, kind: str, item: Mapping[str, Any]) -> IOConfig:
+def _io(model: str, kind: str, item: Mapping[str, Any], *, images: bool = False) -> IOConfig:
     name = item.get("name")
     if not name:
         raise ConfigError(f"model {model!r}: an {kind} has no name")
@@ -153,7 +174,7 @@ def _io(model: str, kind: str, item: Mapping[str, Any]) -> IOConfig:
         dtype = dtypes.by_name(str(dtype_name))
     except KeyError as exc:
         raise ConfigError(f"model {model!r}: {kind} {name!r}: {exc.args[0]}") from None
-    if dtype.short == "string":
+    if dtype.short == "string" and not images:
         raise ConfigError(f"model {model!r}: {kind} {name!r}: TYPE_STRING tensors cannot go to an OM model")
     try:
         dims = tuple(int(d) for d in item.get("dims", ()) or ())

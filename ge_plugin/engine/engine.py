@@ -11,7 +11,9 @@ device failure fails only the requests that fail on their own (``failures``), an
 rebuilt is tried again while the others serve (``recovery``). After start-up nothing is allocated per
 request on the device or in pinned memory. The engine itself is the bookkeeping between those parts: the
 planner turns requests into chunks (``planner``), the scheduler picks the lane each runs on
-(``scheduler``), and this module stages, launches, waits and answers.
+(``scheduler``), and this module stages, launches, waits and answers. A model input that takes images
+(``preprocess``) adds a stage of its own (``preprocess``): its requests are admitted before planning, each
+lane decodes and resizes them on the device, and an image DVPP fails on fails its request alone.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from ge_plugin.engine.failures import Failures, as_error
 from ge_plugin.engine.lane import Answer, InFlight, Lane, Put
 from ge_plugin.engine.modes import Answering, Lifetime, Mode
 from ge_plugin.engine.planner import Planner
+from ge_plugin.engine.preprocess import Images
 from ge_plugin.engine.recovery import Rebuilder
 from ge_plugin.engine.scheduler import Scheduler
 from ge_plugin.engine.stats import EngineStats, ExecuteTally
@@ -71,12 +74,17 @@ class Engine:
         self.context: device.Context | None = None
         self._closed = False
         self._completion: Completion | None = None
+        prep = config.params.preprocess
+        #: the input whose requests carry encoded images, when the model has one
+        self.images = Images(prep, batched=config.batched) if prep is not None else None
         device.acquire(config.params.acl_json)
         try:
             self.context = device.Context(device_id)
             for _ in range(config.params.streams_per_instance):
-                self.lanes.append(Lane(self.context, self.om_path, self.stats.busy))
-            self.binding = Binding(config, self.om_path, self.lanes[0])
+                self.lanes.append(Lane(self.context, self.om_path, self.stats.busy, self.images))
+            self.binding = Binding(
+                config, self.om_path, self.lanes[0], self.images.bound if self.images is not None else None
+            )
             self.gears = self.binding.gears
             #: every execute's bookkeeping (validate, group, gear, gather, split, counting), compiled
             self.planner: Planner = self.binding.planner()
@@ -156,9 +164,9 @@ class Engine:
         for lane in lanes:  # only this call's thread lends views: no lock
             if lane.lent:
                 lane.lent.clear()  # the previous call's responses have been copied by now
-        put = results.__setitem__
         finish = self._finish
-        for chunk in self._plan(requests, requested_outputs, put):
+        chunks, put = self._plan(requests, requested_outputs, results.__setitem__)
+        for chunk in chunks:
             self._dispatch(InFlight(chunk, put, lifetime), finish)
         for lane in lanes:
             if lane.pending is not None:
@@ -186,7 +194,8 @@ class Engine:
         context = self._check_open()
         if self._completion is None:
             self._completion = Completion(context, self._finish)
-        for chunk in self._plan(requests, requested_outputs, put):
+        chunks, put = self._plan(requests, requested_outputs, put)
+        for chunk in chunks:
             self._submit(InFlight(chunk, put, _UNTIL_PUT_RETURNS, queued=True))
 
     def device_memory(self) -> tuple[int, int]:
@@ -208,19 +217,25 @@ class Engine:
         requests: Sequence[Mapping[str, object]],
         requested_outputs: Sequence[Collection[str] | None] | None,
         put: Put,
-    ) -> list[fp.Chunk]:
-        """Plan the window (one compiled call) and answer the refused requests: the chunks to run."""
+    ) -> tuple[list[fp.Chunk], Put]:
+        """Plan the window (one compiled call) and answer the refused requests: the chunks to run, and the
+        ``put`` that answers their requests (``put`` itself, or the image stage's, which knows the requests
+        it let through by their place in the window)."""
         stats = self.stats
         self._check_open().make_current()
         if len(self.recovering):
             self.rebuilder.reopen_due()
-        chunks, refused = self.planner.plan(requests, requested_outputs)
         stats.requests += len(requests)
+        if self.images is not None:
+            admitted = self.images.admit(requests, requested_outputs, put)
+            requests, requested_outputs, put = admitted.requests, admitted.requested, admitted.put
+            stats.request_errors += admitted.refused
+        chunks, refused = self.planner.plan(requests, requested_outputs)
         if refused:
             stats.request_errors += len(refused)
             for index, error in refused:
                 put(index, error)
-        return chunks
+        return chunks, put
 
     # -- running chunks on lanes ---------------------------------------------------------------------
 
@@ -354,7 +369,12 @@ class Engine:
             self.stats.observe_execute(micros)
         chunk = job.chunk
         lifetime = job.lifetime
-        answers, lent = self.planner.split(chunk, lane.out_arrays, lifetime.views)
+        split, lent = self.planner.split(chunk, lane.out_arrays, lifetime.views)
+        answers = cast(list[Answer], split)  # the same list: an image DVPP failed on puts its error in it
+        if lane.dvpp is not None and lane.dvpp.failed and self.images is not None:
+            refused = self.images.refuse(lane.dvpp, chunk, self.binding.image_position, answers)
+            with self._mutex:
+                self.stats.request_errors += refused
         if job.targets is None:
             put = job.put
             for index, mine in zip(chunk.indices, answers):
@@ -362,8 +382,8 @@ class Engine:
         else:
             for (put, index), mine in zip(job.targets, answers):
                 put(index, mine)
-        if lent and lifetime.kept:
-            lane.lent.extend(answers)  # the caller keeps them: copied before the staging is written again
+        if lent and lifetime.kept:  # the caller keeps them: copied before the staging is written again
+            lane.lent.extend(answer for answer in answers if type(answer) is dict)
 
     def close(self) -> None:
         """Answer what is in flight, then free everything in the reference's order. A second close is

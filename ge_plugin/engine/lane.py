@@ -20,8 +20,9 @@ from ge_plugin import fastpath as fp
 from ge_plugin.engine import shape_range
 from ge_plugin.engine.gear_table import Gear
 from ge_plugin.engine.modes import Lifetime
+from ge_plugin.engine.preprocess import Images, LaneImages
 from ge_plugin.engine.stats import BusyClock
-from ge_plugin.errors import ConfigError, GePluginError
+from ge_plugin.errors import AclError, ConfigError, GePluginError
 
 #: what a request gets back (its answer): its outputs by name, or the error that failed it (alone or with
 #: its batch)
@@ -67,9 +68,17 @@ class Lane:
     """One stream and one load of the model. After a device failure the engine rebuilds it in place
     (``close()`` then ``open()``), so whoever holds the lane still holds a valid one."""
 
-    def __init__(self, context: device.Context, om_path: str | os.PathLike[str], busy: BusyClock):
+    def __init__(
+        self,
+        context: device.Context,
+        om_path: str | os.PathLike[str],
+        busy: BusyClock,
+        images: Images | None = None,
+    ):
         self.context = context
         self.om_path = om_path
+        #: the engine's image input, when the model has one (its stage is made per open: ``self.dvpp``)
+        self.images = images
         #: counts the time this lane has work on the device (launch until wait returns or the lane closes)
         self.busy = busy
         self._on_device = False
@@ -96,6 +105,9 @@ class Lane:
         self.in_arrays: list[npt.NDArray[np.uint8]] = []
         self.out_arrays: list[npt.NDArray[np.uint8]] = []
         self.mbatch: device.DeviceBuffer | None = None
+        #: the DVPP stage that writes the image input, and that input's position in the OM's inputs
+        self.dvpp: LaneImages | None = None
+        self.dvpp_at = -1
         self.inputs: device.Dataset | None = None
         self.outputs: device.Dataset | None = None
         #: False while closed: from close() until open() succeeds nothing may run on the lane
@@ -106,9 +118,17 @@ class Lane:
         model = self.model = device.OmModel(om_path, self.context)
         if model.mode == "range":  # sizes of 0: refused before anything is allocated for it
             raise ConfigError(shape_range.refusal(model, os.fspath(om_path)))
-        for info in model.inputs:
-            self.in_dev.append(device.DeviceBuffer(info.size))
-            self.in_host.append(device.PinnedBuffer(info.size))
+        image_input = self.images.bind(model, os.fspath(om_path)) if self.images is not None else None
+        for position, info in enumerate(model.inputs):
+            if image_input is not None and info.index == image_input.om_index:
+                images = device.dvpp.DvppBuffer(info.size)  # VPC writes it, the model reads it
+                self.in_dev.append(images)
+                device.zero(images)  # warm-up runs on what it holds
+                self.in_host.append(device.PinnedBuffer(image_input.max_rows * 4))  # the tickets
+                self.dvpp_at = position
+            else:
+                self.in_dev.append(device.DeviceBuffer(info.size))
+                self.in_host.append(device.PinnedBuffer(info.size))
             self.in_host[-1].array[:] = 0  # fresh memory is not initialised; warm-up runs on zeros
         for info in model.outputs:
             self.out_dev.append(device.DeviceBuffer(info.size))
@@ -123,6 +143,10 @@ class Lane:
             slots[model.mbatch_index] = (self.mbatch.ptr, self.mbatch.size)
         self.inputs = device.Dataset(slots)
         self.outputs = device.Dataset([(buf.ptr, buf.size) for buf in self.out_dev])
+        if image_input is not None and self.images is not None:
+            target = self.in_dev[self.dvpp_at]
+            assert isinstance(target, device.dvpp.DvppBuffer)
+            self.dvpp = LaneImages(self.images, image_input, target)
 
     def open(self) -> None:
         """Load again after ``close()``, keeping this object, so whoever holds the lane holds a valid one.
@@ -147,11 +171,17 @@ class Lane:
 
     @property
     def device_bytes(self) -> int:
-        return sum(b.size for b in (*self.in_dev, *self.out_dev)) + (self.mbatch.size if self.mbatch else 0)
+        dvpp = self.dvpp.device_bytes if self.dvpp is not None else 0
+        return (
+            sum(b.size for b in (*self.in_dev, *self.out_dev))
+            + (self.mbatch.size if self.mbatch else 0)
+            + dvpp
+        )
 
     @property
     def pinned_bytes(self) -> int:
-        return sum(b.size for b in (*self.in_host, *self.out_host))
+        dvpp = self.dvpp.pinned_bytes if self.dvpp is not None else 0
+        return sum(b.size for b in (*self.in_host, *self.out_host)) + dvpp
 
     def select(self, gear: Gear) -> None:
         """Tell the model which gear the next execute runs (writes ascend_mbatch_shape_data)."""
@@ -166,8 +196,12 @@ class Lane:
         if not self._on_device:
             self._on_device = True
             self.busy.enter()
-        for dev, host, nbytes in zip(self.in_dev, self.in_host, in_bytes):
-            device.copy_to_device_async(dev, host, nbytes, handle)
+        dvpp = self.dvpp
+        for position, (dev, host, nbytes) in enumerate(zip(self.in_dev, self.in_host, in_bytes)):
+            if dvpp is not None and position == self.dvpp_at:  # images: written on the device, not copied
+                dvpp.launch(host.array, nbytes, handle)
+            else:
+                device.copy_to_device_async(dev, host, nbytes, handle)
         if gear.setting is not None:
             model.set_gear(inputs, gear.setting)
         model.execute_async(inputs, outputs, handle)
@@ -175,8 +209,18 @@ class Lane:
             device.copy_to_host_async(self.out_host[j], self.out_dev[j], nbytes, handle)
 
     def wait(self) -> None:
+        """Until the lane's work is done; with a DVPP stage, its images DVPP failed on are then in
+        ``dvpp.failed`` (the stream error that reported them is not raised: only their requests fail)."""
         try:
-            self._loaded()[0].synchronize()
+            if self.dvpp is None:
+                self._loaded()[0].synchronize()
+                return
+            try:
+                self._loaded()[0].synchronize()
+            except AclError as exc:
+                self.dvpp.collect(exc)
+            else:
+                self.dvpp.collect(None)
         finally:
             self._off_device()
 
@@ -211,6 +255,9 @@ class Lane:
         if self.lent:
             step(self.reclaim)
         self.in_arrays, self.out_arrays = [], []  # no view may outlive the pinned memory it shows
+        if self.dvpp is not None:
+            step(self.dvpp.close)
+            self.dvpp = None
         for ds in (self.inputs, self.outputs):
             if ds is not None:
                 step(ds.close)

@@ -12,6 +12,7 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2 as mc
 
 from ge_plugin import generate_io
+from ge_plugin.params import REQUEST_TENSORS
 from ge_plugin.spec.model import ModelSpec
 from ge_plugin.text import files as tokenizer_files
 
@@ -72,6 +73,10 @@ def _set_tensors(config: mc.ModelConfig, spec: ModelSpec) -> None:
     of different lengths would each run alone. The ge backend receives every request's tensor on its own and
     pads the batch to a sequence gear itself, so raggedness costs it nothing.
 
+    An input with ``preprocess`` is what its requests carry (``params.REQUEST_TENSORS``): an image's bytes as
+    TYPE_UINT8 [-1] (ragged: images differ in length) or one TYPE_STRING element per image; the OM's own
+    input behind it takes what DVPP writes.
+
     A generating model has the fixed tensors of generate_io, and is decoupled: it answers each request
     with a stream of responses, as it generates.
     """
@@ -84,10 +89,12 @@ def _set_tensors(config: mc.ModelConfig, spec: ModelSpec) -> None:
         return
     for tensors, field in ((spec.inputs, config.input), (spec.outputs, config.output)):
         for tensor in tensors:
-            item = field.add(
-                name=tensor.name, data_type=mc.DataType.Value(tensor.dtype.triton), dims=tensor.dims
-            )
-            if field is config.input and spec.batching is not None and -1 in tensor.dims:
+            dtype, dims = tensor.dtype.triton, tensor.dims
+            prep = getattr(tensor, "preprocess", None)
+            if prep is not None:
+                dtype, dims = REQUEST_TENSORS[prep.request]
+            item = field.add(name=tensor.name, data_type=mc.DataType.Value(dtype), dims=dims)
+            if field is config.input and spec.batching is not None and -1 in dims:
                 item.allow_ragged_batch = True
 
 

@@ -1,11 +1,13 @@
 """DVPP's picture rules and pixel work, for the simulator's ``acl.media``: no pyACL calls here.
 
-The rules are the pyACL docs' "functions and restrictions" pages for JPEGD and VPC (aclpythondevg, CANN 8.0
-RC1 and 6.0.1): JPEGD decodes baseline Huffman JPEGs only (4:4:4, 4:2:2, 4:2:0, 4:4:0, 4:0:0; no progressive,
+The rules are the pyACL docs' "functions and restrictions" pages for JPEGD, PNGD and VPC (aclpythondevg, CANN
+8.0 RC1 and 6.0.1): JPEGD decodes baseline Huffman JPEGs only (4:4:4, 4:2:2, 4:2:0, 4:4:0, 4:0:0; no progressive,
 arithmetic-coded, lossless or hierarchical ones) of 32x32 to 8192x8192 pixels into semi-planar YUV whose width
 stride is the width rounded up to 128 (Atlas 200/300/500 and training cards: the Ascend310 and Ascend910) or
 64 (the others) and whose height stride is the height rounded up to 16; VPC reads and writes YUV420SP with
-width strides of 16 and height strides of 2. Decoding is libjpeg-turbo's, through Pillow, asked for YCbCr so
+width strides of 16 and height strides of 2; PNGD decodes PNGs of 32x32 to 4096x4096 pixels into packed
+RGB888 or RGBA8888 whose width stride (in bytes) is the width rounded up to 128 times 3 or 4 and whose height
+stride is the height rounded up to 16. Decoding is libjpeg-turbo's, through Pillow, asked for YCbCr so
 no colour conversion happens on the way; resizing is bilinear with half-pixel centres (OpenCV's INTER_LINEAR)
 or nearest neighbour. Neither is DVPP's own arithmetic: pixels come within a few levels of a real card's,
 not bit-exact (docs/simulator.md says how close).
@@ -31,6 +33,8 @@ YUV_SP_444 = 5
 YVU_SP_444 = 6
 YUV_SP_440 = 1000
 YVU_SP_440 = 1001
+RGB_888 = 12  #: packed R, G, B bytes (PNGD)
+RGBA_8888 = 16  #: packed R, G, B, A bytes (PNGD)
 UNKNOWN = 10000  #: PIXEL_FORMAT_UNKNOWN: JPEGD keeps the source's sampling (V before U)
 
 FORMAT_NAMES = {
@@ -43,7 +47,11 @@ FORMAT_NAMES = {
     YVU_SP_444: "YVU444SP",
     YUV_SP_440: "YUV440SP",
     YVU_SP_440: "YVU440SP",
+    RGB_888: "RGB888",
+    RGBA_8888: "RGBA8888",
 }
+#: packed format -> bytes per pixel
+PACKED_BYTES = {RGB_888: 3, RGBA_8888: 4}
 #: semi-planar format -> (chroma subsampling (x, y), V before U)
 _SEMIPLANAR = {
     YUV_SP_420: ((2, 2), False),
@@ -65,6 +73,7 @@ JPEGD_OUTPUTS = {
 }
 VPC_FORMATS = (YUV_SP_420, YVU_SP_420)
 JPEG_MIN, JPEG_MAX = 32, 8192
+PNG_MIN, PNG_MAX = 32, 4096
 
 #: the resize algorithms of acldvppSetResizeConfigInterpolation: 0 (a high-order filter on the Ascend310 and
 #: Ascend910, bilinear elsewhere), 1 and 3 bilinear, 2 and 4 nearest, 5 a high-order filter; the filters are
@@ -104,8 +113,9 @@ def align_up(n: int, to: int) -> int:
 
 
 def picture_bytes(fmt: int, width_stride: int, height_stride: int) -> int:
-    """The bytes a semi-planar picture of these strides occupies (YUV400: the luma plane only)."""
-    if fmt == YUV_400:
+    """The bytes a picture of these strides occupies (YUV400: the luma plane only; a packed format's width
+    stride is in bytes already)."""
+    if fmt == YUV_400 or fmt in PACKED_BYTES:
         return width_stride * height_stride
     (sx, sy), _ = _SEMIPLANAR[fmt]
     return width_stride * height_stride + 2 * width_stride * height_stride // (sx * sy)
@@ -209,13 +219,73 @@ def decode(data: bytes) -> tuple[Plane, Plane | None, Plane | None]:
     return pixels[..., 0], pixels[..., 1], pixels[..., 2]
 
 
+class PngHeader(NamedTuple):
+    width: int
+    height: int
+    components: int  #: colour channels: 1 grey, 2 grey and alpha, 3 RGB (and palette), 4 RGBA
+    alpha: bool  #: RGBA or grey with alpha (what PNGD may write as RGBA8888)
+
+
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+#: PNG colour type -> (components, alpha); a palette decodes to RGB (its tRNS alpha is not kept)
+_PNG_COLOURS = {0: (1, False), 2: (3, False), 3: (3, False), 4: (2, True), 6: (4, True)}
+
+
+def png_header(data: bytes) -> PngHeader:
+    """The IHDR of a PNG; BadImage when ``data`` is no PNG or its header is cut short or not one PNG allows."""
+    if data[:8] != _PNG_SIGNATURE:
+        raise BadImage(f"not a PNG: it starts with {data[:8].hex() or 'nothing'}, not the PNG signature")
+    if len(data) < 33 or data[12:16] != b"IHDR":
+        raise BadImage("the PNG ends before its header (IHDR chunk)")
+    width = int.from_bytes(data[16:20], "big")
+    height = int.from_bytes(data[20:24], "big")
+    depth, colour = data[24], data[25]
+    if colour not in _PNG_COLOURS or depth not in (1, 2, 4, 8, 16) or not width or not height:
+        raise BadImage(f"the PNG's header is not one PNG allows (colour type {colour}, bit depth {depth})")
+    components, alpha = _PNG_COLOURS[colour]
+    return PngHeader(width, height, components, alpha)
+
+
+def png_outputs(header: PngHeader) -> tuple[int, ...]:
+    """What PNGD writes from this PNG (the docs' table), the source's format (PIXEL_FORMAT_UNKNOWN) first:
+    RGB and grey as RGB888; RGBA and grey with alpha as RGBA8888 or RGB888."""
+    return (RGBA_8888, RGB_888) if header.alpha else (RGB_888,)
+
+
+def decode_png(data: bytes, fmt: int) -> Plane:
+    """The PNG's pixels as ``fmt`` (RGB888 or RGBA8888), height x width x 3 or 4, as libpng decodes them
+    through Pillow (16-bit samples keep their high byte)."""
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as opened:
+            opened.load()
+            image: Image.Image = opened
+            if image.mode in ("I;16", "I;16B", "I"):
+                image = Image.fromarray((np.asarray(image).astype(np.uint32) >> 8).astype(np.uint8), "L")
+            pixels = np.asarray(image.convert("RGBA" if fmt == RGBA_8888 else "RGB"))
+    except (OSError, ValueError, SyntaxError) as exc:
+        raise BadImage(f"the PNG does not decode: {exc}") from None
+    return pixels
+
+
+def write_packed(buf: Plane, pixels: Plane, width_stride: int) -> None:
+    """Write packed pixels (height x width x bytes per pixel) into ``buf`` in rows of ``width_stride`` bytes."""
+    h, w, bpp = pixels.shape
+    buf[: width_stride * h].reshape(h, width_stride)[:, : w * bpp] = pixels.reshape(h, w * bpp)
+
+
 def _subsample(plane: Plane, sx: int, sy: int) -> Plane:
     """Chroma averaged over sx x sy blocks (the plane's sides are multiples of them)."""
     if sx == sy == 1:
         return plane
-    h, w = plane.shape
-    blocks = plane.reshape(h // sy, sy, w // sx, sx).astype(np.uint16)
-    averaged: Plane = ((blocks.sum(axis=(1, 3)) + sx * sy // 2) // (sx * sy)).astype(np.uint8)
+    total = np.zeros((plane.shape[0] // sy, plane.shape[1] // sx), np.uint16)
+    for dy in range(sy):  # strided adds: a reshape-and-sum over small axes is several times slower
+        for dx in range(sx):
+            total += plane[dy::sy, dx::sx]
+    total += sx * sy // 2
+    total //= sx * sy
+    averaged: Plane = total.astype(np.uint8)
     return averaged
 
 

@@ -144,8 +144,11 @@ FAULTABLE = frozenset(
                 "jpeg_get_image_info",
                 "jpeg_predict_dec_size",
                 "jpeg_predict_enc_size",
+                "png_get_image_info",
+                "png_predict_dec_size",
                 # queued: the task fails on the stream, as for memcpy_async
                 "jpeg_decode_async",
+                "png_decode_async",
                 "jpeg_encode_async",
                 "vpc_resize_async",
                 "vpc_crop_async",

@@ -91,6 +91,7 @@ _SIM = _s.SIM
 _T = _TypeVar("_T")
 #: aclmdlInputAippType ACL_DATA_WITHOUT_AIPP, and the "no such input" index (acl_mdl.h ACL_INVALID_NODE_INDEX)
 _ACL_DATA_WITHOUT_AIPP = 0
+_ACL_DATA_WITH_STATIC_AIPP = 1
 _ACL_INVALID_NODE_INDEX = 0xFFFFFFFF
 #: get_input_dynamic_dims refuses larger gear counts with (None, 100000), as pyACL does
 _MAX_GEAR_COUNT = 4096
@@ -403,9 +404,10 @@ def get_input_dims(desc: int, index: int, /) -> tuple[dict[str, _Any], int]:
     failure=_value_and_ret({}),
 )
 def get_input_dims_v2(desc: int, index: int, /) -> tuple[dict[str, _Any], int]:
-    """As get_input_dims (they differ only for AIPP models, which the simulator has none of)."""
+    """As get_input_dims, but an AIPP input's dims multiply to its size in bytes (YUV420SP_U8: n, h x 1.5, w,
+    1), where get_input_dims gives the image's own (n, h, w, c)."""
     item = _io(desc, index, _INPUTS)
-    return _dims(item.name, item.dims), 0
+    return _dims(item.name, item.dims_v2), 0
 
 
 @_acl_call("acl.mdl.get_output_dims", _a.k, _a.k, init=False, failure=_value_and_ret({}))
@@ -798,9 +800,9 @@ def execute_async(model_id: int, input_dataset: int, output_dataset: int, stream
 
 @_acl_call("acl.mdl.get_aipp_type", _a.u32, _a.k, failure=_value_and_ret(_ACL_DATA_WITHOUT_AIPP, 0))
 def get_aipp_type(model_id: int, index: int, /) -> tuple[int, int, int]:
-    """``(type, dynamic_attached_data_index, ret)`` of input ``index``: the simulator's models have no AIPP
-    (ATC's ``--insert_op_conf`` is not simulated), so ACL_DATA_WITHOUT_AIPP (0) and 0xFFFFFFFF, the index the
-    docs give for "not a dynamic AIPP input"."""
+    """``(type, dynamic_attached_data_index, ret)`` of input ``index``: ACL_DATA_WITH_STATIC_AIPP (1) for an input
+    that ATC's ``--insert_op_conf`` put a static AIPP in front of, else ACL_DATA_WITHOUT_AIPP (0); the index is
+    0xFFFFFFFF, the docs' "not a dynamic AIPP input", as the simulator builds no dynamic AIPP."""
     model = _SIM.models.get(model_id)
     if model is None:
         raise _Fail(_C.ACL_ERROR_INVALID_MODEL_ID, f"model id {model_id} is not loaded")
@@ -809,4 +811,5 @@ def get_aipp_type(model_id: int, index: int, /) -> tuple[int, int, int]:
             _C.ACL_ERROR_INVALID_PARAM,
             f"input index {index} is out of range; model {model_id} has {len(model.info.inputs)} inputs",
         )
-    return _ACL_DATA_WITHOUT_AIPP, _ACL_INVALID_NODE_INDEX, 0
+    kind = _ACL_DATA_WITH_STATIC_AIPP if model.info.inputs[index].aipp is not None else _ACL_DATA_WITHOUT_AIPP
+    return kind, _ACL_INVALID_NODE_INDEX, 0

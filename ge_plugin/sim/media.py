@@ -1,9 +1,9 @@
-"""``acl.media``, simulated: DVPP memory, channels, picture descriptions, JPEGD, JPEGE and VPC.
+"""``acl.media``, simulated: DVPP memory, channels, picture descriptions, JPEGD, PNGD, JPEGE and VPC.
 
 Call forms and returns are those of pyACL's wrappers (hicann/runtime ``python/pyACL/media/*.cpp``): "create"
 calls and getters return a bare value (a handle, a width), setters and the asynchronous calls ``ret``,
-``dvpp_malloc`` and the size predictions ``(value, ret)``, ``dvpp_jpeg_get_image_info`` ``(width, height,
-components, ret)``, the batch crop ``(dst_batch, ret)``. The rules each call checks (formats, strides, sizes,
+``dvpp_malloc`` and the size predictions ``(value, ret)``, ``dvpp_jpeg_get_image_info`` and
+``dvpp_png_get_image_info`` ``(width, height, components, ret)``, the batch crop ``(dst_batch, ret)``. The rules each call checks (formats, strides, sizes,
 ROI alignment) are the pyACL docs' JPEGD and VPC restrictions, per SoC (``_dvpp_images.rules``). DVPP reads
 and writes memory from ``dvpp_malloc`` only: device memory of the current device, which the sanitizer knows
 (its origin names the call). The asynchronous calls queue their work on the stream like other device work;
@@ -72,6 +72,9 @@ __all__ = [
     "dvpp_jpeg_predict_dec_size",
     "dvpp_jpeg_predict_enc_size",
     "dvpp_malloc",
+    "dvpp_png_decode_async",
+    "dvpp_png_get_image_info",
+    "dvpp_png_predict_dec_size",
     "dvpp_set_channel_desc_mode",
     "dvpp_set_jpege_config_level",
     "dvpp_set_pic_desc_data",
@@ -623,6 +626,11 @@ class _Work:
                 )
 
 
+def _settled(stream: int) -> bool:
+    """Whether ``stream`` has run everything queued on it: what its work would read is there now."""
+    return bool(_s.stream(stream, _s.current_context()).idle)
+
+
 def _queue(api: str, stream: int, work: _Callable[[], None], allocs: list[_Allocation]) -> None:
     target = _s.stream(stream, _s.current_context())
     _queue_plan(target, api, _Work(work, allocs))
@@ -642,6 +650,34 @@ class _Picture:
         self.view = view
 
 
+def _output_memory(desc: _PicDesc) -> _Allocation:
+    """A decode's output memory when its checks wait until the decode runs: it must be there meanwhile."""
+    if desc.data == 0:
+        raise _Fail(_BAD, "output_desc has no data (acl.media.dvpp_set_pic_desc_data)")
+    return _dvpp_view("output_desc data", desc.data, desc.size)[0]
+
+
+def _failed(desc: _PicDesc, call: str, code: int, message: str) -> _Fail:
+    """A decode that fails as it runs: the stream's error, and the output description's ret code."""
+    desc.ret_code = code
+    return _Fail(code, f"{call}: {message}")
+
+
+def _in_memory(what: str, desc: _PicDesc, fmt: int, need: int) -> _Picture:
+    """``desc`` as a picture of format ``fmt`` in the ``need`` bytes its strides take: its size at least that,
+    its data live DVPP memory that holds it."""
+    if desc.size < need:
+        raise _Fail(
+            _BAD,
+            f"{what}: size {desc.size} is less than the {need} bytes a {_img.FORMAT_NAMES[fmt]} picture of "
+            f"strides {desc.width_stride}x{desc.height_stride} takes",
+        )
+    if desc.data == 0:
+        raise _Fail(_BAD, f"{what} has no data (acl.media.dvpp_set_pic_desc_data)")
+    alloc, _ = _dvpp_view(f"{what} data", desc.data, desc.size)
+    return _Picture(desc, alloc, alloc.view(desc.data - alloc.base, need))
+
+
 def _picture(what: str, handle: int, fmt: int, width_align: int, height_align: int) -> _Picture:
     """The picture description ``handle`` as format ``fmt`` with its strides and memory checked."""
     desc: _PicDesc = _get(_PICS, handle, what)
@@ -656,27 +692,21 @@ def _picture(what: str, handle: int, fmt: int, width_align: int, height_align: i
             f"{what}: height stride {hs} must be a multiple of {height_align} and at least the height {h}",
         )
     need = _img.picture_bytes(fmt, ws, hs)
-    if desc.size < need:
-        raise _Fail(
-            _BAD,
-            f"{what}: size {desc.size} is less than the {need} bytes a {_img.FORMAT_NAMES[fmt]} picture of "
-            f"strides {ws}x{hs} takes",
-        )
-    if desc.data == 0:
-        raise _Fail(_BAD, f"{what} has no data (acl.media.dvpp_set_pic_desc_data)")
-    alloc, _ = _dvpp_view(f"{what} data", desc.data, desc.size)
-    return _Picture(desc, alloc, alloc.view(desc.data - alloc.base, need))
+    return _in_memory(what, desc, fmt, need)
 
 
 @_acl_call("acl.media.dvpp_jpeg_decode_async", _a.k, _a.k, _a.u32, _a.k, _a.k, fault=None)
 def dvpp_jpeg_decode_async(channel_desc: int, data: int, size: int, output_desc: int, stream: int, /) -> int:
     """``ret``: queues the decode of the JPEG at ``data`` (DVPP memory) into ``output_desc`` on ``stream``.
 
-    The header is read at the call (timing only: not at all, as the copies that brought the JPEG moved
-    nothing; the output description is checked as given): a JPEG kind JPEGD does not decode is ACL_ERROR_UNSUPPORTED_JPEG then; a
-    JPEG whose data does not decode fails on the stream (synchronize_stream returns ACL_ERROR_FAILURE and the
-    output description's ret code says so). Once decoded, the output description's width and height are
-    what JPEGD wrote (rounded down to even where the format subsamples)."""
+    When the stream has no work left to run at the call (the JPEG was copied synchronously), the header is
+    read then: a JPEG kind JPEGD does not decode is ACL_ERROR_UNSUPPORTED_JPEG, an output description that
+    cannot take it ACL_ERROR_INVALID_PARAM, from the call. When work is still queued before it (an
+    asynchronous copy that brings the JPEG: the stream runs in order, so the bytes at the call may be an
+    earlier picture's), the header is read when the decode runs, and what it refuses fails on the stream with
+    the output description's ret code set, as a JPEG whose data does not decode does (ACL_ERROR_FAILURE). Timing only, the header is not read at all (the copies that brought the
+    JPEG moved nothing) and the output description is checked as given. Once decoded, the output
+    description's width and height are what JPEGD wrote (rounded down to even where the format subsamples)."""
     _channel(channel_desc)
     if size == 0:
         raise _Fail(_BAD, "size must not be 0")
@@ -689,27 +719,36 @@ def dvpp_jpeg_decode_async(channel_desc: int, data: int, size: int, output_desc:
         out = _picture("output_desc", output_desc, fmt, _rules().jpegd_width_align, 16)
         _queue("media.dvpp_jpeg_decode_async", stream, lambda: None, [src_alloc, out.alloc])
         return 0
-    try:
-        header, why = _img.jpeg_header(src.tobytes())
-    except _img.BadImage as bad:
-        raise _Fail(_BAD, bad.message) from None
-    _unsupported(why, header)
-    fmt = _output_format(desc.format, header)
-    width, height = _decoded_size(fmt, header)
-    if desc.width_stride < header.width or desc.height_stride < header.height:
-        raise _Fail(
-            _BAD,
-            f"output_desc: strides {desc.width_stride}x{desc.height_stride} are smaller than the "
-            f"{header.width}x{header.height} JPEG",
-        )
-    out = _picture("output_desc", output_desc, fmt, _rules().jpegd_width_align, 16)
+
+    def prepare() -> tuple[int, int, int, _Picture]:
+        """The header read and the output description checked against it: format, width, height, picture."""
+        try:
+            header, why = _img.jpeg_header(src.tobytes())
+        except _img.BadImage as bad:
+            raise _Fail(_BAD, bad.message) from None
+        _unsupported(why, header)
+        fmt = _output_format(desc.format, header)
+        width, height = _decoded_size(fmt, header)
+        if desc.width_stride < header.width or desc.height_stride < header.height:
+            raise _Fail(
+                _BAD,
+                f"output_desc: strides {desc.width_stride}x{desc.height_stride} are smaller than the "
+                f"{header.width}x{header.height} JPEG",
+            )
+        return fmt, width, height, _picture("output_desc", output_desc, fmt, _rules().jpegd_width_align, 16)
+
+    ready = prepare() if _settled(stream) else None
+    # checked when the decode runs unless ready now; its output memory must be there meanwhile
+    out_alloc = _output_memory(desc) if ready is None else ready[3].alloc
 
     def decode() -> None:
         try:
+            fmt, width, height, out = ready if ready is not None else prepare()
             y, cb, cr = _img.decode(src.tobytes())
         except _img.BadImage as bad:
-            desc.ret_code = _DECODE_FAILED
-            raise _Fail(_DECODE_FAILED, f"acl.media.dvpp_jpeg_decode_async: {bad.message}") from None
+            raise _failed(desc, "acl.media.dvpp_jpeg_decode_async", _DECODE_FAILED, bad.message) from None
+        except _Fail as fail:
+            raise _failed(desc, "acl.media.dvpp_jpeg_decode_async", fail.code, fail.message) from None
         cut = (slice(0, height), slice(0, width))
         _img.write_semiplanar(
             out.view,
@@ -722,7 +761,121 @@ def dvpp_jpeg_decode_async(channel_desc: int, data: int, size: int, output_desc:
         )
         desc.width, desc.height, desc.format, desc.ret_code = width, height, fmt, 0
 
-    _queue("media.dvpp_jpeg_decode_async", stream, decode, [src_alloc, out.alloc])
+    _queue("media.dvpp_jpeg_decode_async", stream, decode, [src_alloc, out_alloc])
+    return 0
+
+
+# -- PNGD -----------------------------------------------------------------------------------------------
+
+
+def _png_header(call: str, data: int, size: int) -> _img.PngHeader:
+    raw = _read_image(call, data, size)
+    try:
+        return _img.png_header(raw)
+    except _img.BadImage as bad:
+        raise _Fail(_BAD, bad.message) from None
+
+
+def _png_size(header: _img.PngHeader) -> None:
+    for what, value in (("width", header.width), ("height", header.height)):
+        if not _img.PNG_MIN <= value <= _img.PNG_MAX:
+            raise _Fail(_BAD, f"the PNG's {what} {value} is outside PNGD's {_img.PNG_MIN}..{_img.PNG_MAX}")
+
+
+def _png_format(fmt: int, header: _img.PngHeader) -> int:
+    allowed = _img.png_outputs(header)
+    if fmt == _img.UNKNOWN:
+        return allowed[0]
+    if fmt not in allowed:
+        kind = "an RGBA or grey-with-alpha" if header.alpha else "an RGB or grey"
+        names = ", ".join(f"{_img.FORMAT_NAMES[f]} ({f})" for f in allowed)
+        raise _Fail(_BAD, f"PNGD writes {kind} PNG as {names} or PIXEL_FORMAT_UNKNOWN, not format {fmt}")
+    return fmt
+
+
+@_acl_call("acl.media.dvpp_png_get_image_info", _a.k, _a.u32, init=False, failure=_value_and_ret(0, 0, 0))
+def dvpp_png_get_image_info(data: int, data_size: int, /) -> tuple[int, int, int, int]:
+    """``width, height, components, ret`` from the PNG's IHDR (host or DVPP memory, as for JPEGs)."""
+    header = _png_header("acl.media.dvpp_png_get_image_info", data, data_size)
+    return header.width, header.height, header.components, 0
+
+
+@_acl_call("acl.media.dvpp_png_predict_dec_size", _a.k, _a.u32, _a.i, init=False, failure=_value_and_ret(0))
+def dvpp_png_predict_dec_size(data: int, data_size: int, output_pixel_format: int, /) -> tuple[int, int]:
+    """``dec_size, ret``: the width rounded up to 128 times the bytes a pixel, times the height rounded up to
+    16; PIXEL_FORMAT_UNKNOWN sizes for the largest format the PNG may decode to (RGBA8888 for one with
+    alpha)."""
+    header = _png_header("acl.media.dvpp_png_predict_dec_size", data, data_size)
+    _png_size(header)
+    fmt = _png_format(output_pixel_format, header)
+    return _align_up(header.width, 128) * _img.PACKED_BYTES[fmt] * _align_up(header.height, 16), 0
+
+
+def _packed_picture(what: str, handle: int, fmt: int, width: int, height: int) -> _Picture:
+    """The output description ``handle`` for a ``width`` x ``height`` picture of packed ``fmt``: width stride
+    (bytes) a multiple of 128 pixels and at least the width, height stride a multiple of 16, memory enough."""
+    desc: _PicDesc = _get(_PICS, handle, what)
+    bpp = _img.PACKED_BYTES[fmt]
+    ws, hs = desc.width_stride, desc.height_stride
+    if ws % (128 * bpp) or ws < width * bpp:
+        raise _Fail(
+            _BAD,
+            f"{what}: width stride {ws} must be the width rounded up to 128 times {bpp} (a multiple of "
+            f"{128 * bpp}, at least {_align_up(width, 128) * bpp}) for {_img.FORMAT_NAMES[fmt]}",
+        )
+    if hs % 16 or hs < height:
+        raise _Fail(
+            _BAD, f"{what}: height stride {hs} must be a multiple of 16 and at least the height {height}"
+        )
+    need = ws * hs
+    return _in_memory(what, desc, fmt, need)
+
+
+@_acl_call("acl.media.dvpp_png_decode_async", _a.k, _a.k, _a.u32, _a.k, _a.k, fault=None)
+def dvpp_png_decode_async(channel_desc: int, data: int, size: int, output_desc: int, stream: int, /) -> int:
+    """``ret``: queues the decode of the PNG at ``data`` (DVPP memory) into ``output_desc`` on ``stream``.
+
+    As JPEGD: the header is read at the call when the stream has no work left to run, else when the decode
+    runs, its refusals then the stream's (timing only: not at all, the output description is checked as
+    given for the format it names); a PNG whose data does not decode fails on the stream, its output
+    description's ret code saying so. Once decoded, the description's width, height and format are what
+    PNGD wrote."""
+    _channel(channel_desc)
+    if size == 0:
+        raise _Fail(_BAD, "size must not be 0")
+    src_alloc, src = _dvpp_view("data", data, size)
+    desc: _PicDesc = _get(_PICS, output_desc, "output_desc")
+    if _TIMING.timing_only:  # the PNG's bytes were never copied: nothing to read, nothing decoded
+        fmt = desc.format if desc.format in _img.PACKED_BYTES else _img.RGBA_8888
+        out = _packed_picture("output_desc", output_desc, fmt, desc.width, desc.height)
+        _queue("media.dvpp_png_decode_async", stream, lambda: None, [src_alloc, out.alloc])
+        return 0
+
+    def prepare() -> tuple[_img.PngHeader, int, _Picture]:
+        try:
+            header = _img.png_header(src.tobytes())
+        except _img.BadImage as bad:
+            raise _Fail(_BAD, bad.message) from None
+        _png_size(header)
+        fmt = _png_format(desc.format, header)
+        return header, fmt, _packed_picture("output_desc", output_desc, fmt, header.width, header.height)
+
+    ready = prepare() if _settled(stream) else None
+    # checked when the decode runs unless ready now; its output memory must be there meanwhile
+    out_alloc = _output_memory(desc) if ready is None else ready[2].alloc
+
+    def decode() -> None:
+        try:
+            header, fmt, out = ready if ready is not None else prepare()
+            pixels = _img.decode_png(src.tobytes(), fmt)
+        except _img.BadImage as bad:
+            raise _failed(desc, "acl.media.dvpp_png_decode_async", _DECODE_FAILED, bad.message) from None
+        except _Fail as fail:
+            raise _failed(desc, "acl.media.dvpp_png_decode_async", fail.code, fail.message) from None
+        _img.write_packed(out.view, pixels, out.width_stride)
+        desc.width, desc.height, desc.format, desc.ret_code = header.width, header.height, fmt, 0
+
+    _queue("media.dvpp_png_decode_async", stream, decode, [src_alloc, out_alloc])
     return 0
 
 

@@ -27,7 +27,19 @@ PRECISIONS = tuple(ROUNDING.values())
 class IoDesc:
     """One model input or output as the model description reports it."""
 
-    __slots__ = ("dims", "dtype", "format", "graph_dtype", "graph_np", "name", "np", "onnx_name", "size")
+    __slots__ = (
+        "aipp",
+        "dims",
+        "dims_v2",
+        "dtype",
+        "format",
+        "graph_dtype",
+        "graph_np",
+        "name",
+        "np",
+        "onnx_name",
+        "size",
+    )
 
     def __init__(
         self,
@@ -38,11 +50,17 @@ class IoDesc:
         size: int,
         graph_dtype: int,
         onnx_name: str,
+        dims_v2: tuple[int, ...] | None = None,
+        aipp: dict[str, Any] | None = None,
     ):
         self.name = name
         self.dtype = dtype
         self.format = fmt
         self.dims = dims
+        #: get_input_dims_v2's dims: an AIPP input's in bytes' shape, else ``dims``
+        self.dims_v2 = dims if dims_v2 is None else dims_v2
+        #: the static AIPP in front of an input (the header's section, ``ge_plugin.atc.aipp.Aipp``), or None
+        self.aipp = aipp
         self.size = size  #: bytes at the largest gear
         self.np = _numpy(dtype)
         self.graph_dtype = graph_dtype  #: the ONNX graph's side, as aclDataType
@@ -112,7 +130,11 @@ def _gears(
     out_np = [_numpy(int(o["dtype"])) for o in raw_out]
     if mode == "static":
         raw_gears = [
-            {"values": [], "inputs": [i["dims"] for i in raw_in], "outputs": [o["dims"] for o in raw_out]}
+            {
+                "values": [],
+                "inputs": [i.get("dims_v2", i["dims"]) for i in raw_in],
+                "outputs": [o["dims"] for o in raw_out],
+            }
         ]
     gears = [
         OmGear(n, tuple(int(v) for v in g["values"]), g["inputs"], g["outputs"], in_np, out_np)
@@ -153,6 +175,8 @@ def _input_desc(n: int, raw: dict[str, Any], gears: Sequence[OmGear]) -> IoDesc:
         max(g.input_sizes[n] for g in gears),
         int(raw.get("graph_dtype", raw["dtype"])),
         raw["name"],
+        tuple(int(d) for d in raw["dims_v2"]) if "dims_v2" in raw else None,
+        raw.get("aipp"),
     )
 
 

@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ge_plugin import acl_constants as C
+from ge_plugin.sim import _aipp
 from ge_plugin.sim._fail import Fail
 from ge_plugin.sim.model import ModelInfo, OmGear
 
@@ -69,6 +70,8 @@ class OnnxRunner:
         data_inputs = info.inputs[: info.n_data]
         self.input_names = [d.name for d in data_inputs]
         self.input_casts = [d.graph_np if d.graph_np != d.np else None for d in data_inputs]
+        #: per data input, the static AIPP in front of it (its images converted for the graph), or None
+        self.input_aipp = [d.aipp for d in data_inputs]
         self.output_names = [d.onnx_name for d in info.outputs]
         self.output_np = [d.np for d in info.outputs]
         self.graph_np_out = [d.graph_np for d in info.outputs]
@@ -80,8 +83,8 @@ class OnnxRunner:
     def run(self, arrays: Sequence[npt.NDArray[Any]], gear: OmGear) -> list[npt.NDArray[Any]]:
         """Outputs in OM order and dtypes; Fail(507011) if the graph fails or disagrees with the gear."""
         feeds = {
-            name: (a if cast is None else a.astype(cast))
-            for name, a, cast in zip(self.input_names, arrays, self.input_casts)
+            name: (a if cast is None else a.astype(cast) if aipp is None else _aipp.convert(aipp, a, cast))
+            for name, a, cast, aipp in zip(self.input_names, arrays, self.input_casts, self.input_aipp)
         }
         try:
             results = (

@@ -17,7 +17,18 @@ import attrs
 
 from ge_plugin.dtypes import DType
 from ge_plugin.gears import GearSet
-from ge_plugin.params import DimTie, InputRange, ModelParams, ShapeTie
+from ge_plugin.params import (
+    IMAGE_FORMATS,
+    IMAGE_SIDES,
+    MAX_IMAGE_BYTES,
+    REQUEST_TENSORS,
+    RESIZES,
+    DimTie,
+    InputRange,
+    ModelParams,
+    Preprocessing,
+    ShapeTie,
+)
 from ge_plugin.precision import PRECISIONS
 from ge_plugin.spec import validators as v
 
@@ -97,6 +108,39 @@ class TensorDecl:
 
 
 @attrs.frozen
+class Preprocess:
+    """``preprocess:`` of an image input: requests send encoded images instead of the tensor; the backend
+    decodes and resizes them on the device with DVPP into the input's height and width, and the AIPP that
+    ``ge-plugin atc`` compiles into the OM converts them to the model's colours and normalisation. The input's
+    own ``dtype`` and ``dims`` stay the model's ([3, H, W] floats): they are what ATC compiles."""
+
+    #: what requests send: jpeg (DVPP's JPEGD decodes baseline JPEGs)
+    format: str = attrs.field(default="jpeg", validator=v.one_of(IMAGE_FORMATS))
+    #: how: uint8 (TYPE_UINT8 [-1]: an image's bytes per row) or bytes (TYPE_STRING [1]: one image per element)
+    request: str = attrs.field(default="uint8", validator=v.one_of(tuple(REQUEST_TENSORS)))
+    #: stretch: resized to H x W; letterbox: scaled to fit with its aspect kept, centred on black
+    resize: str = attrs.field(default="stretch", validator=v.one_of(RESIZES))
+    #: the channel order the model takes
+    colour: str = attrs.field(default="rgb", validator=v.one_of(("rgb", "bgr")))
+    #: per channel, subtracted from the 0..255 pixel values (in ``colour``'s order)
+    mean: tuple[float, ...] = attrs.field(default=(0.0, 0.0, 0.0), validator=v.channel_means)
+    #: per channel, what the pixel minus the mean is divided by
+    std: tuple[float, ...] = attrs.field(default=(1.0, 1.0, 1.0), validator=v.channel_stds)
+    #: the largest encoded image a request may send, in bytes (each lane holds a batch of them, allocated once)
+    max_bytes: int = attrs.field(
+        default=4 << 20,
+        validator=v.between(
+            1, MAX_IMAGE_BYTES, "every lane allocates pinned and DVPP memory for a batch of them"
+        ),
+    )
+    #: the longest side (pixels) of an image a request may send: each lane's decode buffer is sized for it
+    max_side: int = attrs.field(
+        default=4096,
+        validator=v.between(IMAGE_SIDES[0], IMAGE_SIDES[1], "JPEGD decodes 32 to 8192 pixels a side"),
+    )
+
+
+@attrs.frozen
 class InputDecl(TensorDecl):
     #: [low, high], inclusive: the values a request may hold (token ids within the vocabulary, a 0/1 mask);
     #: anything else is refused with 400 before it reaches the device
@@ -106,6 +150,8 @@ class InputDecl(TensorDecl):
     #: a request may be shorter than a gear along this input's -1 dims, and is padded with ``pad_value``
     #: (right for token ids with a mask, or a causal model; wrong for pixels); false: it must match a gear
     pad: bool = False
+    #: requests send encoded images for this input, decoded and resized on the device (docs/spec.md)
+    preprocess: Optional[Preprocess] = None
 
 
 @attrs.frozen
@@ -319,6 +365,11 @@ class ModelSpec:
     #: the spec file, as given; relative paths in the spec are relative to its folder
     path: Optional[Path] = attrs.field(default=None, eq=False, metadata={NOT_IN_YAML: True})
 
+    @property
+    def preprocessed(self) -> tuple[int, InputDecl] | None:
+        """The input whose requests send encoded images, with its index; None without one."""
+        return next(((k, i) for k, i in enumerate(self.inputs) if i.preprocess is not None), None)
+
     def __attrs_post_init__(self) -> None:
         # The shorthand [16, 32] means "every -1 dim takes this value"; expand it to one value per -1 dim so
         # that everything downstream (params, ATC) sees one form.
@@ -439,6 +490,21 @@ class ModelSpec:
             warmup=self.warmup,
             metrics_interval_ms=self.metrics_interval_ms,
             generate=self.generate.engine_json() if self.generate is not None else "",
+            preprocess=next(
+                (
+                    Preprocessing(
+                        i.name,
+                        i.preprocess.format,
+                        i.preprocess.request,
+                        i.preprocess.resize,
+                        i.preprocess.max_bytes,
+                        i.preprocess.max_side,
+                    )
+                    for i in self.inputs
+                    if i.preprocess is not None
+                ),
+                None,
+            ),
             version_om_model_paths=tuple(
                 (version, files.om)
                 for version, files in sorted(self.versions.items())

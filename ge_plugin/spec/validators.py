@@ -240,6 +240,29 @@ def value_range(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> 
         _fail(attribute, value, f"low {value[0]} is above high {value[1]}")
 
 
+def channel_means(_instance: Any, attribute: attrs.Attribute[Any], value: tuple[float, ...]) -> None:
+    """Three pixel values, 0..255: what AIPP subtracts (its mean_chn and min_chn)."""
+    if len(value) != 3:
+        _fail(attribute, value, f"one value per channel: 3, got {len(value)}")
+    for index, mean in enumerate(value):
+        if not (math.isfinite(mean) and 0 <= mean <= 255):
+            _fail(attribute, value, f"a mean is a pixel value in 0..255, got {mean}", index)
+
+
+def channel_stds(_instance: Any, attribute: attrs.Attribute[Any], value: tuple[float, ...]) -> None:
+    """Three non-zero numbers whose reciprocal AIPP can hold (its var_reci_chn: at most 65504 in size)."""
+    if len(value) != 3:
+        _fail(attribute, value, f"one value per channel: 3, got {len(value)}")
+    for index, std in enumerate(value):
+        if not math.isfinite(std) or abs(std) < 1 / 65504:
+            _fail(
+                attribute,
+                value,
+                f"a std is finite and at least 1/65504 in size (AIPP multiplies by 1/std), got {std}",
+                index,
+            )
+
+
 def device_ids(_instance: Any, attribute: attrs.Attribute[Any], value: tuple[int, ...]) -> None:
     if not value:
         _fail(attribute, value, "list at least one NPU device id")
@@ -327,6 +350,7 @@ def cross_checks(spec: ModelSpec) -> list[Problem]:
         *_same_as(spec),
         *_integer_ranges(spec),
         *_input_format(spec),
+        *_preprocessed(spec),
         *_preferred_batch_sizes(spec),
         *_device_streams(spec),
         *_version_policy(spec),
@@ -664,6 +688,67 @@ def _same_as(spec: ModelSpec) -> list[Problem]:
                     where,
                     f"{tensor.name} dims {_show(tensor.dims)} and {other.name} dims {_show(other.dims)} can never "
                     "be the same shape",
+                )
+            )
+    return problems
+
+
+#: VPC writes the resized image straight into the model's input: its width stride (the input's width) is a
+#: multiple of 16 and its height stride even; VPC writes 32 to 4096 pixels a side on every DVPP
+VPC_WIDTH_ALIGN = 16
+VPC_SIDES = (32, 4096)
+
+
+def _preprocessed(spec: ModelSpec) -> list[Problem]:
+    """An input with ``preprocess`` is one the OM's AIPP feeds from the images DVPP writes: [3, H, W] floats
+    of a fixed size VPC can write, the only such input, not padded, ranged or tied."""
+    problems: list[Problem] = []
+    marked = [index for index, tensor in enumerate(spec.inputs) if tensor.preprocess is not None]
+    for index in marked[1:]:
+        problems.append(
+            (
+                ("inputs", index, "preprocess"),
+                f"only one input may take images; {spec.inputs[marked[0]].name} does",
+            )
+        )
+    for index in marked[:1]:
+        tensor = spec.inputs[index]
+        where = ("inputs", index)
+        dims = tensor.dims
+        if not tensor.dtype.is_float:
+            problems.append(
+                ((*where, "dtype"), f"the OM's AIPP feeds a float input; {tensor.name} is {tensor.dtype}")
+            )
+        if len(dims) != 3 or dims[0] != 3 or dims[1] <= 0 or dims[2] <= 0:
+            problems.append(
+                (
+                    (*where, "dims"),
+                    f"an input that takes images is [3, HEIGHT, WIDTH] (channels first, a fixed size), got {_show(dims)}",
+                )
+            )
+        else:
+            height, width = dims[1], dims[2]
+            low, high = VPC_SIDES
+            if width % VPC_WIDTH_ALIGN or height % 2 or not (low <= height <= high and low <= width <= high):
+                problems.append(
+                    (
+                        (*where, "dims"),
+                        f"DVPP's VPC writes each image into the input at {height}x{width}: its width must be a "
+                        f"multiple of {VPC_WIDTH_ALIGN}, its height even, both within {low}..{high}",
+                    )
+                )
+        for field, given in (("pad", tensor.pad), ("range", tensor.range), ("same_as", tensor.same_as)):
+            if given:
+                problems.append(
+                    ((*where, field), f"an input that takes images has no {field}: its values are pixels")
+                )
+        if spec.image_sizes or spec.dims_gears:
+            field = "image_sizes" if spec.image_sizes else "dims_gears"
+            problems.append(
+                (
+                    (field,),
+                    f"{tensor.name} takes images resized to one size: the OM's AIPP is compiled for it, with batch "
+                    "gears or none (not image-size or dims gears)",
                 )
             )
     return problems

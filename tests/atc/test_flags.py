@@ -49,8 +49,8 @@ def test_framework_must_be_onnx():
 
 def test_unknown_and_unsupported_flags():
     assert rejected("--modle=x") == "ERROR: unknown command line flag 'modle'"
-    assert "--insert_op_conf is an ATC flag the ge-plugin simulator does not support" in rejected(
-        "--insert_op_conf=a.cfg"
+    assert "--keep_dtype is an ATC flag the ge-plugin simulator does not support" in rejected(
+        "--keep_dtype=a.cfg"
     )
     assert parse_args([*BASE, "--host_env_os=linux"]).given[-1] == ("host_env_os", "linux")
 

@@ -25,7 +25,7 @@ def test_validate_prints_ok_per_spec():
 
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout == (
-        "ok: specs/bert.yaml (bert_model)\nok: specs/llama.yaml (llama_model)\n"
+        "ok: specs/bert.yaml (bert_model)\nok: specs/cnn_jpeg.yaml (cnn_jpeg)\nok: specs/llama.yaml (llama_model)\n"
         "ok: specs/llama_generate.yaml (llama_generate)\n"
         "ok: specs/llama_generate_layers.yaml (llama_generate_layers)\n"
     )
@@ -60,6 +60,7 @@ def test_render_writes_a_repository_that_parses(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
         f"rendered {out / 'bert_model' / 'config.pbtxt'}",
+        f"rendered {out / 'cnn_jpeg' / 'config.pbtxt'}",
         f"rendered {out / 'llama_model' / 'config.pbtxt'}",
         f"rendered {out / 'llama_generate' / 'config.pbtxt'}",
         f"rendered {out / 'llama_generate_layers' / 'config.pbtxt'}",
@@ -81,7 +82,7 @@ def test_render_check_passes_on_the_committed_model_repository():
 
     assert (result.returncode, result.stdout, result.stderr) == (
         0,
-        "ok: model_repository matches 4 specs\n",
+        "ok: model_repository matches 5 specs\n",
         "",
     )
 

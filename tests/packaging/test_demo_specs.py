@@ -34,6 +34,7 @@ def test_demo_specs_in_an_empty_folder_are_written_and_resolve_there(tmp_path):
     assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == [
         "specs",
         "specs/bert.yaml",
+        "specs/cnn_jpeg.yaml",
         "specs/llama.yaml",
         "specs/llama_generate.yaml",
         "specs/llama_generate_layers.yaml",

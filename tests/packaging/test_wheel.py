@@ -183,12 +183,14 @@ def test_make_dist_wheel_installs_as_users_install_it_resolving_the_tested_versi
     assert {path.name for path in empty.iterdir()} == DEMO_FOLDERS
     assert sorted(p.name for p in (empty / "specs").iterdir()) == [
         "bert.yaml",
+        "cnn_jpeg.yaml",
         "llama.yaml",
         "llama_generate.yaml",
         "llama_generate_layers.yaml",
     ]
     assert sorted((empty / "model_repository").glob("*/1/*.om")) == [
         empty / "model_repository" / "bert_model" / "1" / "bert.om",
+        empty / "model_repository" / "cnn_jpeg" / "1" / "cnn_jpeg.om",
         empty / "model_repository" / "llama_generate" / "1" / "llama_kv.om",
         empty / "model_repository" / "llama_generate_layers" / "1" / "llama_kv_layers.om",
         empty / "model_repository" / "llama_model" / "1" / "llama.om",

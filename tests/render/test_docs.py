@@ -39,6 +39,7 @@ def test_spec_doc_describes_every_spec_field():
         model.ModelSpec,
         model.ModelFiles,
         model.InputDecl,
+        model.Preprocess,
         model.OutputDecl,
         model.Batching,
         model.QueuePolicy,

@@ -16,6 +16,7 @@ ASYNC = {"rt.memcpy_async", "rt.memset_async", "mdl.execute_async"} | {
     f"media.dvpp_{name}"
     for name in (
         "jpeg_decode_async",
+        "png_decode_async",
         "jpeg_encode_async",
         "vpc_resize_async",
         "vpc_crop_async",

@@ -3,6 +3,7 @@ the pixels are to a decode and resize done on the host with Pillow."""
 
 from __future__ import annotations
 
+import ctypes
 import io
 import os
 import subprocess
@@ -392,3 +393,31 @@ def test_jpegd_writes_each_semiplanar_format_the_docs_list(acl, dvpp, subsamplin
         averaged = ref_plane.reshape(64 // sy, sy, 96 // sx, sx).mean(axis=(1, 3))
         assert np.abs(plane.astype(np.int16) - averaged).mean() < 1.5
     assert acl.media.dvpp_get_pic_desc_format(desc) == (6 if fmt == 10000 else fmt)
+
+
+def test_a_jpeg_an_async_copy_brings_is_read_when_the_decode_runs(acl, dvpp):
+    """JPEGD runs in stream order after the copy queued before it (the engine's pipeline): its header is read
+    when the decode runs; what it refuses then fails on the stream, with the output's ret code set."""
+    data = _jpeg()
+    pinned, _ = acl.rt.malloc_host(len(data))
+    ctypes.memmove(pinned, data, len(data))
+    dev, _ = acl.media.dvpp_malloc(len(data))
+    desc, buf = dvpp.picture(243, 181, 256, 192)
+    assert acl.rt.memcpy_async(dev, len(data), pinned, len(data), H2D, dvpp.stream) == 0
+    assert acl.media.dvpp_jpeg_decode_async(dvpp.channel, dev, len(data), desc, dvpp.stream) == 0
+    assert acl.rt.synchronize_stream(dvpp.stream) == 0
+    assert acl.media.dvpp_get_pic_desc_width(desc) == 242 and acl.media.dvpp_get_pic_desc_ret_code(desc) == 0
+    host = np.zeros(256 * 192, np.uint8)
+    assert acl.rt.memcpy(acl.util.numpy_to_ptr(host), host.size, buf, host.size, D2H) == 0
+    assert (
+        np.abs(host.reshape(192, 256)[:180, :242].astype(np.int16) - _ycbcr(data)[:180, :242, 0]).mean() < 0.5
+    )
+
+    progressive = _jpeg(progressive=True)
+    ctypes.memmove(pinned, progressive, len(progressive))
+    assert acl.rt.memcpy_async(dev, len(data), pinned, len(progressive), H2D, dvpp.stream) == 0
+    assert acl.media.dvpp_jpeg_decode_async(dvpp.channel, dev, len(progressive), desc, dvpp.stream) == 0
+    assert acl.rt.synchronize_stream(dvpp.stream) == UNSUPPORTED_JPEG
+    assert acl.media.dvpp_get_pic_desc_ret_code(desc) == UNSUPPORTED_JPEG
+    assert "JPEGD does not decode progressive JPEGs" in acl.get_recent_err_msg()
+    assert acl.rt.free_host(pinned) == 0 and acl.media.dvpp_free(dev) == 0

@@ -169,4 +169,10 @@ def test_load_spec_reports_unreadable_text(tmp_path):
 def test_load_specs_reads_a_file_named_twice_once():
     specs = load_specs([SPECS, SPECS / "llama.yaml"])
 
-    assert [s.name for s in specs] == ["bert_model", "llama_model", "llama_generate", "llama_generate_layers"]
+    assert [s.name for s in specs] == [
+        "bert_model",
+        "cnn_jpeg",
+        "llama_model",
+        "llama_generate",
+        "llama_generate_layers",
+    ]
