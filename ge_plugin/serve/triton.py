@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -37,6 +38,8 @@ from ge_plugin.serve.clients import keyed_client
 from ge_plugin.serve.front import MAX_BODY_BYTES, MAX_INPUT_BYTES, Front, Rules
 from ge_plugin.serve.front.openai import TextService
 from ge_plugin.serve.front.server import MAX_BUFFERED_BYTES, WRITE_TIMEOUT_S
+from ge_plugin.serve.grpc_front.gate import TRITON_MAX_MESSAGE_BYTES, GrpcRules
+from ge_plugin.serve.grpc_front.process import FrontProcess, FrontSettings
 from ge_plugin.serve.memory import allocator_environment
 from ge_plugin.serve.supervise import StubWatch, stubs_of
 
@@ -161,9 +164,13 @@ class ServerOptions:
     #: HTTP goes through ge-plugin's front (serve/front): requests tritonserver 2.51 dies of are refused, the
     #: rest re-encoded; tritonserver's own HTTP endpoint then listens on loopback only
     http_guard: bool = True
-    #: the most one input of an HTTP request may declare (the front refuses more with 400)
+    #: gRPC goes through ge-plugin's gRPC front (serve/grpc_front), in a process of its own: every request
+    #: parsed, checked and re-encoded; tritonserver's own gRPC endpoint then listens on a private Unix socket
+    grpc_guard: bool = True
+    #: the most one input of a request may declare (the fronts refuse more: HTTP 400, gRPC INVALID_ARGUMENT)
     max_input_bytes: int = MAX_INPUT_BYTES
-    #: the largest HTTP request body the front takes, as sent and once inflated (413 beyond)
+    #: the largest request the fronts take: an HTTP body as sent and once inflated (413 beyond), a gRPC
+    #: message (RESOURCE_EXHAUSTED beyond)
     max_body_bytes: int = MAX_BODY_BYTES
     #: an HTTP client whose answer does not move for this long is closed (the front's write timeout)
     write_timeout_s: float = WRITE_TIMEOUT_S
@@ -176,6 +183,9 @@ class ServerOptions:
     internal_http_port: int = 0
     #: tritonserver's own metrics port when the front is on the metrics port too (0: a free loopback port)
     internal_metrics_port: int = 0
+    #: with the gRPC front: the Unix socket tritonserver's gRPC endpoint listens on, in a folder only this
+    #: user reaches (empty: ``TritonServer`` makes one)
+    internal_grpc_socket: str = ""
     #: the front serves text for models with a tokenizer: OpenAI's /v1 endpoints and text_input on Triton's
     #: generate endpoints (serve/front/openai.py); needs the front (http_guard)
     text_endpoints: bool = True
@@ -215,7 +225,9 @@ class ServerOptions:
             repository=None if remote_repository(self.repository) else Path(self.repository),
             passed=passed,
             opened=frozenset(self.open_apis),
-            load_checked=frozenset({"http"} if self.http_guard else ()),
+            load_checked=frozenset(
+                name for name, guarded in (("http", self.http_guard), ("grpc", self.grpc_guard)) if guarded
+            ),
             internal=self.internal_key,
         )
 
@@ -234,17 +246,38 @@ class ServerOptions:
             forward_pattern=pattern,
         )
 
+    def grpc_rules(self, access: Access | None = None) -> GrpcRules:
+        """What the gRPC front forwards: ``access``'s keys (checked, then written by the front) and the
+        metadata ``--grpc-header-forward-pattern`` passes through to the model."""
+        pattern = None
+        for name, value in _flag_values(self.extra_args):
+            if name == "--grpc-header-forward-pattern":
+                pattern = re.compile(value, re.IGNORECASE)
+        return GrpcRules(
+            access=access or self.access(), max_input_bytes=self.max_input_bytes, forward_pattern=pattern
+        )
+
+    @property
+    def internal_grpc_target(self) -> str:
+        """tritonserver's own gRPC endpoint behind the front, as a gRPC target. tritonserver 2.51 listens on
+        ``--grpc-address`` + ":" + ``--grpc-port``, which for ``unix:PATH`` and port 0 is the socket ``PATH:0``."""
+        return f"unix:{self.internal_grpc_socket}:0"
+
     def command(self, dist: Distribution, backend_dir: Path) -> list[str]:
+        if self.grpc_guard:
+            grpc_address, grpc_port = f"unix:{self.internal_grpc_socket}", 0
+        else:
+            grpc_address, grpc_port = self.host, self.grpc_port
         cmd = [
             str(dist.binary),
             f"--model-repository={self.repository if remote_repository(self.repository) else Path(self.repository).resolve()}",
             f"--backend-directory={backend_dir}",
             f"--cache-directory={dist.root / 'caches'}",
             f"--http-address={'127.0.0.1' if self.http_guard else self.host}",
-            f"--grpc-address={self.host}",
+            f"--grpc-address={grpc_address}",
             f"--metrics-address={'127.0.0.1' if self.http_guard else self.host}",
             f"--http-port={self.internal_http_port if self.http_guard else self.http_port}",
-            f"--grpc-port={self.grpc_port}",
+            f"--grpc-port={grpc_port}",
             f"--metrics-port={self.internal_metrics_port if self.http_guard else self.metrics_port}",
             f"--model-control-mode={self.model_control_mode}",
             "--disable-auto-complete-config",
@@ -381,6 +414,9 @@ class TritonServer:
         self.guard: Front | None = None
         self.metrics_front: Front | None = None
         self.openai_front: Front | None = None
+        #: the gRPC front's process, and the private folder of tritonserver's gRPC socket
+        self.grpc_front: FrontProcess | None = None
+        self._grpc_dir: Path | None = None
         if options.openai_port and not (options.http_guard and options.text_endpoints):
             raise ServeError(
                 "--openai-port: the OpenAI endpoints are served by the HTTP front (--http-guard, --text)"
@@ -398,6 +434,23 @@ class TritonServer:
             )
         parent = os.getpid()
         try:
+            if options.grpc_guard and not options.internal_grpc_socket:
+                self._grpc_dir = Path(tempfile.mkdtemp(prefix="ge-plugin-grpc-"))  # 0700: this user's only
+                options = self.options = attrs.evolve(
+                    options, internal_grpc_socket=str(self._grpc_dir / "tritonserver")
+                )
+            if options.grpc_guard:
+                self.grpc_front = FrontProcess(
+                    FrontSettings(
+                        (options.host, options.grpc_port),
+                        options.internal_grpc_target,
+                        options.grpc_rules(self.access),
+                        max_message_bytes=min(options.max_body_bytes, TRITON_MAX_MESSAGE_BYTES),
+                        grace_s=options.exit_timeout_s,
+                    ),
+                    stderr=stderr,
+                    preexec_fn=lambda: _die_with_parent(parent),
+                )
             if options.http_guard:
                 self._open_fronts(options, env)
             self.command = options.command(self.dist, self.backend_dir.resolve())
@@ -408,6 +461,13 @@ class TritonServer:
                 stderr=stderr,
                 preexec_fn=lambda: _die_with_parent(parent),
             )
+            if self.grpc_front is not None:
+                try:
+                    self.grpc_front.wait_ready()
+                except BaseException:
+                    self.process.kill()
+                    self.process.wait()
+                    raise
         except BaseException:
             self._close_fronts()
             raise
@@ -457,18 +517,20 @@ class TritonServer:
             return None
         return TextService(Path(self.options.repository), **kwargs)
 
-    def control_client(self, protocol: str = "grpc", **kwargs: Any) -> Any:
+    def control_client(self, protocol: str = "grpc", *, internal: bool = False, **kwargs: Any) -> Any:
         """A tritonclient (``tritonclient.http`` or ``.grpc``) for this server whose every call carries the
-        keys of ``admin_headers``; ``kwargs`` go to its constructor."""
+        keys of ``admin_headers``; ``kwargs`` go to its constructor. ``internal`` (gRPC): to tritonserver's
+        own endpoint, past the gRPC front (ge-plugin's own calls while the front stops, the stub watch)."""
+        grpc_url = self.internal_grpc_url if internal else self.grpc_url
         return keyed_client(
             protocol,
-            self.http_url if protocol == "http" else self.grpc_url,
+            self.http_url if protocol == "http" else grpc_url,
             self.admin_headers(protocol),
             **kwargs,
         )
 
     def _grpc_client(self) -> Any:
-        return self.control_client("grpc")
+        return self.control_client("grpc", internal=True)
 
     def metrics_text(self) -> bytes:
         """ge-plugin serve's own Prometheus families, after tritonserver's on the metrics port."""
@@ -486,6 +548,11 @@ class TritonServer:
         for front in (self.guard, self.metrics_front, self.openai_front):
             if front is not None:
                 front.close()
+        if self.grpc_front is not None:
+            self.grpc_front.stop()
+        if self._grpc_dir is not None:
+            shutil.rmtree(self._grpc_dir, ignore_errors=True)
+            self._grpc_dir = None
         if self.gone_clients is not None:
             self.gone_clients.close(unlink=True)
             self.gone_clients = None
@@ -503,6 +570,11 @@ class TritonServer:
     @property
     def grpc_url(self) -> str:
         return f"{self.options.host}:{self.options.grpc_port}"
+
+    @property
+    def internal_grpc_url(self) -> str:
+        """tritonserver's own gRPC endpoint: behind the gRPC front, its private socket."""
+        return self.options.internal_grpc_target if self.options.grpc_guard else self.grpc_url
 
     @property
     def metrics_url(self) -> str:
@@ -551,6 +623,8 @@ class TritonServer:
         for front in (self.guard, self.openai_front):
             if front is not None:
                 front.begin_stop()  # no new connection; idle keep-alive ones closed, busy ones finish
+        if self.grpc_front is not None:
+            self.grpc_front.begin_stop()  # no new call; calls in flight go on for the exit timeout
         if self.options.model_control_mode == "explicit":
             threading.Thread(target=self._unload_all, name="ge-plugin-drain", daemon=True).start()
 
@@ -558,7 +632,7 @@ class TritonServer:
         from tritonclient.utils import InferenceServerException
 
         deadline = time.monotonic() + self.options.exit_timeout_s
-        client = self.control_client("grpc")
+        client = self.control_client("grpc", internal=True)
         try:
             for model in client.get_model_repository_index().models:
                 if model.state in ("READY", "LOADING"):

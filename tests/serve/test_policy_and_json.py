@@ -14,7 +14,7 @@ from ge_plugin.serve.access import Access, parse_restriction
 from ge_plugin.serve.front import strict_json
 from ge_plugin.serve.front.encoding import content_coding, inflate
 from ge_plugin.serve.front.forward import Incoming, Rules, accept_encoding, origin_form, prepare
-from ge_plugin.serve.front.policy import MAX_INPUT_BYTES, Refused, check_infer_header
+from ge_plugin.serve.policy import MAX_INPUT_BYTES, Refused, check_infer_header
 
 
 def one(**item) -> dict:

@@ -19,8 +19,8 @@ from ge_plugin import gone_clients
 from ge_plugin.serve.access import Access
 from ge_plugin.serve.front import strict_json
 from ge_plugin.serve.front.encoding import content_coding, inflate
-from ge_plugin.serve.front.policy import MAX_INPUT_BYTES, Refused, check_infer_header, check_parameters
 from ge_plugin.serve.front.routes import api_group, loaded_model
+from ge_plugin.serve.policy import MAX_INPUT_BYTES, Refused, check_infer_header, check_parameters
 
 #: a request body (as sent, and once inflated) may not be larger; the front holds it whole while it checks it
 MAX_BODY_BYTES = 256 << 20
