@@ -97,7 +97,20 @@ def register(subparsers) -> None:
             "put ge-plugin's HTTP front on the HTTP port, tritonserver's HTTP endpoint on loopback behind it: "
             "every request is parsed once (llhttp, strict JSON, gzip/deflate inflated), requests that abort "
             "tritonserver 2.51 are answered with 400, the rest re-encoded and forwarded; idle keep-alive "
-            "connections close at a stop (gRPC does not go through it) (default: on)"
+            "connections close at a stop (default: on)"
+        ),
+    )
+    parser.add_argument(
+        "--grpc-guard",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help=(
+            "put ge-plugin's gRPC front (a process of its own) on the gRPC port, tritonserver's gRPC endpoint on "
+            "a private Unix socket behind it: every message is parsed once with protobuf, inference requests "
+            "whose shapes would crash a model's stub are answered INVALID_ARGUMENT, loads are checked as over "
+            "HTTP, metadata over 16 KiB is refused; the rest re-encoded and forwarded. It costs about 0.4 ms of "
+            "CPU per request (docs/serving.md). --no-grpc-guard: tritonserver serves gRPC itself, for trusted "
+            "networks only (any client can then crash a model, and loads over gRPC are closed) (default: on)"
         ),
     )
     parser.add_argument(
@@ -125,14 +138,17 @@ def register(subparsers) -> None:
         type=int,
         default=MAX_INPUT_BYTES,
         metavar="N",
-        help="with the front: the most one input of an HTTP request may declare (default: %(default)s)",
+        help="with the fronts: the most one input of a request may declare (default: %(default)s)",
     )
     parser.add_argument(
         "--max-body-bytes",
         type=int,
         default=MAX_BODY_BYTES,
         metavar="N",
-        help="with the front: the largest HTTP request body, as sent and inflated (default: %(default)s)",
+        help=(
+            "with the fronts: the largest request, an HTTP body as sent and inflated or a gRPC message "
+            "(default: %(default)s)"
+        ),
     )
     parser.add_argument(
         "--write-timeout",
@@ -267,6 +283,7 @@ def run(args: argparse.Namespace) -> int:
         extra_args=args.passthrough,
         exit_timeout_s=args.exit_timeout_secs,
         http_guard=args.http_guard,
+        grpc_guard=args.grpc_guard,
         text_endpoints=args.text,
         openai_port=args.openai_port,
         max_input_bytes=args.max_input_bytes,

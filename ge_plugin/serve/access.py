@@ -166,7 +166,7 @@ class Access:
     repository: Path | None = None
     passed: Mapping[str, tuple[Restriction, ...]] = attrs.field(factory=dict)
     opened: frozenset[str] = frozenset()
-    load_checked: frozenset[str] = frozenset({"http"})
+    load_checked: frozenset[str] = frozenset({"http", "grpc"})
     internal: str = attrs.field(repr=False, factory=internal_key)
 
     def __attrs_post_init__(self) -> None:

@@ -48,6 +48,9 @@ ITEMSIZE = {
 }
 #: the most an input may declare by default: far above any gear of a served model, far below bad_alloc
 MAX_INPUT_BYTES = 4 << 30
+#: the largest request a front takes by default (``--max-body-bytes``): an HTTP body, as sent and once
+#: inflated, or a gRPC message; each front holds a request whole while it checks it
+MAX_BODY_BYTES = 256 << 20
 #: the typed ``InferTensorContents`` field that holds each datatype's values in a gRPC request (FP16 and BF16
 #: have none: they travel as raw bytes only)
 CONTENTS_FIELD = {
@@ -68,6 +71,7 @@ _LENGTH = struct.Struct("<I")
 
 __all__ = [
     "ITEMSIZE",
+    "MAX_BODY_BYTES",
     "MAX_INPUT_BYTES",
     "Refused",
     "check_data",

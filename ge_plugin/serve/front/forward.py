@@ -20,10 +20,13 @@ from ge_plugin.serve.access import Access
 from ge_plugin.serve.front import strict_json
 from ge_plugin.serve.front.encoding import content_coding, inflate
 from ge_plugin.serve.front.routes import api_group, loaded_model
-from ge_plugin.serve.policy import MAX_INPUT_BYTES, Refused, check_infer_header, check_parameters
-
-#: a request body (as sent, and once inflated) may not be larger; the front holds it whole while it checks it
-MAX_BODY_BYTES = 256 << 20
+from ge_plugin.serve.policy import (
+    MAX_BODY_BYTES,
+    MAX_INPUT_BYTES,
+    Refused,
+    check_infer_header,
+    check_parameters,
+)
 
 #: the inference endpoint as tritonserver 2.51 routes it (its regex is ``/v2/models/([^/]+)(/versions/
 #: ([0-9]+))?/infer``): every path Triton takes for inference is one of these, so none escapes the policy

@@ -36,11 +36,12 @@ from ge_plugin.serve.grpc_front.gate import (
     Method,
     status_code,
 )
+from ge_plugin.serve.policy import MAX_BODY_BYTES
 
 log = logging.getLogger("ge_plugin.serve.grpc_front")
 
 #: the largest request message the front takes by default (``--max-body-bytes``, shared with HTTP)
-MAX_MESSAGE_BYTES = 256 << 20
+MAX_MESSAGE_BYTES = MAX_BODY_BYTES
 #: request metadata (headers) per call: what grpc's own defaults take, as one hard limit (grpc's soft limit
 #: refuses at random between 8 and 16 KiB)
 MAX_METADATA_BYTES = 16 << 10
