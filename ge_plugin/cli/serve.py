@@ -9,6 +9,7 @@ import resource
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from ge_plugin.cli._common import add_command
 from ge_plugin.errors import ServeError
@@ -16,6 +17,7 @@ from ge_plugin.serve.access import ADMIN_KEY_ENV, MIN_KEY_CHARS, RESTRICTED, rea
 from ge_plugin.serve.front import MAX_BODY_BYTES, MAX_INPUT_BYTES
 from ge_plugin.serve.front.server import MAX_BUFFERED_BYTES, WRITE_TIMEOUT_S
 from ge_plugin.serve.memory import ENV as JEMALLOC_ENV
+from ge_plugin.serve.memory import GRPC_BUFFER_BUDGET
 from ge_plugin.serve.triton import EXIT_TIMEOUT_S
 
 EXAMPLES = """
@@ -37,7 +39,7 @@ def _repository(text: str) -> Path | str:
     return text if remote_repository(text) else Path(text)
 
 
-def register(subparsers) -> None:
+def register(subparsers: Any) -> None:
     parser = add_command(
         subparsers,
         "serve",
@@ -178,6 +180,19 @@ def register(subparsers) -> None:
         ),
     )
     parser.add_argument(
+        "--grpc-buffer-budget",
+        type=int,
+        default=GRPC_BUFFER_BUDGET,
+        metavar="N",
+        help=(
+            "the most tritonserver's gRPC endpoint may keep in request and response buffers for reuse: its "
+            "--grpc-infer-allocation-pool-size (at most its default, 8) is chosen so that twice the largest "
+            "request plus response the served models allow (their config.pbtxt dims and gears; where no dim "
+            "is bounded, --max-body-bytes each way) fits that many times; 0 keeps none, at some cost in "
+            "latency for small requests. A pool size passed after -- wins (default: %(default)s)"
+        ),
+    )
+    parser.add_argument(
         "--restart-dead-stubs",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -190,7 +205,14 @@ def register(subparsers) -> None:
     add_control_flags(parser)
     parser.add_argument("--log-verbose", type=int, default=0, metavar="N")
     parser.add_argument(
-        "--work-dir", type=Path, default=Path("build/triton"), help="where the backend directory is prepared"
+        "--work-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help=(
+            "where the backend directory is prepared (default: $XDG_CACHE_HOME/ge-plugin, else "
+            "~/.cache/ge-plugin, a folder per Python environment)"
+        ),
     )
     parser.set_defaults(func=run, passthrough_ok=True)
 
@@ -245,7 +267,7 @@ def add_control_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def control_options(args: argparse.Namespace) -> dict:
+def control_options(args: argparse.Namespace) -> dict[str, Any]:
     """ServerOptions fields from the control-plane flags (the key read from its file or the environment)."""
     return {
         "admin_key": read_key(args.admin_key_file),
@@ -262,6 +284,8 @@ def run(args: argparse.Namespace) -> int:
         not (args.repository / "").exists() or not args.repository.is_dir()
     ):
         raise ServeError(f"model repository {args.repository} is not a directory")
+    if args.grpc_buffer_budget < 0:
+        raise ServeError(f"--grpc-buffer-budget {args.grpc_buffer_budget}: a number of bytes, 0 or more")
     if args.write_timeout <= 0:
         raise ServeError(f"--write-timeout {args.write_timeout}: a timeout is a number of seconds above 0")
     mode = args.model_control_mode
@@ -291,13 +315,14 @@ def run(args: argparse.Namespace) -> int:
         write_timeout_s=args.write_timeout,
         max_buffered_bytes=args.max_buffered_bytes,
         jemalloc=args.jemalloc,
+        grpc_buffer_budget=args.grpc_buffer_budget,
         supervise_stubs=args.restart_dead_stubs,
         **control_options(args),
     )
     server = TritonServer(options)
     stopping = False
 
-    def stop(signum, _frame):
+    def stop(signum: int, _frame: object) -> None:
         """The first signal stops gracefully (TritonServer.begin_stop); any later one goes to tritonserver."""
         nonlocal stopping
         if not stopping:

@@ -305,7 +305,8 @@ def check_infer_request(
         elements = check_shape(name, datatype, shape, max_input_bytes)
         if "shared_memory_region" in tensor.parameters:
             size = tensor.parameters.get("shared_memory_byte_size")
-            check_data(name, datatype, shape, elements, nbytes=_value(size) if size is not None else 0)
+            value = _value(size) if size is not None else 0
+            check_data(name, datatype, shape, elements, nbytes=value if isinstance(value, int) else 0)
         elif index < len(raw):
             part = raw[index]
             check_data(name, datatype, shape, elements, nbytes=len(part), raw=part)

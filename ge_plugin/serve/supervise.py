@@ -196,7 +196,7 @@ class StubWatch:
         )
         return True
 
-    def _wait(self, client, model: str, done: Callable[[str], bool], timeout: float) -> None:
+    def _wait(self, client: Any, model: str, done: Callable[[str], bool], timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not self._stop.is_set():
             states = [m.state for m in client.get_model_repository_index().models if m.name == model]

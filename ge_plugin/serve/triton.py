@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import hashlib
 import os
 import re
 import secrets
@@ -33,14 +34,20 @@ from ge_plugin import gone_clients
 from ge_plugin.backend.install import install_backend
 from ge_plugin.errors import ServeError
 from ge_plugin.gone_clients import GoneClients
-from ge_plugin.serve.access import FLAGS, Access, internal_key, parse_restriction
+from ge_plugin.serve.access import FLAGS, Access, Restriction, internal_key, parse_restriction
 from ge_plugin.serve.clients import keyed_client
 from ge_plugin.serve.front import MAX_BODY_BYTES, MAX_INPUT_BYTES, Front, Rules
 from ge_plugin.serve.front.openai import TextService
 from ge_plugin.serve.front.server import MAX_BUFFERED_BYTES, WRITE_TIMEOUT_S
 from ge_plugin.serve.grpc_front.gate import TRITON_MAX_MESSAGE_BYTES, GrpcRules
 from ge_plugin.serve.grpc_front.process import FrontProcess, FrontSettings
-from ge_plugin.serve.memory import allocator_environment
+from ge_plugin.serve.memory import (
+    GRPC_BUFFER_BUDGET,
+    allocator_environment,
+    grpc_pool_size,
+    largest_exchange,
+    repository_configs,
+)
 from ge_plugin.serve.supervise import StubWatch, stubs_of
 
 PYTRITON_PIN = "nvidia-pytriton==0.7.0"
@@ -103,6 +110,18 @@ def prepare_backends(backend_dir: str | os.PathLike[str], dist: Distribution | N
     return target
 
 
+def default_work_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Where ``ge-plugin serve`` prepares its backend directory unless told (``--work-dir``): this user's cache,
+    ``$XDG_CACHE_HOME/ge-plugin`` (``~/.cache/ge-plugin``), one folder per Python environment, since each
+    needs the stub of its own Python and the ``ge`` backend of its own ge-plugin. Never the folder the
+    command runs from."""
+    environ = os.environ if environ is None else environ
+    cache = environ.get("XDG_CACHE_HOME", "")
+    root = Path(cache) if cache and os.path.isabs(cache) else Path.home() / ".cache"
+    tag = hashlib.sha256(os.fsencode(sys.prefix)).hexdigest()[:12]
+    return root / "ge-plugin" / f"triton-py{sys.version_info.major}.{sys.version_info.minor}-{tag}"
+
+
 def _copy_if_changed(src: Path, dst: Path) -> None:
     if (
         dst.exists()
@@ -149,6 +168,7 @@ class ServerOptions:
     model_control_mode: str = "none"
     load_models: Sequence[str] = ()
     log_verbose: int = 0
+    #: where the backend directory is prepared (None: ``default_work_dir()``, the user's cache)
     work_dir: Path | None = None
     extra_args: Sequence[str] = ()
     environment: Mapping[str, str] = attrs.Factory(dict)
@@ -176,6 +196,10 @@ class ServerOptions:
     write_timeout_s: float = WRITE_TIMEOUT_S
     #: the most the HTTP front holds for all its clients together; past it the slowest readers are closed
     max_buffered_bytes: int = MAX_BUFFERED_BYTES
+    #: the most tritonserver's gRPC endpoint may keep in request and response buffers it holds for reuse: the
+    #: pool size (``--grpc-infer-allocation-pool-size``) is chosen from it and the largest exchange the
+    #: served models allow (serve/memory.py); None: tritonserver's own pool size (8)
+    grpc_buffer_budget: int | None = GRPC_BUFFER_BUDGET
     #: tritonserver's allocator: "auto" preloads jemalloc when the system has it, "off" keeps glibc's, or a
     #: path to the library (serve/memory.py)
     jemalloc: str = "auto"
@@ -210,7 +234,7 @@ class ServerOptions:
     def access(self) -> Access:
         """The access policy of this server: the key per API group on each protocol, what a load may do.
         tritonserver's own restriction flags passed through are read here, in its form, and nowhere else."""
-        passed: dict[str, tuple] = {}
+        passed: dict[str, tuple[Restriction, ...]] = {}
         for protocol, flag in FLAGS.items():
             passed[protocol] = tuple(
                 parse_restriction(value, protocol)
@@ -263,6 +287,25 @@ class ServerOptions:
         ``--grpc-address`` + ":" + ``--grpc-port``, which for ``unix:PATH`` and port 0 is the socket ``PATH:0``."""
         return f"unix:{self.internal_grpc_socket}:0"
 
+    def grpc_pool_size(self) -> int | None:
+        """tritonserver's ``--grpc-infer-allocation-pool-size`` for ``grpc_buffer_budget``: the largest exchange
+        the repository's models allow (a message tritonserver takes, each way, where no config bounds it),
+        kept that many times within the budget; None when the budget is None or the pool is passed through."""
+        if self.grpc_buffer_budget is None or any(
+            name == "--grpc-infer-allocation-pool-size" for name, _ in _flag_values(self.extra_args)
+        ):
+            return None
+        unknown = (
+            min(self.max_body_bytes, TRITON_MAX_MESSAGE_BYTES)
+            if self.grpc_guard
+            else TRITON_MAX_MESSAGE_BYTES
+        )
+        if remote_repository(self.repository):
+            exchange = 2 * unknown  # its configs are tritonserver's to read
+        else:
+            exchange = largest_exchange(repository_configs(Path(self.repository)), unknown)
+        return grpc_pool_size(self.grpc_buffer_budget, exchange)
+
     def command(self, dist: Distribution, backend_dir: Path) -> list[str]:
         if self.grpc_guard:
             grpc_address, grpc_port = f"unix:{self.internal_grpc_socket}", 0
@@ -287,6 +330,9 @@ class ServerOptions:
             f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
         ]
         cmd += [f"--load-model={name}" for name in self.load_models]
+        pool = self.grpc_pool_size()
+        if pool is not None:
+            cmd.append(f"--grpc-infer-allocation-pool-size={pool}")
         cmd += self.access().tritonserver_args()
         cmd += list(self.extra_args)
         return cmd
@@ -405,7 +451,7 @@ class TritonServer:
         #: the access policy (serve/access.py); ``admin_headers`` and ``control_client`` carry its keys
         self.access = options.access()
         self.dist = find_distribution()
-        work = Path(options.work_dir or Path.cwd() / "build" / "triton")
+        work = Path(options.work_dir) if options.work_dir is not None else default_work_dir()
         self.backend_dir = prepare_backends(work / "backends", self.dist)
         env = server_environment(self.dist)
         env.update(allocator_environment(options.jemalloc, env))
@@ -450,6 +496,9 @@ class TritonServer:
                     ),
                     stderr=stderr,
                     preexec_fn=lambda: _die_with_parent(parent),
+                    # the allocator tritonserver gets: a 2 MiB answer cost the front 3.8 ms of CPU with glibc's
+                    # malloc (fresh pages faulted in for every buffer), 2.3 ms with jemalloc (measured)
+                    env={**os.environ, **allocator_environment(options.jemalloc, os.environ)},
                 )
             if options.http_guard:
                 self._open_fronts(options, env)

@@ -13,7 +13,7 @@ what tritonserver parses is what was checked. Refusals are ``Refused``; ``status
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -127,7 +127,7 @@ class Gate:
         }
 
     def admit(
-        self, method: Method, metadata: Sequence[tuple[str, str | bytes]] | None
+        self, method: Method, metadata: Iterable[tuple[str, str | bytes]] | None
     ) -> tuple[tuple[str, str], ...]:
         """The metadata tritonserver gets for a call of ``method`` that sent ``metadata``; Refused (403) when
         ``method``'s API group needs a key the call did not send."""
@@ -156,7 +156,7 @@ class Gate:
             raise Refused(
                 f"the {method.name} request is not a {method.request.DESCRIPTOR.name} message"
             ) from None
-        message.DiscardUnknownFields()
+        message.DiscardUnknownFields()  # type: ignore[attr-defined]  # every message has it; the stub omits it
         check = self._checks.get(method.name)
         if check is not None:
             check(message)

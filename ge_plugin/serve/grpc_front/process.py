@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import IO
 
 import attrs
@@ -53,6 +53,7 @@ class FrontProcess:
         *,
         stderr: IO[bytes] | None = None,
         preexec_fn: Callable[[], None] | None = None,
+        env: Mapping[str, str] | None = None,
     ):
         self.settings = settings
         self.port = 0
@@ -62,6 +63,7 @@ class FrontProcess:
             stdout=subprocess.PIPE,
             stderr=stderr,
             preexec_fn=preexec_fn,
+            env=env,
         )
         assert self.process.stdin is not None
         with self.process.stdin:

@@ -39,6 +39,8 @@ from ge_plugin.serve.grpc_front.gate import (
 from ge_plugin.serve.policy import MAX_BODY_BYTES
 
 log = logging.getLogger("ge_plugin.serve.grpc_front")
+#: a call on raw bytes: the front neither parses nor serialises through grpc
+Context = grpc.aio.ServicerContext[bytes, bytes]
 
 #: the largest request message the front takes by default (``--max-body-bytes``, shared with HTTP)
 MAX_MESSAGE_BYTES = MAX_BODY_BYTES
@@ -184,7 +186,7 @@ class GrpcFront:
             return await asyncio.get_running_loop().run_in_executor(None, self.gate.check, method, raw)
         return self.gate.check(method, raw)
 
-    async def unary(self, method: Method, raw: bytes, context: grpc.aio.ServicerContext) -> bytes:
+    async def unary(self, method: Method, raw: bytes, context: Context) -> bytes:
         try:
             metadata = self.gate.admit(method, context.invocation_metadata())
             checked = await self._checked(method, raw)
@@ -199,7 +201,7 @@ class GrpcFront:
             await context.abort(exc.code(), exc.details() or "")
         return answer
 
-    async def stream(self, method: Method, context: grpc.aio.ServicerContext) -> None:
+    async def stream(self, method: Method, context: Context) -> None:
         try:
             metadata = self.gate.admit(method, context.invocation_metadata())
         except Refused as exc:
@@ -224,14 +226,12 @@ class GrpcFront:
             pump.cancel()
             call.cancel()
 
-    async def _pump(
-        self, method: Method, context: grpc.aio.ServicerContext, call: Any, writing: asyncio.Lock
-    ) -> None:
+    async def _pump(self, method: Method, context: Context, call: Any, writing: asyncio.Lock) -> None:
         """The client's requests, each checked, written upstream in order; a refused one answered in-band."""
         try:
             while True:
-                raw = await context.read()
-                if raw is grpc.aio.EOF:
+                raw: object = await context.read()  # bytes, or EOF once the client half-closed
+                if not isinstance(raw, bytes):
                     break
                 try:
                     checked = await self._checked(method, raw)
@@ -253,11 +253,13 @@ def _in_band(exc: Refused, raw: bytes) -> bytes:
     try:
         request = service_pb2.ModelInferRequest.FromString(raw)
     except DecodeError:  # the refusal said why already; without its id is all that is left
-        return response.SerializeToString()
-    response.infer_response.model_name = request.model_name
-    response.infer_response.model_version = request.model_version
-    response.infer_response.id = request.id
-    return response.SerializeToString()
+        request = None
+    if request is not None:
+        response.infer_response.model_name = request.model_name
+        response.infer_response.model_version = request.model_version
+        response.infer_response.id = request.id
+    data: bytes = response.SerializeToString()
+    return data
 
 
 class _Handlers(grpc.GenericRpcHandler):
@@ -267,15 +269,17 @@ class _Handlers(grpc.GenericRpcHandler):
         self._handlers = {path: self._handler(front, method) for path, method in METHODS.items()}
 
     @staticmethod
-    def _handler(front: GrpcFront, method: Method) -> grpc.RpcMethodHandler:
+    def _handler(front: GrpcFront, method: Method) -> grpc.RpcMethodHandler[bytes, bytes]:
         if method.streaming:
 
-            async def stream(_requests: Any, context: grpc.aio.ServicerContext) -> None:
+            async def stream(_requests: Any, context: Context) -> None:
                 await front.stream(method, context)
 
             return grpc.stream_stream_rpc_method_handler(stream)
         # a partial of the coroutine method: grpc.aio sees a coroutine function, and no frame is added per call
         return grpc.unary_unary_rpc_method_handler(functools.partial(front.unary, method))
 
-    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+    def service(
+        self, handler_call_details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler[bytes, bytes] | None:
         return self._handlers.get(handler_call_details.method)
