@@ -333,6 +333,12 @@ def run(args: argparse.Namespace) -> int:
 
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, stop)
+    try:
+        server.wait_grpc_front()
+    except ServeError:
+        server.stop()
+        server.clean_up()
+        raise
     status = server.process.wait()
     if status < 0:  # killed by the signal: tritonserver 2.51 handles signals only once its models are loaded
         status = 128 - status

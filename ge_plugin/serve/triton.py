@@ -510,13 +510,6 @@ class TritonServer:
                 stderr=stderr,
                 preexec_fn=lambda: _die_with_parent(parent),
             )
-            if self.grpc_front is not None:
-                try:
-                    self.grpc_front.wait_ready()
-                except BaseException:
-                    self.process.kill()
-                    self.process.wait()
-                    raise
         except BaseException:
             self._close_fronts()
             raise
@@ -636,6 +629,7 @@ class TritonServer:
         from tritonclient.utils import InferenceServerException
 
         deadline = time.monotonic() + timeout
+        self.wait_grpc_front(timeout)
         client = httpclient.InferenceServerClient(self.http_url, connection_timeout=2.0, network_timeout=2.0)
         try:
             while time.monotonic() < deadline:
@@ -653,6 +647,12 @@ class TritonServer:
             client.close()
         waiting = f"{self.http_url}" + (f", models {', '.join(models)}" if models else "")
         raise ServeError(f"tritonserver was not ready after {timeout:.0f} s ({waiting})")
+
+    def wait_grpc_front(self, timeout: float = 60.0) -> None:
+        """Until the gRPC front listens (it starts beside tritonserver, in a process of its own); ServeError
+        if it cannot (the port is taken, say). Nothing to wait for without it."""
+        if self.grpc_front is not None and not self.grpc_front.port:
+            self.grpc_front.wait_ready(timeout)
 
     def begin_stop(self, signum: int = signal.SIGTERM) -> None:
         """Stop the way a fleet wants it: no new connection, every request in flight served, models unloaded,

@@ -199,3 +199,34 @@ def test_grpcs_own_health_service_answers_through_the_front(server):
     with pytest.raises(grpc.RpcError) as caught:
         channel.unary_unary("/grpc.health.v1.Health/Watch")(b"", timeout=10)
     assert caught.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_a_taken_grpc_port_stops_the_start_naming_it(triton_work_dir, tmp_path):
+    import socket
+
+    from ge_plugin.errors import ServeError
+    from ge_plugin.serve import ServerOptions, TritonServer, free_port
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        empty = tmp_path / "empty"
+        empty.mkdir()
+        options = ServerOptions(
+            repository=empty, http_port=free_port(), grpc_port=port, metrics_port=free_port(),
+            work_dir=triton_work_dir, model_control_mode="explicit",
+        )  # fmt: skip
+        with (
+            open(tmp_path / "log", "wb") as log,
+            TritonServer(options, stdout=log, stderr=log) as server,
+            pytest.raises(
+                ServeError, match=f"the gRPC front exited .* before it listened on 127.0.0.1:{port}"
+            ),
+        ):
+            server.wait_ready(timeout=60)
+        assert server.process.poll() is not None
+    assert (
+        "Failed to bind" in (tmp_path / "log").read_text()
+        or "cannot listen" in (tmp_path / "log").read_text()
+    )
