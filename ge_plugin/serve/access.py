@@ -259,7 +259,7 @@ class Access:
         if needed.key == INTERNAL_KEY_NAME:
             how = (
                 f"on {protocol} the repository API is closed to every client, since no front checks its loads "
-                "there (use HTTP through ge-plugin's front)"
+                f"there (ge-plugin serve runs with --no-{protocol}-guard: use the other protocol)"
             )
         elif needed.key != ADMIN_KEY_NAME:
             how = f"send the key the operator set with tritonserver's {FLAGS[protocol]} in {name}"
