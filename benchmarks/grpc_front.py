@@ -17,41 +17,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import sys
-import urllib.request
 from pathlib import Path
 
+from benchmarks.front import p50_ms, requests_done
 from benchmarks.proof.repository import FLOOR, PY_IDENTITY, build_repository
 from ge_plugin.measure.machine import describe as describe_machine
-from ge_plugin.measure.perf import SERVER_APIS, _run, binary, parse_csv, version
+from ge_plugin.measure.perf import SERVER_APIS, version
 from ge_plugin.serve import ServerOptions, TritonServer, free_port
 
 CASES = {
     "small request": (PY_IDENTITY, "identity", [], (1, 16)),
     "2 MiB answer": (FLOOR, "llama", ["--shape=input_ids:16"], (1,)),
 }
-
-
-def p50_ms(
-    url: str, model: str, extra: list[str], data: Path, concurrency: int, work: Path, ms: int
-) -> float:
-    csv_path = work / f"{model}-c{concurrency}-{url.rsplit(':', 1)[1]}.csv"
-    cmd = [
-        str(binary()), "-i", "grpc", "-u", url, "-m", model, f"--concurrency-range={concurrency}:{concurrency}",
-        f"--input-data={data}", f"--measurement-interval={ms}", "--stability-percentage=20", "--max-trials=6",
-        "-f", str(csv_path), *extra,
-    ]  # fmt: skip
-    out = _run(cmd, timeout=300)
-    if out.returncode != 0:  # a shared machine: take three windows as they come rather than none
-        csv_path.unlink(missing_ok=True)
-        cmd = [c if not c.startswith("--stability-percentage") else "--stability-percentage=999" for c in cmd]
-        cmd = [c if not c.startswith("--max-trials") else "--max-trials=3" for c in cmd]
-        out = _run(cmd, timeout=300)
-    if out.returncode != 0 or not csv_path.is_file():
-        raise SystemExit(f"perf_analyzer failed: {' '.join(cmd)}\n{out.stdout}{out.stderr}")
-    return parse_csv(csv_path.read_text())[0].p50_us / 1000
 
 
 def cpu_s(pid: int) -> float:
@@ -65,13 +44,6 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
-
-
-def requests_done(server: TritonServer, model: str) -> int:
-    """tritonserver's count of successful inferences of ``model`` (its own metrics, not the front's)."""
-    text = urllib.request.urlopen(server.metrics_url, timeout=10).read().decode()
-    found = re.search(rf'nv_inference_request_success{{model="{model}",version="1"}} (\d+)', text)
-    return int(found.group(1)) if found else 0
 
 
 def main() -> int:

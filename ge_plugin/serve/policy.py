@@ -228,7 +228,8 @@ def check_infer_header(header: Mapping[str, object], max_input_bytes: int = MAX_
             check_data(name, datatype, shape, elements, count=_count(item["data"]))
         parameters = item.get("parameters")
         if isinstance(parameters, Mapping):
-            size = parameters.get("binary_data_size")
+            key = "shared_memory_byte_size" if "shared_memory_region" in parameters else "binary_data_size"
+            size = parameters.get(key)
             if isinstance(size, int) and not isinstance(size, bool):
                 check_data(name, datatype, shape, elements, nbytes=size)
 

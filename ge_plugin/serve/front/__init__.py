@@ -4,8 +4,8 @@ tritonserver 2.51 aborts, for every client, on some JSON inference requests (a d
 its data: ``std::bad_alloc``; deeply nested JSON inside a gzip body: SIGSEGV). ``ge-plugin serve`` listens on
 the HTTP port with this front and runs tritonserver's own HTTP endpoint on a loopback port behind it. The
 front parses each request with llhttp (``transport``), decodes its body (``encoding``), parses its JSON
-strictly (``strict_json``), applies the policy (``policy``) and sends tritonserver a request it wrote itself
-(``forward``) over a pool of connections (``upstream``). Whatever tritonserver could read differently from
+strictly (``strict_json``), applies the rule both fronts share (``serve.policy``) and sends tritonserver a
+request it wrote itself (``forward``) over a pool of connections (``upstream``). Whatever tritonserver could read differently from
 the front is refused with Triton's own ``{"error": ...}`` body.
 """
 

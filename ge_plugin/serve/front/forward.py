@@ -2,7 +2,7 @@
 
 The client's request line, headers and body were framed by llhttp (``front.transport``); here they are
 read as tritonserver would read them and rewritten: the target in origin form, a body inflated from its
-``Content-Encoding``, JSON parsed strictly (``strict_json``), checked (``policy``) and re-encoded, a fresh
+``Content-Encoding``, JSON parsed strictly (``strict_json``), checked (``serve.policy``) and re-encoded, a fresh
 ``Content-Length`` and ``Inference-Header-Content-Length``, and only the headers the front understands.
 What cannot be read one way only is refused with Triton's ``{"error": ...}`` body, never passed through.
 """

@@ -131,15 +131,16 @@ class Gate:
     ) -> tuple[tuple[str, str], ...]:
         """The metadata tritonserver gets for a call of ``method`` that sent ``metadata``; Refused (403) when
         ``method``'s API group needs a key the call did not send."""
+        metadata = tuple(metadata or ())
         out: list[tuple[str, str]] = []
         needed = self._needed[method.group]
         if needed is not None and self.rules.access is not None:
             name = needed.name("grpc")
-            sent = {key: value for key, value in metadata or () if key == name}
+            sent = {key: value for key, value in metadata if key == name}
             self.rules.access.check_key(method.group, "grpc", sent)
             out.append((name, needed.value))
         pattern = self.rules.forward_pattern
-        if pattern is not None and metadata:
+        if pattern is not None:
             for key, value in metadata:
                 if key in self._keys or key.endswith("-bin") or not isinstance(value, str):
                     continue
