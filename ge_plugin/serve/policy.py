@@ -48,6 +48,9 @@ ITEMSIZE = {
 }
 #: the most an input may declare by default: far above any gear of a served model, far below bad_alloc
 MAX_INPUT_BYTES = 4 << 30
+#: the most dims a shape may have: far more than any model takes, few enough that a shape's product is computed
+#: at once (a list of millions of dims near 2^63 would keep Python's big-integer product busy for hours)
+MAX_RANK = 64
 #: the largest request a front takes by default (``--max-body-bytes``): an HTTP body, as sent and once
 #: inflated, or a gRPC message; each front holds a request whole while it checks it
 MAX_BODY_BYTES = 256 << 20
@@ -73,6 +76,7 @@ __all__ = [
     "ITEMSIZE",
     "MAX_BODY_BYTES",
     "MAX_INPUT_BYTES",
+    "MAX_RANK",
     "Refused",
     "check_data",
     "check_infer_header",
@@ -87,8 +91,13 @@ __all__ = [
 
 
 def check_shape(name: str, datatype: str, shape: Sequence[int], max_input_bytes: int) -> int:
-    """The elements ``shape`` holds; Refused for a negative dim or more than ``max_input_bytes`` declared
-    (computed with Python's integers: what wraps in tritonserver is counted here as it is)."""
+    """The elements ``shape`` holds; Refused for more than MAX_RANK dims, a negative dim or more than
+    ``max_input_bytes`` declared (computed with Python's integers: what wraps in tritonserver is counted here
+    as it is)."""
+    if len(shape) > MAX_RANK:
+        raise Refused(
+            f"input '{name}': shape has {len(shape)} dims, more than the {MAX_RANK} a shape may have"
+        )
     if any(d < 0 for d in shape):
         raise Refused(f"input '{name}': shape {_dims(shape)} has a negative dim")
     elements = math.prod(shape)
@@ -299,7 +308,8 @@ def check_infer_request(
         check_parameter(f"request parameter '{key}'", _value(value), REQUEST_PARAMETERS.get(key))
     raw = request.raw_input_contents
     for index, tensor in enumerate(request.inputs):
-        name, datatype, shape = tensor.name, tensor.datatype, list(tensor.shape)
+        name, datatype = tensor.name, tensor.datatype
+        shape = list(tensor.shape) if len(tensor.shape) <= MAX_RANK else tensor.shape
         for key, kind in INPUT_PARAMETERS.items():
             if key in tensor.parameters:
                 check_parameter(f"input '{name}': parameter '{key}'", _value(tensor.parameters[key]), kind)

@@ -370,3 +370,12 @@ def test_an_http_binary_or_shared_memory_size_must_fill_the_shape():
     check_infer_header(
         one(shape=[2], datatype="BYTES", parameters={"binary_data_size": 11})
     )  # lengths inside
+
+
+def test_a_shape_of_millions_of_dims_is_refused_before_its_product():
+    """math.prod over millions of dims near 2^63 would keep the front busy for hours, on either protocol."""
+    huge = [(1 << 62) + 1] * 2_000_000
+    with pytest.raises(Refused, match="input 'input_ids': shape has 2000000 dims, more than the 64"):
+        check_infer_header(one(shape=huge))
+    with pytest.raises(Refused, match="shape has 2000000 dims"):
+        check_infer_request(grpc_request(huge, raw=b""))
