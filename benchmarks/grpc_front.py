@@ -88,6 +88,7 @@ def main() -> int:
                                 concurrency,
                                 args.work,
                                 args.measurement_ms,
+                                protocol="grpc",
                             )
                         )
                         if name == "front":

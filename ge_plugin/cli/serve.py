@@ -28,6 +28,7 @@ EXAMPLES = """
   ge-plugin serve model_repository --exit-timeout-secs 60
   ge-plugin serve model_repository --admin-key-file /etc/ge-plugin/admin-key/admin-key
   GE_PLUGIN_ADMIN_KEY=$(cat key) ge-plugin serve model_repository --open-api statistics
+  ge-plugin serve model_repository --grpc-buffer-budget 536870912   # tritonserver keeps less for gRPC reuse
   ge-plugin serve model_repository -- --log-info=true
 """
 

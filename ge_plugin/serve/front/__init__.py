@@ -9,9 +9,9 @@ request it wrote itself (``forward``) over a pool of connections (``upstream``).
 the front is refused with Triton's own ``{"error": ...}`` body.
 """
 
-from ge_plugin.serve.front.forward import MAX_BODY_BYTES, Rules
+from ge_plugin.serve.front.forward import Rules
 from ge_plugin.serve.front.server import MAX_CONNECTIONS, Front
-from ge_plugin.serve.policy import MAX_INPUT_BYTES, Refused, check_infer_header
+from ge_plugin.serve.policy import MAX_BODY_BYTES, MAX_INPUT_BYTES, Refused, check_infer_header
 
 __all__ = [
     "MAX_BODY_BYTES",

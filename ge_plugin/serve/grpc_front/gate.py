@@ -18,8 +18,9 @@ from typing import Any
 
 import attrs
 import grpc
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import message_factory
 from google.protobuf.message import DecodeError, Message
+from google.protobuf.wrappers_pb2 import StringValue
 from tritonclient.grpc import service_pb2
 
 from ge_plugin.errors import Refused
@@ -34,24 +35,6 @@ TRITON_MAX_MESSAGE_BYTES = (1 << 31) - 1
 __all__ = ["HEALTH_CHECK", "METHODS", "SERVICE", "Gate", "GrpcRules", "Method", "status_code"]
 
 
-def _health_request() -> type[Message]:
-    """grpc.health.v1.HealthCheckRequest (``string service = 1``), built from its descriptor: the one message
-    of the standard health service, which tritonserver 2.51 answers, without another package for it."""
-    proto = descriptor_pb2.FileDescriptorProto(
-        name="ge_plugin/grpc_health_v1.proto", package="grpc.health.v1", syntax="proto3"
-    )
-    message = proto.message_type.add(name="HealthCheckRequest")
-    message.field.add(
-        name="service",
-        number=1,
-        type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
-        label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
-    )
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(proto)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("grpc.health.v1.HealthCheckRequest"))
-
-
 @attrs.frozen
 class Method:
     """One RPC tritonserver serves: its path, API group, request type, and whether it streams."""
@@ -61,6 +44,8 @@ class Method:
     group: str
     request: type[Message]
     streaming: bool
+    #: the request message's name, as errors name it
+    message: str
 
 
 def _methods() -> dict[str, Method]:
@@ -74,8 +59,10 @@ def _methods() -> dict[str, Method]:
             GRPC_METHOD_GROUPS[method.name],
             message_factory.GetMessageClass(method.input_type),
             method.client_streaming or method.server_streaming,
+            method.input_type.name,
         )
-    found[HEALTH_CHECK] = Method("Check", HEALTH_CHECK, "health", _health_request(), False)
+    # grpc.health.v1.HealthCheckRequest is ``string service = 1``: on the wire, exactly a StringValue
+    found[HEALTH_CHECK] = Method("Check", HEALTH_CHECK, "health", StringValue, False, "HealthCheckRequest")
     return found
 
 
@@ -154,9 +141,7 @@ class Gate:
         try:
             message = method.request.FromString(raw)
         except (DecodeError, RecursionError):
-            raise Refused(
-                f"the {method.name} request is not a {method.request.DESCRIPTOR.name} message"
-            ) from None
+            raise Refused(f"the {method.name} request is not a {method.message} message") from None
         message.DiscardUnknownFields()  # type: ignore[attr-defined]  # every message has it; the stub omits it
         check = self._checks.get(method.name)
         if check is not None:

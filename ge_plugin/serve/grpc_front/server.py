@@ -242,7 +242,7 @@ class GrpcFront:
                     continue
                 await call.write(checked)
             await call.done_writing()
-        except grpc.aio.AioRpcError:
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
             pass  # the upstream call ended: its status reaches the client through ``stream``
 
 
