@@ -384,6 +384,24 @@ def _mapped(region: Path) -> bool:
     return False
 
 
+#: the folders of tritonserver's gRPC socket behind the gRPC front: ``<tmp>/ge-plugin-grpc-<pid>-<random>``
+SOCKET_DIR_PREFIX = "ge-plugin-grpc-"
+
+
+def _remove_stale_socket_dirs() -> None:
+    """The socket folders of this user's ``ge-plugin`` processes that are gone (``kill -9`` leaves them)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{SOCKET_DIR_PREFIX}*-*"):
+        pid = folder.name[len(SOCKET_DIR_PREFIX) :].split("-", 1)[0]
+        try:
+            if not pid.isdigit() or folder.stat().st_uid != os.getuid():
+                continue
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            continue  # not ours to look at, or being removed by its own process
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
@@ -481,7 +499,9 @@ class TritonServer:
         parent = os.getpid()
         try:
             if options.grpc_guard and not options.internal_grpc_socket:
-                self._grpc_dir = Path(tempfile.mkdtemp(prefix="ge-plugin-grpc-"))  # 0700: this user's only
+                _remove_stale_socket_dirs()
+                # 0700: this user's only; named after this process, so that a later start can tell it is stale
+                self._grpc_dir = Path(tempfile.mkdtemp(prefix=f"{SOCKET_DIR_PREFIX}{os.getpid()}-"))
                 options = self.options = attrs.evolve(
                     options, internal_grpc_socket=str(self._grpc_dir / "tritonserver")
                 )

@@ -1,5 +1,5 @@
 """tritonserver's gRPC buffer pool sized from a budget and the largest exchange the served models allow, and
-the folder ``ge-plugin serve`` prepares its backends in (no server started)."""
+the folders ``ge-plugin serve`` prepares its backends and tritonserver's gRPC socket in (no server started)."""
 
 from __future__ import annotations
 
@@ -99,3 +99,25 @@ def test_serves_work_dir_flag_defaults_to_none_so_the_cache_is_used(args):
 
     parsed = build_parser().parse_args(["serve", "repo", *args])
     assert parsed.work_dir == (Path("w") if args else None)
+
+
+def test_socket_folders_of_gone_processes_are_removed_at_the_next_start(tmp_path, monkeypatch):
+    """``kill -9`` of ge-plugin serve leaves the folder of tritonserver's gRPC socket; the next start removes
+    it, and never a live process's folder nor another name."""
+    import os
+    import subprocess
+    import tempfile
+
+    from ge_plugin.serve.triton import SOCKET_DIR_PREFIX, _remove_stale_socket_dirs
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead_pid = subprocess.Popen(["true"])  # a pid that has exited
+    dead_pid.wait()
+    stale = tmp_path / f"{SOCKET_DIR_PREFIX}{dead_pid.pid}-abc"
+    live = tmp_path / f"{SOCKET_DIR_PREFIX}{os.getpid()}-def"
+    other = tmp_path / f"{SOCKET_DIR_PREFIX}notapid"
+    for folder in (stale, live, other):
+        folder.mkdir()
+        (folder / "tritonserver:0").touch()
+    _remove_stale_socket_dirs()
+    assert not stale.exists() and live.exists() and other.exists()
