@@ -41,6 +41,7 @@ from ge_plugin.serve.front.openai import TextService
 from ge_plugin.serve.front.server import MAX_BUFFERED_BYTES, WRITE_TIMEOUT_S
 from ge_plugin.serve.grpc_front.gate import TRITON_MAX_MESSAGE_BYTES, GrpcRules
 from ge_plugin.serve.grpc_front.process import FrontProcess, FrontSettings
+from ge_plugin.serve.grpc_front.server import read_counter
 from ge_plugin.serve.memory import (
     GRPC_BUFFER_BUDGET,
     allocator_environment,
@@ -506,6 +507,10 @@ class TritonServer:
                     options, internal_grpc_socket=str(self._grpc_dir / "tritonserver")
                 )
             if options.grpc_guard:
+                counter = ""
+                if self._grpc_dir is not None:
+                    counter = str(self._grpc_dir / "refused")
+                    Path(counter).write_bytes(bytes(8))
                 self.grpc_front = FrontProcess(
                     FrontSettings(
                         (options.host, options.grpc_port),
@@ -513,6 +518,7 @@ class TritonServer:
                         options.grpc_rules(self.access),
                         max_message_bytes=min(options.max_body_bytes, TRITON_MAX_MESSAGE_BYTES),
                         grace_s=options.exit_timeout_s,
+                        counter=counter,
                     ),
                     stderr=stderr,
                     preexec_fn=lambda: _die_with_parent(parent),
@@ -602,6 +608,12 @@ class TritonServer:
             "# TYPE ge_serve_http_refused_total counter\n"
             f"ge_serve_http_refused_total {refused}\n"
         ).encode()
+        if self.grpc_front is not None and self.grpc_front.settings.counter:
+            text += (
+                "# HELP ge_serve_grpc_refused_total gRPC requests the gRPC front answered itself (refused)\n"
+                "# TYPE ge_serve_grpc_refused_total counter\n"
+                f"ge_serve_grpc_refused_total {read_counter(self.grpc_front.settings.counter)}\n"
+            ).encode()
         if self.watch is not None:
             text += self.watch.metrics_text()
         return text

@@ -70,11 +70,13 @@ def test_shapes_that_crashed_the_stub_are_refused_over_model_infer(server, case)
     ("array is too big", "negative dimensions are not allowed"): INTERNAL "Stub process is not healthy"."""
     shape, raw = CRASHING[case]
     stubs = server.stub_pids()
+    refused = server.metrics().total("ge_serve_grpc_refused_total")
     error = refusal(stub(server).ModelInfer, request(LLAMA, "input_ids", "INT64", shape, raw))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error.details()
     assert error.details().startswith("input 'input_ids': shape [1, "), error.details()
     assert_llama_serves(server)
     assert server.stub_pids() == stubs, "a stub died"
+    assert server.metrics().total("ge_serve_grpc_refused_total") == refused + 1  # counted on the metrics port
 
 
 def test_shapes_that_crashed_the_stub_are_refused_in_a_stream_which_goes_on(server):

@@ -29,6 +29,7 @@ def main() -> int:
             settings.rules,
             max_message_bytes=settings.max_message_bytes,
             max_metadata_bytes=settings.max_metadata_bytes,
+            counter=settings.counter,
         )
     except ServeError as exc:
         print(f"ge-plugin grpc front: {exc}", file=sys.stderr, flush=True)

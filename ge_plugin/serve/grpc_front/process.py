@@ -42,6 +42,8 @@ class FrontSettings:
     max_metadata_bytes: int = MAX_METADATA_BYTES
     #: how long calls in flight may go on once a stop began
     grace_s: float = 30.0
+    #: a file of 8 bytes where the front keeps its count of refused requests ("": none)
+    counter: str = ""
 
 
 class FrontProcess:

@@ -20,7 +20,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import mmap
 import threading
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -62,7 +64,8 @@ class GrpcFront:
     """Serves gRPC on ``listen`` from an event loop of its own thread and forwards to ``upstream`` (a gRPC
     target: ``host:port`` or ``unix:PATH``). Raises ServeError if it cannot listen.
 
-    ``refused`` counts the requests it answered itself."""
+    ``refused`` counts the requests it answered itself (also written to ``counter``, a file of 8 bytes that
+    ``ge-plugin serve`` reads for its metrics, when one is given)."""
 
     def __init__(
         self,
@@ -73,6 +76,7 @@ class GrpcFront:
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         max_metadata_bytes: int = MAX_METADATA_BYTES,
         max_rpcs: int = MAX_RPCS,
+        counter: str = "",
     ):
         if not 0 < max_message_bytes <= TRITON_MAX_MESSAGE_BYTES:
             raise ServeError(
@@ -86,6 +90,7 @@ class GrpcFront:
         self.max_metadata_bytes = max_metadata_bytes
         self.max_rpcs = max_rpcs
         self.refused = 0
+        self._counter = _Counter(counter) if counter else None
         self.port = 0
         self._loop = asyncio.new_event_loop()
         self._server: grpc.aio.Server | None = None
@@ -181,6 +186,11 @@ class GrpcFront:
 
     # -- calls ----------------------------------------------------------------------------------------------
 
+    def _count_refusal(self) -> None:
+        self.refused += 1
+        if self._counter is not None:
+            self._counter.set(self.refused)
+
     async def _checked(self, method: Method, raw: bytes) -> bytes:
         if len(raw) > LARGE_MESSAGE:
             return await asyncio.get_running_loop().run_in_executor(None, self.gate.check, method, raw)
@@ -191,7 +201,7 @@ class GrpcFront:
             metadata = self.gate.admit(method, context.invocation_metadata())
             checked = await self._checked(method, raw)
         except Refused as exc:
-            self.refused += 1
+            self._count_refusal()
             await context.abort(status_code(exc), str(exc))
         try:
             answer: bytes = await self._unary[method.path](
@@ -205,7 +215,7 @@ class GrpcFront:
         try:
             metadata = self.gate.admit(method, context.invocation_metadata())
         except Refused as exc:
-            self.refused += 1
+            self._count_refusal()
             await context.abort(status_code(exc), str(exc))
         call = self._streams[method.path](metadata=metadata, timeout=context.time_remaining())
         writing = asyncio.Lock()  # the client's side of the stream: upstream answers and in-band refusals
@@ -236,7 +246,7 @@ class GrpcFront:
                 try:
                     checked = await self._checked(method, raw)
                 except Refused as exc:
-                    self.refused += 1
+                    self._count_refusal()
                     async with writing:
                         await context.write(_in_band(exc, raw))
                     continue
@@ -244,6 +254,25 @@ class GrpcFront:
             await call.done_writing()
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
             pass  # the upstream call ended: its status reaches the client through ``stream``
+
+
+class _Counter:
+    """A count shared with another process through a file of 8 bytes (mapped: a write is a store)."""
+
+    def __init__(self, path: str):
+        with open(path, "r+b") as file:
+            self._map = mmap.mmap(file.fileno(), 8)
+
+    def set(self, value: int) -> None:
+        self._map[:8] = value.to_bytes(8, "little")
+
+
+def read_counter(path: str) -> int:
+    """What a ``_Counter`` over ``path`` holds (0 before the front wrote anything)."""
+    try:
+        return int.from_bytes(Path(path).read_bytes()[:8], "little")
+    except OSError:
+        return 0
 
 
 def _in_band(exc: Refused, raw: bytes) -> bytes:
