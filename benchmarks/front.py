@@ -34,11 +34,19 @@ CONCURRENCIES = (1, 16)
 
 
 def p50_ms(
-    url: str, model: str, extra: list[str], data: Path, concurrency: int, work: Path, ms: int
+    url: str,
+    model: str,
+    extra: list[str],
+    data: Path,
+    concurrency: int,
+    work: Path,
+    ms: int,
+    protocol: str = "http",
 ) -> float:
+    """perf_analyzer's p50 in ms for one case (``protocol``: http or grpc)."""
     csv_path = work / f"{model}-c{concurrency}-{url.rsplit(':', 1)[1]}.csv"
     cmd = [
-        str(binary()), "-i", "http", "-u", url, "-m", model, f"--concurrency-range={concurrency}:{concurrency}",
+        str(binary()), "-i", protocol, "-u", url, "-m", model, f"--concurrency-range={concurrency}:{concurrency}",
         f"--input-data={data}", f"--measurement-interval={ms}", "--stability-percentage=20", "--max-trials=6",
         "-f", str(csv_path), *extra,
     ]  # fmt: skip

@@ -1,14 +1,19 @@
-"""tritonserver's RSS after rounds of 64 MiB requests, with glibc's malloc and with jemalloc preloaded
-(``ge-plugin serve --jemalloc off|auto``).
+"""tritonserver's RSS after rounds of 64 MiB requests: with glibc's malloc and with jemalloc preloaded
+(``ge-plugin serve --jemalloc off|auto``), and over gRPC with the pool of request objects tritonserver keeps
+(``--grpc-infer-allocation-pool-size``, which ``ge-plugin serve`` sizes from ``--grpc-buffer-budget``).
 
-    .venv/bin/python benchmarks/jemalloc_rss.py [--work build/front-bench] [--rounds 16]
+    .venv/bin/python -m benchmarks.jemalloc_rss [--work build/front-bench] [--rounds 16]
+        [--protocols http,grpc] [--allocators off,auto] [--pool N | --budget BYTES] [--grpc-front]
 
 For each allocator and each protocol, a fresh tritonserver serves ``--rounds`` requests of 64 MiB (binary
 tensors, [1048576, 16] fp32) to ``big_identity``, a Python-backend identity (the bench's ``py_identity.py``)
 without a batch limit, so each request is read, handed to the stub and answered with 64 MiB: the case where
 buffers are allocated and freed on different threads. Its VmRSS is read after each, and again 5 s after the
-last. tritonserver listens on HTTP itself (no front) so the RSS is its own alone. ``--refused`` sends the
-same bytes to ``py_identity`` instead, whose largest batch is 8: tritonserver reads them, then refuses.
+last. tritonserver listens on HTTP and gRPC itself (no fronts) so the RSS is its own alone; with
+``--grpc-front`` gRPC goes through ge-plugin's gRPC front, whose own RSS is read too. ``--pool`` passes
+tritonserver's pool size (default: tritonserver's own, 8, without ``--budget``); ``--budget`` lets
+``ge-plugin serve``'s sizing choose it. ``--refused`` sends the same bytes to ``py_identity`` instead, whose
+largest batch is 8: tritonserver reads them, then refuses.
 """
 
 from __future__ import annotations
@@ -73,36 +78,65 @@ def one_request(module, url: str, data: np.ndarray, model: str) -> None:
         client.close()
 
 
-def measure(repo: Path, work: Path, jemalloc: str, protocol: str, rounds: int, model: str) -> dict:
+def measure(
+    repo: Path,
+    work: Path,
+    jemalloc: str,
+    protocol: str,
+    rounds: int,
+    model: str,
+    *,
+    pool: int | None = None,
+    budget: int | None = None,
+    grpc_front: bool = False,
+) -> dict:
     import tritonclient.grpc as grpcclient
     import tritonclient.http as httpclient
 
     data = np.ones((ROWS, 16), dtype=np.float32)
+    extra = [f"--grpc-infer-allocation-pool-size={pool}"] if pool is not None else []
+    sizing = {"grpc_buffer_budget": budget} if budget is not None else {"grpc_buffer_budget": None}
     options = ServerOptions(
         repository=repo, http_port=free_port(), grpc_port=free_port(), metrics_port=free_port(),
         model_control_mode="explicit", load_models=[model], work_dir=work, http_guard=False,
-        jemalloc=jemalloc,
+        grpc_guard=grpc_front, jemalloc=jemalloc, extra_args=extra, **sizing,
     )  # fmt: skip
     log_path = work / f"rss-{jemalloc}-{protocol}.log"
     with open(log_path, "wb") as log, TritonServer(options, stdout=log, stderr=log) as server:
         server.wait_ready(models=[model])
         pid = server.process.pid
+        front = server.grpc_front.pid if server.grpc_front is not None else None
         preloaded = "libjemalloc" in Path(f"/proc/{pid}/maps").read_text()
+        chosen = [
+            a.split("=", 1)[1] for a in server.command if a.startswith("--grpc-infer-allocation-pool-size=")
+        ]
         module, url = (httpclient, server.http_url) if protocol == "http" else (grpcclient, server.grpc_url)
-        series = [rss_mb(pid)]
+        series, front_series = [rss_mb(pid)], [rss_mb(front) if front else 0.0]
         for _ in range(rounds):
             one_request(module, url, data, model)
             series.append(rss_mb(pid))
+            front_series.append(rss_mb(front) if front else 0.0)
         time.sleep(5)
         settled = rss_mb(pid)
+        front_settled = rss_mb(front) if front else 0.0
     return {
         "model": model,
         "jemalloc": jemalloc,
         "protocol": protocol,
         "preloaded": preloaded,
+        "pool": chosen[-1] if chosen else "tritonserver's default (8)",
         "start_mb": round(series[0]),
         "after_each_mb": [round(x) for x in series[1:]],
         "settled_mb": round(settled),
+        **(
+            {
+                "front_start_mb": round(front_series[0]),
+                "front_after_each_mb": [round(x) for x in front_series[1:]],
+                "front_settled_mb": round(front_settled),
+            }
+            if front
+            else {}
+        ),
     }
 
 
@@ -111,6 +145,11 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=Path("build/front-bench"))
     parser.add_argument("--rounds", type=int, default=16)
     parser.add_argument("--refused", action="store_true", help="requests tritonserver reads, then refuses")
+    parser.add_argument("--protocols", default="http,grpc")
+    parser.add_argument("--allocators", default="off,auto", help="--jemalloc values, comma-separated")
+    parser.add_argument("--pool", type=int, help="tritonserver's --grpc-infer-allocation-pool-size")
+    parser.add_argument("--budget", type=int, help="ge-plugin serve's --grpc-buffer-budget (sizes the pool)")
+    parser.add_argument("--grpc-front", action="store_true", help="gRPC through ge-plugin's gRPC front")
     args = parser.parse_args()
     if find_jemalloc("auto") is None:
         raise SystemExit("no libjemalloc.so.2 found: run scripts/system-deps.sh (make setup)")
@@ -118,14 +157,30 @@ def main() -> int:
     add_big_identity(repo.root)
     model = PY_IDENTITY if args.refused else BIG_IDENTITY
     results = [
-        measure(repo.root, args.work, choice, protocol, args.rounds, model)
-        for protocol in ("http", "grpc")
-        for choice in ("off", "auto")
+        measure(
+            repo.root,
+            args.work,
+            choice,
+            protocol,
+            args.rounds,
+            model,
+            pool=args.pool,
+            budget=args.budget,
+            grpc_front=args.grpc_front,
+        )
+        for protocol in args.protocols.split(",")
+        for choice in args.allocators.split(",")
     ]
     for r in results:
+        front = (
+            f"; the front: start {r['front_start_mb']} MB, after each {r['front_after_each_mb']}, "
+            f"5 s later {r['front_settled_mb']} MB"
+            if "front_start_mb" in r
+            else ""
+        )
         print(
-            f"{r['protocol']:4s} jemalloc {r['jemalloc']:4s} (preloaded: {r['preloaded']}): start {r['start_mb']} MB, "
-            f"after each {r['after_each_mb']}, 5 s later {r['settled_mb']} MB"
+            f"{r['protocol']:4s} jemalloc {r['jemalloc']:4s} (preloaded: {r['preloaded']}) pool {r['pool']}: "
+            f"start {r['start_mb']} MB, after each {r['after_each_mb']}, 5 s later {r['settled_mb']} MB{front}"
         )
     (args.work / "jemalloc_rss.json").write_text(json.dumps(results, indent=1))
     return 0

@@ -234,6 +234,7 @@ def run_bench(
         work_dir=repo.work / "triton",
         environment={"GE_PLUGIN_SIM_REPORT_DIR": str(repo.reports), timing.ENV: str(timings), **sim_env},
         open_apis=perf.SERVER_APIS,
+        grpc_guard=False,  # tritonserver itself, as the proof's tables have it (the front: benchmarks/grpc_front.py)
     )
     log_path = repo.work / "tritonserver.log"
     bar.show(f"starting tritonserver (log: {log_path})")

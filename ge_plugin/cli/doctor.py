@@ -34,6 +34,12 @@ def register(subparsers) -> None:
         default=True,
         help="as serve's: whether ge-plugin's HTTP front stands before tritonserver (default: on)",
     )
+    parser.add_argument(
+        "--grpc-guard",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="as serve's: whether ge-plugin's gRPC front stands before tritonserver (default: on)",
+    )
     parser.set_defaults(func=run, passthrough_ok=True)
 
 
@@ -57,6 +63,7 @@ def control_plane(args: argparse.Namespace) -> list:
         options = ServerOptions(
             repository=Path("."),
             http_guard=args.http_guard,
+            grpc_guard=args.grpc_guard,
             extra_args=args.passthrough,
             **control_options(args),
         )

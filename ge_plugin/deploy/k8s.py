@@ -436,7 +436,7 @@ def serve_args(
     admin_key: bool = False,
 ) -> list[str]:
     """``ge-plugin serve`` with every flag explicit: listening on the pod's address, nothing left to defaults
-    that were chosen for a laptop (loopback, ./build/triton); with ``admin_key``, the control plane opened to
+    that were chosen for a laptop (loopback, the user's cache); with ``admin_key``, the control plane opened to
     clients that send the key the mounted Secret holds."""
     key = ["--admin-key-file", f"{ADMIN_KEY_DIR}/{ADMIN_KEY_ITEM}"] if admin_key else []
     return [

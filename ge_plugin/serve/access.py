@@ -166,7 +166,7 @@ class Access:
     repository: Path | None = None
     passed: Mapping[str, tuple[Restriction, ...]] = attrs.field(factory=dict)
     opened: frozenset[str] = frozenset()
-    load_checked: frozenset[str] = frozenset({"http"})
+    load_checked: frozenset[str] = frozenset({"http", "grpc"})
     internal: str = attrs.field(repr=False, factory=internal_key)
 
     def __attrs_post_init__(self) -> None:
@@ -259,7 +259,7 @@ class Access:
         if needed.key == INTERNAL_KEY_NAME:
             how = (
                 f"on {protocol} the repository API is closed to every client, since no front checks its loads "
-                "there (use HTTP through ge-plugin's front)"
+                f"there (ge-plugin serve runs with --no-{protocol}-guard: use the other protocol)"
             )
         elif needed.key != ADMIN_KEY_NAME:
             how = f"send the key the operator set with tritonserver's {FLAGS[protocol]} in {name}"

@@ -8,10 +8,13 @@ LLaMA), and the server's stop then runs into the exit timeout. ``StubWatch`` doe
 every ``interval`` it lists tritonserver's stubs (``/proc``: each stub's command line names its model's
 ``model.py`` and its instance) and compares them with the instances each READY model's config makes
 (``<group>_<i>``); an instance without a stub, twice in a row, has died.
-The model is then unloaded (waiting a while for the unload to finish), loaded again, and once the new
-instances are ready the old instance's stubs still alive are ended with SIGKILL, so the old version finishes
-unloading and a later stop exits 0. Each recovery is logged and counted (``recoveries``, exported as
-``ge_serve_stub_recoveries_total`` on the metrics port by the front).
+The model is then unloaded and loaded again at once (after a dead stub has failed a request, 2.51 never
+finishes that unload: waiting for it cost 10 s of every recovery, and a load beside an unloading version is
+safe), and once the new instances are ready the old instance's stubs still alive are ended with SIGKILL, so
+the old version finishes unloading and a later stop exits 0; the ``/dev/shm`` region of each stub that died
+or was ended is removed (2.51 leaves a dead stub's region for good, about 2 MiB each). Each recovery is
+logged and counted (``recoveries``, exported as ``ge_serve_stub_recoveries_total`` on the metrics port by
+the front).
 """
 
 from __future__ import annotations
@@ -25,20 +28,28 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 log = logging.getLogger("ge_plugin.serve")
 
 STUB = b"triton_python_backend_stub"
-#: how long the unload before a reload may take before the load goes ahead anyway (2.51 may never finish it)
-UNLOAD_WAIT_S = 10.0
+#: how long the unload before a reload may take before the load goes ahead anyway (2.51 never finishes the
+#: unload of a version whose dead stub failed a request; one that does finish takes well under this)
+UNLOAD_WAIT_S = 1.0
 LOAD_WAIT_S = 120.0
 
-Instance = tuple[str, str, str]  #: (model, version, instance name)
+
+class Instance(NamedTuple):
+    """What a stub's command line says it serves, and its /dev/shm region (without the leading slash)."""
+
+    model: str
+    version: str
+    name: str
+    region: str
 
 
 def stubs_of(parent: int) -> dict[int, Instance]:
-    """Live stub processes whose parent is ``parent``: pid -> (model, version, instance)."""
+    """Live stub processes whose parent is ``parent``: pid -> what it serves."""
     found = {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -52,8 +63,22 @@ def stubs_of(parent: int) -> dict[int, Instance]:
             continue
         if len(argv) > 8 and argv[0].endswith(STUB):
             model_py = Path(os.fsdecode(argv[1]))
-            found[int(proc.name)] = (model_py.parent.parent.name, model_py.parent.name, os.fsdecode(argv[8]))
+            found[int(proc.name)] = Instance(
+                model_py.parent.parent.name, model_py.parent.name, os.fsdecode(argv[8]), os.fsdecode(argv[2])
+            )
     return found
+
+
+def remove_region(name: str) -> bool:
+    """Unlink ``/dev/shm/<name>`` (a stub's region: a plain name, never a path); whether there was one. A
+    process that still maps it (tritonserver, for a dead stub's old instance) keeps its pages until it unmaps."""
+    if not name or "/" in name or name in (".", ".."):
+        return False
+    try:
+        os.unlink(Path("/dev/shm") / name)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 class StubWatch:
@@ -64,6 +89,9 @@ class StubWatch:
         self.client = client
         self.interval = interval
         self.recoveries: collections.Counter[str] = collections.Counter()
+        #: every stub seen alive (pid -> what it served and its region): a dead one's region is removed after
+        #: its model's recovery; one that died before its first look (``interval``) is not known
+        self.seen: dict[int, Instance] = {}
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="ge-plugin-stub-watch", daemon=True)
@@ -100,8 +128,9 @@ class StubWatch:
             except Exception as exc:  # the server is going away, or not answering yet
                 log.debug("stub watch: %s", exc)
                 continue
-            live = {(model, name) for model, _, name in stubs.values()}
-            pids.update({(model, name): pid for pid, (model, _, name) in stubs.items()})
+            live = {(stub.model, stub.name) for stub in stubs.values()}
+            pids.update({(stub.model, stub.name): pid for pid, stub in stubs.items()})
+            self.seen.update(stubs)
             gone = {(m, name) for m, names in expected.items() for name in names if (m, name) not in live}
             dead = gone & suspect  # twice in a row: not a reload handing one instance over to the next
             suspect = gone - dead
@@ -111,8 +140,16 @@ class StubWatch:
                     for m, name in dead
                     if m == model
                 )
-                self._recover(model, lost, [pid for pid, i in stubs.items() if i[0] == model])
+                died = [pids[(m, name)] for m, name in dead if m == model and (m, name) in pids]
+                survivors = [pid for pid, stub in stubs.items() if stub.model == model]
+                if self._recover(model, lost, survivors):
+                    for pid in died + survivors:
+                        gone_stub = self.seen.pop(pid, None)
+                        if gone_stub is not None:
+                            remove_region(gone_stub.region)
                 expected.pop(model, None)
+            known = set(stubs) | set(pids.values())
+            self.seen = {pid: stub for pid, stub in self.seen.items() if pid in known}
 
     def _instances(self, model: str) -> frozenset[str]:
         """The instance names of a model served by stubs (backend python or ge); none for other backends."""
@@ -132,7 +169,7 @@ class StubWatch:
         finally:
             client.close()
 
-    def _recover(self, model: str, lost: list[str], survivors: list[int]) -> None:
+    def _recover(self, model: str, lost: list[str], survivors: list[int]) -> bool:
         log.warning(
             "ge-plugin serve: the stub of %s instance %s died; reloading %s", model, ", ".join(lost), model
         )
@@ -144,7 +181,7 @@ class StubWatch:
             self._wait(client, model, lambda state: state == "READY", LOAD_WAIT_S)
         except Exception as exc:
             log.error("ge-plugin serve: reloading %s failed: %s", model, exc)
-            return
+            return False
         finally:
             client.close()
         for pid in survivors:  # the old instances' stubs, which 2.51 would keep for good
@@ -157,8 +194,9 @@ class StubWatch:
             model,
             len(survivors),
         )
+        return True
 
-    def _wait(self, client, model: str, done: Callable[[str], bool], timeout: float) -> None:
+    def _wait(self, client: Any, model: str, done: Callable[[str], bool], timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not self._stop.is_set():
             states = [m.state for m in client.get_model_repository_index().models if m.name == model]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import hashlib
 import os
 import re
 import secrets
@@ -20,6 +21,7 @@ import socket
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -32,12 +34,21 @@ from ge_plugin import gone_clients
 from ge_plugin.backend.install import install_backend
 from ge_plugin.errors import ServeError
 from ge_plugin.gone_clients import GoneClients
-from ge_plugin.serve.access import FLAGS, Access, internal_key, parse_restriction
+from ge_plugin.serve.access import FLAGS, Access, Restriction, internal_key, parse_restriction
 from ge_plugin.serve.clients import keyed_client
 from ge_plugin.serve.front import MAX_BODY_BYTES, MAX_INPUT_BYTES, Front, Rules
 from ge_plugin.serve.front.openai import TextService
 from ge_plugin.serve.front.server import MAX_BUFFERED_BYTES, WRITE_TIMEOUT_S
-from ge_plugin.serve.memory import allocator_environment
+from ge_plugin.serve.grpc_front.gate import TRITON_MAX_MESSAGE_BYTES, GrpcRules
+from ge_plugin.serve.grpc_front.process import FrontProcess, FrontSettings
+from ge_plugin.serve.grpc_front.server import read_counter
+from ge_plugin.serve.memory import (
+    GRPC_BUFFER_BUDGET,
+    allocator_environment,
+    grpc_pool_size,
+    largest_exchange,
+    repository_configs,
+)
 from ge_plugin.serve.supervise import StubWatch, stubs_of
 
 PYTRITON_PIN = "nvidia-pytriton==0.7.0"
@@ -100,6 +111,18 @@ def prepare_backends(backend_dir: str | os.PathLike[str], dist: Distribution | N
     return target
 
 
+def default_work_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Where ``ge-plugin serve`` prepares its backend directory unless told (``--work-dir``): this user's cache,
+    ``$XDG_CACHE_HOME/ge-plugin`` (``~/.cache/ge-plugin``), one folder per Python environment, since each
+    needs the stub of its own Python and the ``ge`` backend of its own ge-plugin. Never the folder the
+    command runs from."""
+    environ = os.environ if environ is None else environ
+    cache = environ.get("XDG_CACHE_HOME", "")
+    root = Path(cache) if cache and os.path.isabs(cache) else Path.home() / ".cache"
+    tag = hashlib.sha256(os.fsencode(sys.prefix)).hexdigest()[:12]
+    return root / "ge-plugin" / f"triton-py{sys.version_info.major}.{sys.version_info.minor}-{tag}"
+
+
 def _copy_if_changed(src: Path, dst: Path) -> None:
     if (
         dst.exists()
@@ -146,6 +169,7 @@ class ServerOptions:
     model_control_mode: str = "none"
     load_models: Sequence[str] = ()
     log_verbose: int = 0
+    #: where the backend directory is prepared (None: ``default_work_dir()``, the user's cache)
     work_dir: Path | None = None
     extra_args: Sequence[str] = ()
     environment: Mapping[str, str] = attrs.Factory(dict)
@@ -161,14 +185,22 @@ class ServerOptions:
     #: HTTP goes through ge-plugin's front (serve/front): requests tritonserver 2.51 dies of are refused, the
     #: rest re-encoded; tritonserver's own HTTP endpoint then listens on loopback only
     http_guard: bool = True
-    #: the most one input of an HTTP request may declare (the front refuses more with 400)
+    #: gRPC goes through ge-plugin's gRPC front (serve/grpc_front), in a process of its own: every request
+    #: parsed, checked and re-encoded; tritonserver's own gRPC endpoint then listens on a private Unix socket
+    grpc_guard: bool = True
+    #: the most one input of a request may declare (the fronts refuse more: HTTP 400, gRPC INVALID_ARGUMENT)
     max_input_bytes: int = MAX_INPUT_BYTES
-    #: the largest HTTP request body the front takes, as sent and once inflated (413 beyond)
+    #: the largest request the fronts take: an HTTP body as sent and once inflated (413 beyond), a gRPC
+    #: message (RESOURCE_EXHAUSTED beyond)
     max_body_bytes: int = MAX_BODY_BYTES
     #: an HTTP client whose answer does not move for this long is closed (the front's write timeout)
     write_timeout_s: float = WRITE_TIMEOUT_S
     #: the most the HTTP front holds for all its clients together; past it the slowest readers are closed
     max_buffered_bytes: int = MAX_BUFFERED_BYTES
+    #: the most tritonserver's gRPC endpoint may keep in request and response buffers it holds for reuse: the
+    #: pool size (``--grpc-infer-allocation-pool-size``) is chosen from it and the largest exchange the
+    #: served models allow (serve/memory.py); None: tritonserver's own pool size (8)
+    grpc_buffer_budget: int | None = GRPC_BUFFER_BUDGET
     #: tritonserver's allocator: "auto" preloads jemalloc when the system has it, "off" keeps glibc's, or a
     #: path to the library (serve/memory.py)
     jemalloc: str = "auto"
@@ -176,6 +208,9 @@ class ServerOptions:
     internal_http_port: int = 0
     #: tritonserver's own metrics port when the front is on the metrics port too (0: a free loopback port)
     internal_metrics_port: int = 0
+    #: with the gRPC front: the Unix socket tritonserver's gRPC endpoint listens on, in a folder only this
+    #: user reaches (empty: ``TritonServer`` makes one)
+    internal_grpc_socket: str = ""
     #: the front serves text for models with a tokenizer: OpenAI's /v1 endpoints and text_input on Triton's
     #: generate endpoints (serve/front/openai.py); needs the front (http_guard)
     text_endpoints: bool = True
@@ -200,7 +235,7 @@ class ServerOptions:
     def access(self) -> Access:
         """The access policy of this server: the key per API group on each protocol, what a load may do.
         tritonserver's own restriction flags passed through are read here, in its form, and nowhere else."""
-        passed: dict[str, tuple] = {}
+        passed: dict[str, tuple[Restriction, ...]] = {}
         for protocol, flag in FLAGS.items():
             passed[protocol] = tuple(
                 parse_restriction(value, protocol)
@@ -215,7 +250,9 @@ class ServerOptions:
             repository=None if remote_repository(self.repository) else Path(self.repository),
             passed=passed,
             opened=frozenset(self.open_apis),
-            load_checked=frozenset({"http"} if self.http_guard else ()),
+            load_checked=frozenset(
+                name for name, guarded in (("http", self.http_guard), ("grpc", self.grpc_guard)) if guarded
+            ),
             internal=self.internal_key,
         )
 
@@ -234,17 +271,57 @@ class ServerOptions:
             forward_pattern=pattern,
         )
 
+    def grpc_rules(self, access: Access | None = None) -> GrpcRules:
+        """What the gRPC front forwards: ``access``'s keys (checked, then written by the front) and the
+        metadata ``--grpc-header-forward-pattern`` passes through to the model."""
+        pattern = None
+        for name, value in _flag_values(self.extra_args):
+            if name == "--grpc-header-forward-pattern":
+                pattern = re.compile(value, re.IGNORECASE)
+        return GrpcRules(
+            access=access or self.access(), max_input_bytes=self.max_input_bytes, forward_pattern=pattern
+        )
+
+    @property
+    def internal_grpc_target(self) -> str:
+        """tritonserver's own gRPC endpoint behind the front, as a gRPC target. tritonserver 2.51 listens on
+        ``--grpc-address`` + ":" + ``--grpc-port``, which for ``unix:PATH`` and port 0 is the socket ``PATH:0``."""
+        return f"unix:{self.internal_grpc_socket}:0"
+
+    def grpc_pool_size(self) -> int | None:
+        """tritonserver's ``--grpc-infer-allocation-pool-size`` for ``grpc_buffer_budget``: the largest exchange
+        the repository's models allow (a message tritonserver takes, each way, where no config bounds it),
+        kept that many times within the budget; None when the budget is None or the pool is passed through."""
+        if self.grpc_buffer_budget is None or any(
+            name == "--grpc-infer-allocation-pool-size" for name, _ in _flag_values(self.extra_args)
+        ):
+            return None
+        unknown = (
+            min(self.max_body_bytes, TRITON_MAX_MESSAGE_BYTES)
+            if self.grpc_guard
+            else TRITON_MAX_MESSAGE_BYTES
+        )
+        if remote_repository(self.repository):
+            exchange = 2 * unknown  # its configs are tritonserver's to read
+        else:
+            exchange = largest_exchange(repository_configs(Path(self.repository)), unknown)
+        return grpc_pool_size(self.grpc_buffer_budget, exchange)
+
     def command(self, dist: Distribution, backend_dir: Path) -> list[str]:
+        if self.grpc_guard:
+            grpc_address, grpc_port = f"unix:{self.internal_grpc_socket}", 0
+        else:
+            grpc_address, grpc_port = self.host, self.grpc_port
         cmd = [
             str(dist.binary),
             f"--model-repository={self.repository if remote_repository(self.repository) else Path(self.repository).resolve()}",
             f"--backend-directory={backend_dir}",
             f"--cache-directory={dist.root / 'caches'}",
             f"--http-address={'127.0.0.1' if self.http_guard else self.host}",
-            f"--grpc-address={self.host}",
+            f"--grpc-address={grpc_address}",
             f"--metrics-address={'127.0.0.1' if self.http_guard else self.host}",
             f"--http-port={self.internal_http_port if self.http_guard else self.http_port}",
-            f"--grpc-port={self.grpc_port}",
+            f"--grpc-port={grpc_port}",
             f"--metrics-port={self.internal_metrics_port if self.http_guard else self.metrics_port}",
             f"--model-control-mode={self.model_control_mode}",
             "--disable-auto-complete-config",
@@ -254,6 +331,9 @@ class ServerOptions:
             f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
         ]
         cmd += [f"--load-model={name}" for name in self.load_models]
+        pool = self.grpc_pool_size()
+        if pool is not None:
+            cmd.append(f"--grpc-infer-allocation-pool-size={pool}")
         cmd += self.access().tritonserver_args()
         cmd += list(self.extra_args)
         return cmd
@@ -303,6 +383,24 @@ def _mapped(region: Path) -> bool:
                 if needle in (proc / "maps").read_bytes():
                     return True
     return False
+
+
+#: the folders of tritonserver's gRPC socket behind the gRPC front: ``<tmp>/ge-plugin-grpc-<pid>-<random>``
+SOCKET_DIR_PREFIX = "ge-plugin-grpc-"
+
+
+def _remove_stale_socket_dirs() -> None:
+    """The socket folders of this user's ``ge-plugin`` processes that are gone (``kill -9`` leaves them)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{SOCKET_DIR_PREFIX}*-*"):
+        pid = folder.name[len(SOCKET_DIR_PREFIX) :].split("-", 1)[0]
+        try:
+            if not pid.isdigit() or folder.stat().st_uid != os.getuid():
+                continue
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            continue  # not ours to look at, or being removed by its own process
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -372,7 +470,7 @@ class TritonServer:
         #: the access policy (serve/access.py); ``admin_headers`` and ``control_client`` carry its keys
         self.access = options.access()
         self.dist = find_distribution()
-        work = Path(options.work_dir or Path.cwd() / "build" / "triton")
+        work = Path(options.work_dir) if options.work_dir is not None else default_work_dir()
         self.backend_dir = prepare_backends(work / "backends", self.dist)
         env = server_environment(self.dist)
         env.update(allocator_environment(options.jemalloc, env))
@@ -381,6 +479,9 @@ class TritonServer:
         self.guard: Front | None = None
         self.metrics_front: Front | None = None
         self.openai_front: Front | None = None
+        #: the gRPC front's process, and the private folder of tritonserver's gRPC socket
+        self.grpc_front: FrontProcess | None = None
+        self._grpc_dir: Path | None = None
         if options.openai_port and not (options.http_guard and options.text_endpoints):
             raise ServeError(
                 "--openai-port: the OpenAI endpoints are served by the HTTP front (--http-guard, --text)"
@@ -398,6 +499,33 @@ class TritonServer:
             )
         parent = os.getpid()
         try:
+            if options.grpc_guard and not options.internal_grpc_socket:
+                _remove_stale_socket_dirs()
+                # 0700: this user's only; named after this process, so that a later start can tell it is stale
+                self._grpc_dir = Path(tempfile.mkdtemp(prefix=f"{SOCKET_DIR_PREFIX}{os.getpid()}-"))
+                options = self.options = attrs.evolve(
+                    options, internal_grpc_socket=str(self._grpc_dir / "tritonserver")
+                )
+            if options.grpc_guard:
+                counter = ""
+                if self._grpc_dir is not None:
+                    counter = str(self._grpc_dir / "refused")
+                    Path(counter).write_bytes(bytes(8))
+                self.grpc_front = FrontProcess(
+                    FrontSettings(
+                        (options.host, options.grpc_port),
+                        options.internal_grpc_target,
+                        options.grpc_rules(self.access),
+                        max_message_bytes=min(options.max_body_bytes, TRITON_MAX_MESSAGE_BYTES),
+                        grace_s=options.exit_timeout_s,
+                        counter=counter,
+                    ),
+                    stderr=stderr,
+                    preexec_fn=lambda: _die_with_parent(parent),
+                    # the allocator tritonserver gets: a 2 MiB answer cost the front 3.8 ms of CPU with glibc's
+                    # malloc (fresh pages faulted in for every buffer), 2.3 ms with jemalloc (measured)
+                    env={**os.environ, **allocator_environment(options.jemalloc, os.environ)},
+                )
             if options.http_guard:
                 self._open_fronts(options, env)
             self.command = options.command(self.dist, self.backend_dir.resolve())
@@ -457,18 +585,20 @@ class TritonServer:
             return None
         return TextService(Path(self.options.repository), **kwargs)
 
-    def control_client(self, protocol: str = "grpc", **kwargs: Any) -> Any:
+    def control_client(self, protocol: str = "grpc", *, internal: bool = False, **kwargs: Any) -> Any:
         """A tritonclient (``tritonclient.http`` or ``.grpc``) for this server whose every call carries the
-        keys of ``admin_headers``; ``kwargs`` go to its constructor."""
+        keys of ``admin_headers``; ``kwargs`` go to its constructor. ``internal`` (gRPC): to tritonserver's
+        own endpoint, past the gRPC front (ge-plugin's own calls while the front stops, the stub watch)."""
+        grpc_url = self.internal_grpc_url if internal else self.grpc_url
         return keyed_client(
             protocol,
-            self.http_url if protocol == "http" else self.grpc_url,
+            self.http_url if protocol == "http" else grpc_url,
             self.admin_headers(protocol),
             **kwargs,
         )
 
     def _grpc_client(self) -> Any:
-        return self.control_client("grpc")
+        return self.control_client("grpc", internal=True)
 
     def metrics_text(self) -> bytes:
         """ge-plugin serve's own Prometheus families, after tritonserver's on the metrics port."""
@@ -478,6 +608,12 @@ class TritonServer:
             "# TYPE ge_serve_http_refused_total counter\n"
             f"ge_serve_http_refused_total {refused}\n"
         ).encode()
+        if self.grpc_front is not None and self.grpc_front.settings.counter:
+            text += (
+                "# HELP ge_serve_grpc_refused_total gRPC requests the gRPC front answered itself (refused)\n"
+                "# TYPE ge_serve_grpc_refused_total counter\n"
+                f"ge_serve_grpc_refused_total {read_counter(self.grpc_front.settings.counter)}\n"
+            ).encode()
         if self.watch is not None:
             text += self.watch.metrics_text()
         return text
@@ -486,6 +622,11 @@ class TritonServer:
         for front in (self.guard, self.metrics_front, self.openai_front):
             if front is not None:
                 front.close()
+        if self.grpc_front is not None:
+            self.grpc_front.stop()
+        if self._grpc_dir is not None:
+            shutil.rmtree(self._grpc_dir, ignore_errors=True)
+            self._grpc_dir = None
         if self.gone_clients is not None:
             self.gone_clients.close(unlink=True)
             self.gone_clients = None
@@ -505,6 +646,11 @@ class TritonServer:
         return f"{self.options.host}:{self.options.grpc_port}"
 
     @property
+    def internal_grpc_url(self) -> str:
+        """tritonserver's own gRPC endpoint: behind the gRPC front, its private socket."""
+        return self.options.internal_grpc_target if self.options.grpc_guard else self.grpc_url
+
+    @property
     def metrics_url(self) -> str:
         return f"http://{self.options.host}:{self.options.metrics_port}/metrics"
 
@@ -515,6 +661,7 @@ class TritonServer:
         from tritonclient.utils import InferenceServerException
 
         deadline = time.monotonic() + timeout
+        self.wait_grpc_front(timeout)
         client = httpclient.InferenceServerClient(self.http_url, connection_timeout=2.0, network_timeout=2.0)
         try:
             while time.monotonic() < deadline:
@@ -532,6 +679,12 @@ class TritonServer:
             client.close()
         waiting = f"{self.http_url}" + (f", models {', '.join(models)}" if models else "")
         raise ServeError(f"tritonserver was not ready after {timeout:.0f} s ({waiting})")
+
+    def wait_grpc_front(self, timeout: float = 60.0) -> None:
+        """Until the gRPC front listens (it starts beside tritonserver, in a process of its own); ServeError
+        if it cannot (the port is taken, say). Nothing to wait for without it."""
+        if self.grpc_front is not None and not self.grpc_front.port:
+            self.grpc_front.wait_ready(timeout)
 
     def begin_stop(self, signum: int = signal.SIGTERM) -> None:
         """Stop the way a fleet wants it: no new connection, every request in flight served, models unloaded,
@@ -551,6 +704,8 @@ class TritonServer:
         for front in (self.guard, self.openai_front):
             if front is not None:
                 front.begin_stop()  # no new connection; idle keep-alive ones closed, busy ones finish
+        if self.grpc_front is not None:
+            self.grpc_front.begin_stop()  # no new call; calls in flight go on for the exit timeout
         if self.options.model_control_mode == "explicit":
             threading.Thread(target=self._unload_all, name="ge-plugin-drain", daemon=True).start()
 
@@ -558,7 +713,7 @@ class TritonServer:
         from tritonclient.utils import InferenceServerException
 
         deadline = time.monotonic() + self.options.exit_timeout_s
-        client = self.control_client("grpc")
+        client = self.control_client("grpc", internal=True)
         try:
             for model in client.get_model_repository_index().models:
                 if model.state in ("READY", "LOADING"):

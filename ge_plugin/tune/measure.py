@@ -124,6 +124,9 @@ class Sweep:
             # this sweep's own simulated device: no other simulator on the host holds it
             environment={"GE_PLUGIN_SIM_DEVICE_LOCK_DIR": str(self.work / "device-locks")},
             open_apis=perf.SERVER_APIS,
+            # perf_analyzer measures tritonserver itself, on loopback, as before the gRPC front came: the
+            # front's own cost is ge-plugin serve's, measured apart (benchmarks/grpc_front.py)
+            grpc_guard=False,
         )
         self.log_path = self.work / "tritonserver.log"
         try:

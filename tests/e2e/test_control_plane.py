@@ -3,8 +3,8 @@
 ``control_server`` runs as ``ge-plugin serve`` does without an admin key: the restricted API groups are
 closed to every client; ``RunningServer.client(protocol)`` carries the server's own keys (as ge-plugin's own
 calls do), ``client(protocol, admin=False)`` is any client. A client holding the admin key is
-``keyed(protocol)``: on gRPC it holds that key alone, not the internal one that closes the repository API
-where no front checks loads.
+``keyed(protocol)``. Both protocols go through ge-plugin's fronts, which check every load before tritonserver
+sees it.
 """
 
 from __future__ import annotations
@@ -75,13 +75,15 @@ UPLOAD_CONFIG = json.dumps(
 # -- remote code execution through the repository API ----------------------------------------------------
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("with_key", [False, True])
-def test_an_uploaded_model_py_never_runs_over_http(control_server, tmp_path, with_key):
-    """tritonserver 2.51 runs the Python of a load request's ``file:1/model.py`` as the server's user."""
+def test_an_uploaded_model_py_never_runs(control_server, tmp_path, protocol, with_key):
+    """tritonserver 2.51 runs the Python of a load request's ``file:1/model.py`` as the server's user, over
+    HTTP (a ``files`` parameter) and gRPC (``RepositoryModelLoad`` with a ``file:`` bytes parameter) alike."""
     marker = tmp_path / "uploaded-code-ran"
     files = {"file:1/model.py": hostile_model_py(marker)}
     with closing(
-        keyed(control_server, "http") if with_key else control_server.client("http", admin=False)
+        keyed(control_server, protocol) if with_key else control_server.client(protocol, admin=False)
     ) as c:
         message = refused(c.load_model, "uploaded", config=UPLOAD_CONFIG, files=files)
     assert not marker.exists(), "the uploaded model.py ran inside the server"
@@ -92,20 +94,6 @@ def test_an_uploaded_model_py_never_runs_over_http(control_server, tmp_path, wit
         assert "model-repository API is restricted" in message and "--admin-key-file" in message
     with closing(control_server.client("http")) as client:
         assert "uploaded" not in {m["name"] for m in client.get_model_repository_index()}
-
-
-@pytest.mark.parametrize("with_key", [False, True])
-def test_an_uploaded_model_py_never_runs_over_grpc(control_server, tmp_path, with_key):
-    """Over gRPC tritonserver enforces the restriction itself: no front checks the load there (yet), so the
-    repository API is closed even to the admin key."""
-    marker = tmp_path / "uploaded-code-ran"
-    files = {"file:1/model.py": hostile_model_py(marker)}
-    with closing(
-        keyed(control_server, "grpc") if with_key else control_server.client("grpc", admin=False)
-    ) as c:
-        message = refused(c.load_model, "uploaded", config=UPLOAD_CONFIG, files=files)
-    assert not marker.exists(), "the uploaded model.py ran inside the server"
-    assert "This protocol is restricted" in message
 
 
 # -- a config override's OM path -------------------------------------------------------------------------
@@ -120,11 +108,12 @@ def override(repo: Path, om_model_path: str) -> str:
     return json_format.MessageToJson(config)
 
 
+@pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("path", ["/etc/hostname", "../../{other}/1/model.om", "~/model.om"])
-def test_an_om_path_outside_the_models_folder_is_refused_naming_no_path(control_server, path):
+def test_an_om_path_outside_the_models_folder_is_refused_naming_no_path(control_server, path, protocol):
     repo = Path(control_server.triton.options.repository)
     other = next(p.name for p in repo.iterdir() if p.is_dir() and p.name != MODEL)
-    with closing(keyed(control_server, "http")) as client:
+    with closing(keyed(control_server, protocol)) as client:
         message = refused(client.load_model, MODEL, config=override(repo, path.format(other=other)))
     assert "resolves outside the model's own folder" in message and "--model-root" in message
     assert "/" not in message.split("(")[0], message  # no path, the client's nor the server's
@@ -194,10 +183,7 @@ def test_apis_that_change_the_server_are_refused_without_the_key(control_server,
 def test_apis_that_change_the_server_are_accepted_with_the_key(control_server, protocol, api):
     with region() as key, closing(keyed(control_server, protocol)) as client:
         call = {**control_calls(client, key), "statistics": lambda: client.get_inference_statistics()}[api]
-        if protocol == "grpc" and api == "unload":
-            assert "This protocol is restricted" in refused(call)  # closed where no front checks loads
-        else:
-            call()
+        call()
 
 
 # -- tritonserver's own restriction flag, passed through -------------------------------------------------

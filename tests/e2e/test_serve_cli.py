@@ -154,10 +154,16 @@ class ServeProcess:
             return "\n".join(text)
         return "\n".join([*text[:5], "[...]", *text[-lines:]])
 
+    def children(self) -> dict[int, bytes]:
+        """pid -> command line of ge-plugin serve's children: tritonserver, and the gRPC front's process."""
+        pids = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text().split()
+        return {int(pid): Path(f"/proc/{pid}/cmdline").read_bytes() for pid in pids}
+
     def triton_pid(self) -> int:
-        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children").read_text().split()
-        assert len(children) == 1, f"ge-plugin serve has children {children}, expected tritonserver alone"
-        return int(children[0])
+        children = self.children()
+        found = [pid for pid, line in children.items() if line.split(b"\0")[0].endswith(b"/tritonserver")]
+        assert len(found) == 1, f"ge-plugin serve has children {children}, expected one tritonserver"
+        return found[0]
 
     def wait_ready(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -322,7 +328,9 @@ def local_non_loopback_addresses() -> list[str]:
 
 def test_serve_listens_on_loopback_only_by_default(served):
     # HTTP is ge-plugin serve's own socket (its guard, in front of tritonserver's loopback HTTP endpoint)
-    listening = listening_sockets(served.triton_pid()) | listening_sockets(served.process.pid)
+    listening = listening_sockets(served.process.pid)
+    for child in served.children():  # tritonserver, and the gRPC front (a process of its own)
+        listening |= listening_sockets(child)
     ports = {port for _, port in listening}
     assert set(served.ports) <= ports, f"ge-plugin serve and tritonserver listen on {sorted(listening)}"
     outside = [(address, port) for address, port in listening if address not in LOOPBACK]

@@ -1,4 +1,4 @@
-"""A stand-in for tritonserver's HTTP endpoint, and a front in front of it."""
+"""Stand-ins for tritonserver's HTTP and gRPC endpoints, and a front in front of each."""
 
 from __future__ import annotations
 
@@ -6,12 +6,17 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
 
+import attrs
+import grpc
 import pytest
+from tritonclient.grpc import service_pb2
 
 from ge_plugin.serve.front import Front, Rules
+from ge_plugin.serve.grpc_front import METHODS, GrpcFront
 from ge_plugin.serve.triton import free_port
 
 #: how long ``/slow`` takes to answer
@@ -94,3 +99,118 @@ def make_front(upstream):
 @pytest.fixture
 def front(make_front) -> Front:
     return make_front()
+
+
+# -- gRPC -------------------------------------------------------------------------------------------------
+# A stand-in for tritonserver's gRPC endpoint, recording what the gRPC front sends it. Every RPC of
+# inference.GRPCInferenceService (and grpc.health.v1.Health/Check) is answered: ModelInfer with a response
+# naming the request's model and id; ModelStreamInfer with two responses per request (a decoupled model's
+# many); the others with an empty response of their type. A request for model ``slow`` waits until its call
+# is cancelled and records that it was (``cancelled``).
+
+
+@attrs.define
+class Seen:
+    method: str
+    raw: bytes
+    metadata: dict[str, str]
+
+
+class Standin:
+    def __init__(self) -> None:
+        self.seen: list[Seen] = []
+        self.cancelled = threading.Event()
+        self.server = grpc.server(
+            futures.ThreadPoolExecutor(16),
+            options=[("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)],
+        )
+        self.server.add_generic_rpc_handlers([_Handlers(self)])
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def requests(self, method: str = "ModelInfer") -> list[service_pb2.ModelInferRequest]:
+        return [service_pb2.ModelInferRequest.FromString(s.raw) for s in self.seen if s.method == method]
+
+    def close(self) -> None:
+        self.server.stop(0)
+
+    def _record(self, method: str, raw: bytes, context: grpc.ServicerContext) -> None:
+        self.seen.append(Seen(method, raw, {k: v for k, v in context.invocation_metadata()}))
+
+    def _wait_for_cancel(self, context: grpc.ServicerContext) -> None:
+        done = threading.Event()
+        context.add_callback(done.set)
+        done.wait(30)
+        if not context.is_active():
+            self.cancelled.set()
+
+    def unary(self, name: str, raw: bytes, context: grpc.ServicerContext) -> bytes:
+        self._record(name, raw, context)
+        if name == "ModelInfer":
+            request = service_pb2.ModelInferRequest.FromString(raw)
+            if request.model_name == "slow":
+                self._wait_for_cancel(context)
+            return service_pb2.ModelInferResponse(
+                model_name=request.model_name, id=request.id
+            ).SerializeToString()
+        return b""
+
+    def stream(self, requests, context: grpc.ServicerContext):
+        for raw in requests:
+            self._record("ModelStreamInfer", raw, context)
+            request = service_pb2.ModelInferRequest.FromString(raw)
+            if request.model_name == "slow":
+                yield service_pb2.ModelStreamInferResponse(
+                    infer_response=service_pb2.ModelInferResponse(id=request.id)
+                ).SerializeToString()
+                self._wait_for_cancel(context)
+                return
+            for part in ("1", "2"):
+                yield service_pb2.ModelStreamInferResponse(
+                    infer_response=service_pb2.ModelInferResponse(
+                        model_name=request.model_name, id=f"{request.id}/{part}"
+                    )
+                ).SerializeToString()
+
+
+class _Handlers(grpc.GenericRpcHandler):
+    def __init__(self, standin: Standin):
+        self.handlers = {}
+        for path, method in METHODS.items():
+            if method.streaming:
+                self.handlers[path] = grpc.stream_stream_rpc_method_handler(standin.stream)
+            else:
+                self.handlers[path] = grpc.unary_unary_rpc_method_handler(
+                    lambda raw, context, name=method.name: standin.unary(name, raw, context)
+                )
+
+    def service(self, handler_call_details):
+        return self.handlers.get(handler_call_details.method)
+
+
+@pytest.fixture
+def grpc_upstream() -> Iterator[Standin]:
+    standin = Standin()
+    try:
+        yield standin
+    finally:
+        standin.close()
+
+
+@pytest.fixture
+def make_grpc_front(grpc_upstream):
+    fronts = []
+
+    def make(**kwargs) -> GrpcFront:
+        rules = kwargs.pop("rules", None)
+        front = GrpcFront(("127.0.0.1", 0), grpc_upstream.target, rules, **kwargs)
+        fronts.append(front)
+        return front
+
+    yield make
+    for front in fronts:
+        front.close()

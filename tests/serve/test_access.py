@@ -86,20 +86,19 @@ def test_the_operators_own_restriction_takes_its_groups_and_may_close_more():
     access.check_key("logging", "http", {"ge-admin-key": KEY})
     access.check_key("inference", "grpc", {})  # gRPC was not restricted by the operator
     assert access.client_headers("http") == {"admin-key": "SECRET", "ge-admin-key": KEY}
-    assert access.client_headers("grpc") == {
-        "triton-grpc-protocol-ge-admin-key": KEY,
-        "triton-grpc-protocol-ge-plugin-internal": access.internal,
-    }
+    assert access.client_headers("grpc") == {"triton-grpc-protocol-ge-admin-key": KEY}
     groups = "logging,model-config,shared-memory,statistics,trace"
     assert access.tritonserver_args() == [
         f"--http-restricted-api={groups}:ge-admin-key={KEY}",
-        f"--grpc-restricted-protocol={groups}:ge-admin-key={KEY}",
-        f"--grpc-restricted-protocol=model-repository:ge-plugin-internal={access.internal}",
+        f"--grpc-restricted-protocol=logging,model-config,model-repository,shared-memory,statistics,trace"
+        f":ge-admin-key={KEY}",
     ]
 
 
 def test_the_repository_api_is_closed_to_every_client_where_no_front_checks_loads():
-    access = Access(KEY, operator_key=True)
+    access = Access(
+        KEY, operator_key=True, load_checked=frozenset({"http"})
+    )  # ge-plugin serve --no-grpc-guard
     access.check_key("model-repository", "http", {"ge-admin-key": KEY})
     with pytest.raises(Refused, match="closed to every client") as caught:
         access.check_key("model-repository", "grpc", {"triton-grpc-protocol-ge-admin-key": KEY})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ge_plugin.serve.front.policy import Refused, check_parameters
+from ge_plugin.serve.policy import Refused, check_parameters
 
 INPUT = {"name": "INPUT0", "shape": [1, 2], "datatype": "FP32", "data": [0.0, 1.0]}
 

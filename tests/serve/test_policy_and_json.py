@@ -9,12 +9,13 @@ import re
 import zlib
 
 import pytest
+from tritonclient.grpc import service_pb2
 
 from ge_plugin.serve.access import Access, parse_restriction
 from ge_plugin.serve.front import strict_json
 from ge_plugin.serve.front.encoding import content_coding, inflate
 from ge_plugin.serve.front.forward import Incoming, Rules, accept_encoding, origin_form, prepare
-from ge_plugin.serve.front.policy import MAX_INPUT_BYTES, Refused, check_infer_header
+from ge_plugin.serve.policy import MAX_INPUT_BYTES, Refused, check_infer_header, check_infer_request
 
 
 def one(**item) -> dict:
@@ -284,3 +285,97 @@ def test_prepare_checks_every_json_body_not_only_inference():
 def test_accept_encoding_keeps_what_triton_can_do():
     assert accept_encoding(b"gzip, deflate") == b"gzip, deflate"
     assert accept_encoding(b"br;q=1.0, identity;q=0.5") == b"identity;q=0.5"
+
+
+# -- the same rule on a gRPC ModelInferRequest ------------------------------------------------------------
+
+
+def grpc_request(shape, **tensor) -> service_pb2.ModelInferRequest:
+    request = service_pb2.ModelInferRequest(model_name="m")
+    item = request.inputs.add(name="input_ids", datatype=tensor.pop("datatype", "INT64"), shape=shape)
+    if "raw" in tensor:
+        request.raw_input_contents.append(tensor.pop("raw"))
+    for key, value in tensor.pop("parameters", {}).items():
+        item.parameters[key].CopyFrom(value)
+    for field, values in tensor.items():
+        getattr(item.contents, field).extend(values)
+    return request
+
+
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        (grpc_request([1, 1 << 61], raw=b""), "declares 18446744073709551616 bytes"),
+        (grpc_request([1, (1 << 61) + 2], raw=bytes(16)), "declares 18446744073709551632 bytes"),
+        (grpc_request([1, -(1 << 63)], raw=b""), "has a negative dim"),
+        (grpc_request([1, 4], raw=bytes(24)), "shape [1, 4] of INT64 is 32 bytes but its data has 24"),
+        (grpc_request([1, 4], int64_contents=[1, 2, 3]), "shape [1, 4] holds 4 elements but its data has 3"),
+        (
+            grpc_request([2], datatype="FP16"),
+            "shape [2] holds 2 elements but its data has 0",
+        ),  # FP16: raw only
+        (
+            grpc_request(
+                [1, 4],
+                parameters={
+                    "shared_memory_region": service_pb2.InferParameter(string_param="r"),
+                    "shared_memory_byte_size": service_pb2.InferParameter(int64_param=8),
+                },
+            ),
+            "shape [1, 4] of INT64 is 32 bytes but its data has 8",
+        ),
+        (
+            grpc_request(
+                [1, 4],
+                raw=bytes(32),
+                parameters={"shared_memory_offset": service_pb2.InferParameter(int64_param=-1)},
+            ),
+            "input 'input_ids': parameter 'shared_memory_offset' must be an integer from 0 to 2^64-1, not -1",
+        ),
+    ],
+)
+def test_the_rule_refuses_grpc_inputs_naming_them(request_, message):
+    with pytest.raises(Refused) as caught:
+        check_infer_request(request_)
+    assert message in str(caught.value) and str(caught.value).startswith("input 'input_ids'")
+
+
+def test_the_rule_reads_grpc_parameters_as_their_json_values():
+    request = grpc_request([1, 4], raw=bytes(32))
+    request.parameters["priority"].CopyFrom(service_pb2.InferParameter(string_param="high"))
+    with pytest.raises(Refused, match="request parameter 'priority' must be an integer from 0 to 2\\^64-1"):
+        check_infer_request(request)
+    request.parameters["priority"].CopyFrom(service_pb2.InferParameter(uint64_param=3))
+    request.parameters["custom"].CopyFrom(service_pb2.InferParameter())  # no value at all
+    with pytest.raises(
+        Refused, match="request parameter 'custom' must be a string, a number or a boolean, not None"
+    ):
+        check_infer_request(request)
+    del request.parameters["custom"]
+    output = request.outputs.add(name="out")
+    output.parameters["classification"].CopyFrom(service_pb2.InferParameter(bool_param=True))
+    with pytest.raises(Refused, match="output 'out': parameter 'classification'"):
+        check_infer_request(request)
+    del output.parameters["classification"]
+    check_infer_request(request)
+
+
+def test_an_http_binary_or_shared_memory_size_must_fill_the_shape():
+    with pytest.raises(Refused, match=r"shape \[1, 16\] of INT64 is 128 bytes but its data has 64"):
+        check_infer_header(one(shape=[1, 16], parameters={"binary_data_size": 64}))
+    shm = {"shared_memory_region": "r", "shared_memory_byte_size": 64, "binary_data_size": 128}
+    with pytest.raises(Refused, match="is 128 bytes but its data has 64"):
+        check_infer_header(one(shape=[1, 16], parameters=shm))
+    check_infer_header(one(shape=[1, 8], parameters=shm))
+    check_infer_header(
+        one(shape=[2], datatype="BYTES", parameters={"binary_data_size": 11})
+    )  # lengths inside
+
+
+def test_a_shape_of_millions_of_dims_is_refused_before_its_product():
+    """math.prod over millions of dims near 2^63 would keep the front busy for hours, on either protocol."""
+    huge = [(1 << 62) + 1] * 2_000_000
+    with pytest.raises(Refused, match="input 'input_ids': shape has 2000000 dims, more than the 64"):
+        check_infer_header(one(shape=huge))
+    with pytest.raises(Refused, match="shape has 2000000 dims"):
+        check_infer_request(grpc_request(huge, raw=b""))

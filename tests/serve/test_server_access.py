@@ -19,15 +19,33 @@ def restriction_flags(options: ServerOptions) -> list[str]:
 
 def test_without_an_operator_key_tritonserver_gets_an_internal_one(tmp_path):
     options = ServerOptions(repository=tmp_path)
-    groups = "logging,model-config,shared-memory,statistics,trace"
+    groups = "logging,model-config,model-repository,shared-memory,statistics,trace"
     key = options.internal_key
     assert restriction_flags(options) == [
-        f"--http-restricted-api=logging,model-config,model-repository,shared-memory,statistics,trace:ge-admin-key={key}",
+        f"--http-restricted-api={groups}:ge-admin-key={key}",
         f"--grpc-restricted-protocol={groups}:ge-admin-key={key}",
-        f"--grpc-restricted-protocol=model-repository:ge-plugin-internal={key}",
     ]
     assert len(key) == 64 and ServerOptions(repository=tmp_path).internal_key != key
     assert key not in repr(options)
+
+
+def test_without_the_grpc_front_grpc_loads_are_closed_to_every_client(tmp_path):
+    """No front checks loads on gRPC then: tritonserver itself would take model files and any OM path."""
+    options = ServerOptions(repository=tmp_path, grpc_guard=False)
+    key = options.internal_key
+    assert restriction_flags(options)[1:] == [
+        f"--grpc-restricted-protocol=logging,model-config,shared-memory,statistics,trace:ge-admin-key={key}",
+        f"--grpc-restricted-protocol=model-repository:ge-plugin-internal={key}",
+    ]
+    cmd = options.command(DIST, Path("/backends"))
+    assert "--grpc-address=127.0.0.1" in cmd and f"--grpc-port={options.grpc_port}" in cmd
+
+
+def test_with_the_grpc_front_tritonserver_listens_on_a_private_socket(tmp_path):
+    options = ServerOptions(repository=tmp_path, grpc_port=9001, internal_grpc_socket="/run/x/tritonserver")
+    cmd = options.command(DIST, Path("/backends"))
+    assert "--grpc-address=unix:/run/x/tritonserver" in cmd and "--grpc-port=0" in cmd
+    assert options.internal_grpc_target == "unix:/run/x/tritonserver:0"
 
 
 def test_the_operators_key_goes_to_tritonserver_and_the_guard_off_closes_http_loads(tmp_path):

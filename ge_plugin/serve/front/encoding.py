@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import zlib
 
-from ge_plugin.serve.front.policy import Refused
+from ge_plugin.errors import Refused
 
 #: zlib window bits of each encoding tritonserver 2.51 accepts: gzip with its header, deflate with zlib's
 WBITS = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}

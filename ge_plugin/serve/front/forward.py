@@ -2,7 +2,7 @@
 
 The client's request line, headers and body were framed by llhttp (``front.transport``); here they are
 read as tritonserver would read them and rewritten: the target in origin form, a body inflated from its
-``Content-Encoding``, JSON parsed strictly (``strict_json``), checked (``policy``) and re-encoded, a fresh
+``Content-Encoding``, JSON parsed strictly (``strict_json``), checked (``serve.policy``) and re-encoded, a fresh
 ``Content-Length`` and ``Inference-Header-Content-Length``, and only the headers the front understands.
 What cannot be read one way only is refused with Triton's ``{"error": ...}`` body, never passed through.
 """
@@ -19,11 +19,14 @@ from ge_plugin import gone_clients
 from ge_plugin.serve.access import Access
 from ge_plugin.serve.front import strict_json
 from ge_plugin.serve.front.encoding import content_coding, inflate
-from ge_plugin.serve.front.policy import MAX_INPUT_BYTES, Refused, check_infer_header, check_parameters
 from ge_plugin.serve.front.routes import api_group, loaded_model
-
-#: a request body (as sent, and once inflated) may not be larger; the front holds it whole while it checks it
-MAX_BODY_BYTES = 256 << 20
+from ge_plugin.serve.policy import (
+    MAX_BODY_BYTES,
+    MAX_INPUT_BYTES,
+    Refused,
+    check_infer_header,
+    check_parameters,
+)
 
 #: the inference endpoint as tritonserver 2.51 routes it (its regex is ``/v2/models/([^/]+)(/versions/
 #: ([0-9]+))?/infer``): every path Triton takes for inference is one of these, so none escapes the policy

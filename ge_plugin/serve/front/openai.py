@@ -26,12 +26,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ge_plugin.errors import TokenizerError
+from ge_plugin.errors import Refused, TokenizerError
 from ge_plugin.serve.front import strict_json
 from ge_plugin.serve.front.encoding import content_coding, inflate
 from ge_plugin.serve.front.forward import Incoming, Outgoing, origin_form
 from ge_plugin.serve.front.openai_request import ApiError, TextRequest, parse, unknown_model
-from ge_plugin.serve.front.policy import Refused
 from ge_plugin.serve.front.upstream import UpstreamLost
 from ge_plugin.text import files as tokenizer_files
 

@@ -14,10 +14,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ge_plugin.errors import ServeError
+from ge_plugin.errors import Refused, ServeError
 from ge_plugin.gone_clients import GoneClients
 from ge_plugin.serve.front.forward import Rules
-from ge_plugin.serve.front.policy import Refused
 from ge_plugin.serve.front.transport import ClientConnection
 from ge_plugin.serve.front.upstream import UpstreamPool
 

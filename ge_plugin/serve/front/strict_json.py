@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 
-from ge_plugin.serve.front.policy import Refused
+from ge_plugin.errors import Refused
 
 #: deeper than any KServe request needs (the data of a rank-8 tensor nests 8 deep, inside 4 levels)
 MAX_DEPTH = 32

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 
 import httptools
 
+from ge_plugin.errors import Refused
 from ge_plugin.serve.front.forward import LARGE_BODY, Incoming, Outgoing, prepare
-from ge_plugin.serve.front.policy import Refused
 from ge_plugin.serve.front.upstream import UpstreamLost
 
 if TYPE_CHECKING:

@@ -10,8 +10,8 @@ from typing import Protocol
 
 import httptools
 
+from ge_plugin.errors import Refused
 from ge_plugin.serve.front.forward import Outgoing
-from ge_plugin.serve.front.policy import Refused
 
 #: idle connections kept for the next request; more are opened while more requests are in flight
 POOL_IDLE = 64
