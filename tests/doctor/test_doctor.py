@@ -137,8 +137,12 @@ def test_doctor_with_serves_flags_says_who_may_use_what(capsys, monkeypatch, tmp
         and "open to every client: logging change the server" in found["http"]
     )
     assert "the admin key: shared-memory, model-config, model-repository, statistics, trace" in found["http"]
-    assert "no client (no front checks loads on this protocol): model-repository" in found["grpc"]
+    # the gRPC front checks loads as the HTTP one does, so the key opens the repository API on both
+    assert "the admin key: shared-memory, model-config, model-repository, statistics, trace" in found["grpc"]
     assert found["loads"].startswith("warn") and "ALLOWED" in found["loads"] and "/models" in found["loads"]
+    # without the gRPC front nobody checks a gRPC load, so nobody may make one
+    assert main([*argv, "--model-root", "/models", "--no-grpc-guard"]) == 0
+    assert "no client (no front checks loads on this protocol): model-repository" in lines(capsys)["grpc"]
 
 
 @pytest.mark.parametrize(
