@@ -13,7 +13,6 @@ import json
 import shutil
 import time
 import weakref
-from pathlib import Path
 
 import attrs
 import numpy as np
