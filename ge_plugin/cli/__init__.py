@@ -67,7 +67,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Import only the named command's module; fall back to all of them for --help and typos.
     named = [a for a in argv if not a.startswith("-")][:1]
     parser = build_parser(named if named and named[0] in COMMANDS else None)
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and not getattr(args, "unknown_ok", False):
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")  # what parse_args says
+    args.unknown = unknown
     if passthrough and not getattr(args, "passthrough_ok", False):
         parser.error(f"ge-plugin {args.command} takes no arguments after '--'")
     args.passthrough = passthrough
