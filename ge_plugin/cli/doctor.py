@@ -20,8 +20,9 @@ def register(subparsers) -> None:
         "doctor",
         help="check what this host runs: device, fast path, numpy, glibc, tritonserver, perf_analyzer",
         description=(
-            "One line per piece: ok, warn (optional: only the bench needs perf_analyzer) or fail, with what "
-            "to do; then which API groups ge-plugin serve with the control-plane flags given here (the same "
+            "One line per piece: ok, warn (optional: only bench, tune and perf-analyzer need perf_analyzer) or "
+            "fail, with what to do (perf_analyzer's libraries as this shell finds them, too: run it from the "
+            "shell you will use); then which API groups ge-plugin serve with the control-plane flags given here (the same "
             "as serve's, and tritonserver's own restriction flags after '--') opens to whom. Exit status 1 "
             "when a piece serving needs fails."
         ),
