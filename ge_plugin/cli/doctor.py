@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from ge_plugin.cli._common import add_command
 from ge_plugin.cli.serve import add_control_flags, control_options
+
+if TYPE_CHECKING:
+    from ge_plugin.doctor import Finding
 
 EXAMPLES = """
   ge-plugin doctor
@@ -14,7 +18,7 @@ EXAMPLES = """
 """
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(
         subparsers,
         "doctor",
@@ -47,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     return 1 if any(f.status == doctor.FAIL for f in findings) else 0
 
 
-def control_plane(args: argparse.Namespace) -> list:
+def control_plane(args: argparse.Namespace) -> list[Finding]:
     from pathlib import Path
 
     from ge_plugin import doctor
