@@ -134,11 +134,15 @@ def user_environment(venv: Path, home: Path, base: Mapping[str, str] | None = No
     env["HOME"] = str(home)
     # Python's output interleaves as on a terminal (where stdout is line-buffered), not stdout last
     env["PYTHONUNBUFFERED"] = "1"
+    # the simulated NPUs are the run's own, as a user's machine's are: not the clock files every other
+    # simulator of this uid on the host shares (another job's bench would hold device 0 for seconds)
+    env["GE_PLUGIN_SIM_DEVICE_LOCK_DIR"] = str(home.parent / "sim-devices")
     # pip's configuration (a package index, a mirror) and cache stay the user's: a block that installs the
     # wheel reaches the same index and downloads nothing already there
     real_home = Path(base.get("HOME", str(Path.home())))
     env.setdefault("PIP_CACHE_DIR", str(Path(base.get("XDG_CACHE_HOME", real_home / ".cache")) / "pip"))
     home.mkdir(parents=True, exist_ok=True)
+    (home.parent / "sim-devices").mkdir(exist_ok=True)
     for config in PIP_CONFIGS:
         if (real_home / config).is_file():
             (home / config).parent.mkdir(parents=True, exist_ok=True)

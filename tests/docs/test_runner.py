@@ -210,3 +210,4 @@ def test_blocks_get_a_users_shell_not_the_test_sessions(tmp_path):
     assert "GE_PLUGIN_SIM_CHECK" not in env and "LD_LIBRARY_PATH" not in env
     assert env["PIP_INDEX_URL"] == "https://mirror.example/simple" and env["LANG"] == "C.UTF-8"
     assert (tmp_path / "home" / ".config" / "pip" / "pip.conf").is_file()  # the user's pip configuration
+    assert env["GE_PLUGIN_SIM_DEVICE_LOCK_DIR"] == str(tmp_path / "sim-devices")  # its own simulated NPUs
