@@ -1,16 +1,19 @@
 """Runs the command blocks of one page, in order, as written, in a scratch checkout; writes what each did.
 
-``python -m tests.docs.runner --checkout REPO --work DIR --tier fast|slow PAGE`` (tests/docs/test_docs.py
-starts it, in a network namespace of its own where it can: the ports the docs name, 8000 and up, are then
-free whatever else runs on the host). A scratch checkout is a copy of the checkout's files (tracked and
-untracked, not ignored; their times kept) committed to a fresh git repository, with the checkout's compiled
-extension and ``.venv`` (a link: no second venv), so it is what ``make setup`` leaves. Blocks see a user's
-shell: the venv activated, ``HOME`` a folder of the run's own, none of the test session's variables.
+``python -m tests.docs.runner PAGE --checkout REPO --work DIR --tier fast|slow`` (tests/docs/test_docs.py
+starts it). A scratch checkout is a copy of the checkout's files (tracked and untracked, not ignored; their
+times kept) committed to a fresh git repository, with the checkout's compiled extension and ``.venv`` (a
+link: no second venv), so it is what ``make setup`` leaves. Blocks see a user's shell: the venv activated,
+``HOME`` a folder of the run's own (with the user's pip configuration), simulated NPUs of the run's own,
+none of the test session's variables; and, where the host allows it, a network namespace of the page's own
+(``Namespace``), so that the ports the docs name, 8000 and up, are free whatever else runs on the host.
 
 Each block is ``bash -e`` on its script, in a process group of its own: it passes when it ends with the
 status it should (0, or its ``exit N``), within its tier's time, prints what the page says it prints, writes
 what it says it writes, and leaves nothing running. A block marked ``with COMMAND`` gets that server
-started first (and kept for the next blocks that name it), ready on its HTTP port, and stopped after.
+started first (and kept for the next blocks that name it), ready on its HTTP port, and stopped after; a
+``serves`` block runs line by line, each server among its lines stopped with Ctrl-C. tests/docs/README.md
+has the whole grammar.
 """
 
 from __future__ import annotations
