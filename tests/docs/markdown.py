@@ -18,7 +18,7 @@ import attrs
 #: languages of blocks that run
 COMMANDS = frozenset({"sh", "bash", "shell", "console"})
 #: languages of blocks that only show something: output, a file's content, a program's source
-DATA = frozenset({"text", "python", "yaml", "json", "pbtxt", "toml", "ini", "dockerfile", "diff"})
+DATA = frozenset({"text", "python", "yaml", "json", "pbtxt", "toml", "ini", "dockerfile", "diff", "promql"})
 #: what ``needs`` may name: what no machine of ours has
 NEEDS = {
     "ascend": "an Ascend host with CANN (atc, pyACL, an NPU)",

@@ -101,7 +101,7 @@ def test_parse_lists_every_problem_of_a_page_at_once():
         "docs/page.md:1: a fenced block without a language: say what it is (sh for commands, console for a "
         "transcript, text for output, or the language of its content)",
         "docs/page.md:5: unknown language 'bogus' (run: bash, console, sh, shell; shown: diff, dockerfile, ini, "
-        "json, pbtxt, python, text, toml, yaml)",
+        "json, pbtxt, promql, python, text, toml, yaml)",
     ]
 
 
