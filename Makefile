@@ -8,7 +8,7 @@ STAMPS := $(VENV)/.stamps
 EXT := ge_plugin/_fastpath$(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
 PYTEST_ARGS ?=
 
-.PHONY: setup system-deps test test-py test-fast test-packaging coverage demo bench bench-micro lint typecheck format dist clean
+.PHONY: setup system-deps test test-py test-fast test-packaging test-docs coverage demo bench bench-micro lint typecheck format dist clean
 
 setup: system-deps $(STAMPS)/installed $(EXT)
 
@@ -53,6 +53,11 @@ test-fast: setup
 test-packaging: setup
 	$(PY) -m pytest -m packaging $(PYTEST_ARGS)
 
+# The docs' slow command blocks (servers, bench, tune, the wheel), run as written in a scratch checkout
+# (tests/docs/README.md); make test runs the fast ones. CI runs it after make test.
+test-docs: setup
+	GE_PLUGIN_DOCS_SLOW=1 $(PY) -m pytest tests/docs -m docs_slow $(PYTEST_ARGS)
+
 # Line coverage of ge_plugin's Python code (the twin included) over make test's tests; the compiled module
 # is not traced (Cython line tracing needs a second, slower build of the extension). HTML in htmlcov/.
 coverage: setup
@@ -74,10 +79,10 @@ lint: setup typecheck
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# mypy over ge_plugin, as configured in pyproject.toml [tool.mypy] (the fast path and the backend strict),
-# then over the tests of those two; one run each, as both directories have a conftest module.
+# mypy --strict over ge_plugin (pyproject.toml [tool.mypy]), then over the tests of the fast path and the
+# backend with the settings alone; one run each, as both directories have a conftest module.
 typecheck: setup
-	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy --strict
 	$(VENV)/bin/mypy tests/fastpath
 	$(VENV)/bin/mypy tests/backend
 

@@ -1,7 +1,7 @@
 """``ge-plugin doctor``: what this host runs, and what to do about each piece that is missing.
 
-Each check returns one ``Finding``: ``ok``, ``warn`` (an optional piece: only the bench needs
-perf_analyzer) or ``fail`` (serving would not work, or would silently work worse: a fast path that fell back
+Each check returns one ``Finding``: ``ok``, ``warn`` (an optional piece: only bench, tune and
+``ge-plugin perf-analyzer`` need perf_analyzer) or ``fail`` (serving would not work, or would silently work worse: a fast path that fell back
 to the pure-Python twin serves small requests 20-49x slower). Checks import what they check lazily, so a
 broken piece fails its own line, not the command.
 """
@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import attrs
@@ -121,30 +122,52 @@ def check_tritonserver() -> Finding:
     return Finding(OK, "tritonserver", f"{dist.binary}, with the Python backend stub for Python {python}")
 
 
-def check_perf_analyzer() -> Finding:
-    """perf_analyzer and the libraries it links (ldd, with the environment the bench gives it)."""
+def check_perf_analyzer(environ: Mapping[str, str] | None = None) -> Finding:
+    """perf_analyzer and the libraries it links, as ``ge-plugin perf-analyzer`` (and bench, tune) run it,
+    and as this shell would run it alone: ``ldd`` with each environment. ``environ``: the shell's (this
+    process's by default, which is the user's: run ``ge-plugin doctor`` from the shell in question)."""
     from ge_plugin.errors import BenchError
     from ge_plugin.measure import perf
 
+    shell = dict(os.environ if environ is None else environ)
     try:
         binary = perf.binary()
-        env = perf.environment()
+        wrapped = perf.environment(shell)
+        libdir = perf.library_dir()
     except BenchError as exc:
-        return Finding(WARN, "perf_analyzer", f"{exc} (only ge-plugin bench needs it)")
-    try:
-        out = subprocess.run(["ldd", str(binary)], env=env, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return Finding(WARN, "perf_analyzer", f"{binary}: cannot list its libraries with ldd ({exc})")
-    missing = [line.split()[0] for line in out.stdout.splitlines() if "not found" in line]
+        return Finding(WARN, "perf_analyzer", f"{exc} (only ge-plugin bench, tune and perf-analyzer need it)")
+    missing = _missing_libraries(binary, wrapped)
+    if isinstance(missing, str):
+        return Finding(WARN, "perf_analyzer", missing)
     if missing:
         advice = {"libb64.so.0d": "apt-get install libb64-0d (scripts/system-deps.sh does)"}
         hints = "; ".join(
             f"{lib}: {advice.get(lib, 'install the package that provides it')}" for lib in missing
         )
         return Finding(
-            WARN, "perf_analyzer", f"{binary} cannot load: missing {hints} (only ge-plugin bench needs it)"
+            WARN,
+            "perf_analyzer",
+            f"{binary} cannot load: missing {hints} (only ge-plugin bench, tune and perf-analyzer need it)",
         )
-    return Finding(OK, "perf_analyzer", f"{binary}, every library found")
+    alone = _missing_libraries(binary, shell)
+    if alone and not isinstance(alone, str):
+        return Finding(
+            OK,
+            "perf_analyzer",
+            f"{binary}: every library found when run as `ge-plugin perf-analyzer ARGS` (as bench and tune run "
+            f"it); run alone from this shell it would not start (missing {', '.join(alone)}): "
+            f"export LD_LIBRARY_PATH={libdir}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}} to run it so",
+        )
+    return Finding(OK, "perf_analyzer", f"{binary}, every library found, from this shell too")
+
+
+def _missing_libraries(binary: Path, env: Mapping[str, str]) -> list[str] | str:
+    """The libraries ``ldd`` does not find for ``binary`` with ``env``, or why it could not say."""
+    try:
+        out = subprocess.run(["ldd", str(binary)], env=dict(env), capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{binary}: cannot list its libraries with ldd ({exc})"
+    return [line.split()[0] for line in out.stdout.splitlines() if "not found" in line]
 
 
 def check_control_plane(access: Access | None = None) -> list[Finding]:

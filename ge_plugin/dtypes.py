@@ -10,6 +10,8 @@ which the fast path reads and writes as those words).
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import numpy as np
 
@@ -23,7 +25,7 @@ class DType:
     short: str  #: the spec's name, e.g. ``fp32``
     triton: str  #: config.pbtxt's name, e.g. ``TYPE_FP32``
     acl: int  #: pyACL's aclDataType
-    numpy: np.dtype = attrs.field(converter=np.dtype)  #: how the bytes look on the host
+    numpy: np.dtype[Any] = attrs.field(converter=np.dtype)  #: how the bytes look on the host
     onnx: int  #: ONNX's TensorProto.DataType
     tf: int  #: TensorFlow's DataType (types.proto)
     atc: str | None = None  #: ATC's ``--output_type`` name; None: ATC cannot make an output this type

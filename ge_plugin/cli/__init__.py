@@ -30,7 +30,10 @@ COMMANDS: dict[str, str] = {
     "deploy": "deploy",
     "migrate": "migrate",
     "doctor": "doctor",
+    "perf-analyzer": "perf_analyzer",
 }
+#: commands whose arguments all belong to the program they run, handed over before argparse sees them
+RAW = frozenset({"perf-analyzer"})
 
 EPILOG = """examples:
   ge-plugin validate specs/llama.yaml
@@ -58,6 +61,9 @@ def build_parser(names: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] and argv[0] in RAW:
+        module = importlib.import_module(f"ge_plugin.cli.{COMMANDS[argv[0]]}")
+        return int(module.run_raw(argv[1:]))
     # Everything after a lone "--" belongs to the program a command runs (tritonserver for serve); it is cut
     # off before argparse, which would otherwise take it for options of its own.
     passthrough: list[str] = []
@@ -67,7 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Import only the named command's module; fall back to all of them for --help and typos.
     named = [a for a in argv if not a.startswith("-")][:1]
     parser = build_parser(named if named and named[0] in COMMANDS else None)
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and not getattr(args, "unknown_ok", False):
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")  # what parse_args says
+    args.unknown = unknown
     if passthrough and not getattr(args, "passthrough_ok", False):
         parser.error(f"ge-plugin {args.command} takes no arguments after '--'")
     args.passthrough = passthrough

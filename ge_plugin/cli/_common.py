@@ -10,7 +10,12 @@ T = TypeVar("T")
 
 
 def add_command(
-    subparsers, name: str, *, help: str, description: str, examples: str
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    *,
+    help: str,
+    description: str,
+    examples: str,
 ) -> argparse.ArgumentParser:
     """A sub-command parser whose --help ends with examples, as every ge-plugin command's does."""
     return subparsers.add_parser(

@@ -88,7 +88,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         group.add_argument(f"--{flag}", dest=f"atc_{flag}", help=argparse.SUPPRESS)
     for flag in (*atc_flags.SUPPORTED, *atc_flags.IGNORED, *atc_flags.UNSUPPORTED, *MULTI_DEVICE_ATC_FLAGS):
         group.add_argument(*_other_spellings(flag), dest=f"atc_{flag}", help=argparse.SUPPRESS)
-    parser.set_defaults(func=run, _parser=parser)
+    # flags ATC does not know are answered in ATC's words (run), not argparse's
+    parser.set_defaults(func=run, _parser=parser, unknown_ok=True)
 
 
 def _other_spellings(flag: str) -> list[str]:
@@ -104,6 +105,18 @@ def _given_flags(args: argparse.Namespace) -> list[str]:
         for name, value in vars(args).items()
         if name.startswith("atc_") and value is not None
     ]
+
+
+def _unknown_flag(word: str) -> int:
+    """ATC's (gflags') answer to a flag it does not know, with the nearest one it does; a usage error."""
+    import difflib
+
+    name = word.lstrip("-").split("=", 1)[0].replace("-", "_")
+    known = [*atc_flags.SUPPORTED, *atc_flags.IGNORED, *atc_flags.UNSUPPORTED, "print", "sim", "repository"]
+    near = difflib.get_close_matches(name, known, n=2, cutoff=0.75)
+    hint = f" (did you mean {' or '.join(f'--{flag}' for flag in near)}?)" if near else ""
+    print(f"ERROR: unknown command line flag '{name}'{hint}", file=sys.stderr)
+    return 2
 
 
 def _fail(error: AtcError) -> int:
@@ -135,6 +148,8 @@ def _versions(spec: ModelSpec, wanted: list[int] | None) -> list[int]:
 
 def run(args: argparse.Namespace) -> int:
     """Every AtcError of every mode ends here, reported as ATC reports a failure."""
+    if args.unknown:
+        return _unknown_flag(args.unknown[0])
     try:
         return _run(args)
     except AtcError as exc:

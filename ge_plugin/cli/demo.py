@@ -14,7 +14,7 @@ EXAMPLES = """
 """
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(
         subparsers,
         "demo",

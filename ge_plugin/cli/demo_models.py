@@ -6,8 +6,12 @@ import argparse
 import hashlib
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ge_plugin.cli._common import add_command
+
+if TYPE_CHECKING:
+    import onnx
 
 EXAMPLES = """
   ge-plugin demo-models models
@@ -17,7 +21,7 @@ EXAMPLES = """
 """
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(
         subparsers,
         "demo-models",
@@ -81,11 +85,11 @@ def _write_tokenizer(directory: Path) -> None:
         )
 
 
-def _signature(model) -> str:
+def _signature(model: onnx.ModelProto) -> str:
     """``input_ids int64[batch,seq] -> logits float32[batch,seq,32000]``, read from the graph itself."""
     from onnx import helper
 
-    def describe(value) -> str:
+    def describe(value: onnx.ValueInfoProto) -> str:
         kind = value.type.tensor_type
         dims = ",".join(d.dim_param or str(d.dim_value) for d in kind.shape.dim)
         return f"{value.name} {helper.tensor_dtype_to_np_dtype(kind.elem_type)}[{dims}]"

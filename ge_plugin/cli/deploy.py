@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 EXAMPLES = """
   ge-plugin deploy k8s specs/llama.yaml -o deploy/llama
-  ge-plugin deploy k8s my-specs/ -o deploy/all --name ge-serving --image registry.example/ge-plugin:0.1.0
+  ge-plugin deploy k8s specs/ -o deploy/all --name ge-serving --image registry.example/ge-plugin:0.1.0
   ge-plugin deploy k8s specs/llama.yaml -o deploy/llama --namespace inference --cpu 8 --memory 32Gi \\
       --node-selector accelerator=huawei-Ascend910 --toleration huawei.com/Ascend910:NoSchedule
   ge-plugin deploy k8s specs/llama.yaml -o deploy/llama --service-monitor --prometheus-release kube-prometheus-stack

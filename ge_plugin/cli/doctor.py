@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from ge_plugin.cli._common import add_command
 from ge_plugin.cli.serve import add_control_flags, control_options
+
+if TYPE_CHECKING:
+    from ge_plugin.doctor import Finding
 
 EXAMPLES = """
   ge-plugin doctor
@@ -14,14 +18,15 @@ EXAMPLES = """
 """
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(
         subparsers,
         "doctor",
         help="check what this host runs: device, fast path, numpy, glibc, tritonserver, perf_analyzer",
         description=(
-            "One line per piece: ok, warn (optional: only the bench needs perf_analyzer) or fail, with what "
-            "to do; then which API groups ge-plugin serve with the control-plane flags given here (the same "
+            "One line per piece: ok, warn (optional: only bench, tune and perf-analyzer need perf_analyzer) or "
+            "fail, with what to do (perf_analyzer's libraries as this shell finds them, too: run it from the "
+            "shell you will use); then which API groups ge-plugin serve with the control-plane flags given here (the same "
             "as serve's, and tritonserver's own restriction flags after '--') opens to whom. Exit status 1 "
             "when a piece serving needs fails."
         ),
@@ -52,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     return 1 if any(f.status == doctor.FAIL for f in findings) else 0
 
 
-def control_plane(args: argparse.Namespace) -> list:
+def control_plane(args: argparse.Namespace) -> list[Finding]:
     from pathlib import Path
 
     from ge_plugin import doctor

@@ -13,7 +13,7 @@ EXAMPLES = """
 """
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(
         subparsers,
         "install-backend",

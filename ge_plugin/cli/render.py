@@ -7,7 +7,7 @@ import sys
 
 from ge_plugin.cli._common import add_command
 from ge_plugin.errors import SpecError
-from ge_plugin.render import diff_repository, stale_models, stale_versions, write_repository
+from ge_plugin.render import diff_repository, render_repository, stale_models, stale_versions
 from ge_plugin.spec import load_specs
 
 EXAMPLES = """
@@ -17,7 +17,7 @@ EXAMPLES = """
 """
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = add_command(
         subparsers,
         "render",
@@ -57,8 +57,9 @@ def run(args: argparse.Namespace) -> int:
             return 1
         print(f"ok: {args.output} matches {len(specs)} spec{'s' if len(specs) != 1 else ''}")
         return 0
-    for config in write_repository(specs, args.output):
-        print(f"rendered {config}")
+    for rendered in render_repository(specs, args.output):
+        made = f" (new: {', '.join(rendered.made)})" if rendered.made else ""
+        print(f"{'rendered' if rendered.rewritten else 'unchanged'} {rendered.config}{made}")
     for config in stale_models(specs, args.output):
         print(
             f"warning: {config} is a ge model that no given spec renders; delete it if it is stale",

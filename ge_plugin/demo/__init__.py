@@ -25,6 +25,7 @@ from pathlib import Path
 
 import attrs
 import numpy as np
+from numpy.typing import NDArray
 
 from ge_plugin._files import write_atomic
 from ge_plugin.atc.command import atc_args, atc_command
@@ -172,13 +173,16 @@ def _ask(server: TritonServer, models: Path, say: Callable[[str], None]) -> None
         say("      16 concurrent llama_model requests of different lengths (Triton's dynamic batcher):")
         lengths = [3 + 7 * (i % 5) for i in range(16)]
 
-        def one(length: int) -> np.ndarray:
+        def one(length: int) -> NDArray[np.int64]:
             ids = np.arange(100, 100 + length, dtype=np.int64)[None]
             tensor = grpcclient.InferInput("input_ids", list(ids.shape), "INT64")
             tensor.set_data_from_numpy(ids)
             client = grpcclient.InferenceServerClient(server.grpc_url)
             try:
-                return client.infer("llama_model", [tensor]).as_numpy("logits").argmax(-1)[0]
+                predicted: NDArray[np.int64] = (
+                    client.infer("llama_model", [tensor]).as_numpy("logits").argmax(-1)[0]
+                )
+                return predicted
             finally:
                 client.close()
 
@@ -384,11 +388,12 @@ def _jpeg(server: TritonServer, models: Path, spec: ModelSpec, say: Callable[[st
         client.close()
 
 
-def _onnxruntime(path: Path, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+def _onnxruntime(path: Path, ids: NDArray[np.int64], mask: NDArray[np.int64]) -> NDArray[np.float32]:
     import onnxruntime as ort
 
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    return session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+    hidden: NDArray[np.float32] = session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+    return hidden
 
 
 def _executes_by_gear(url: str, model: str, timeout: float = 10.0) -> list[str]:

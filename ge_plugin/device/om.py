@@ -143,6 +143,16 @@ class OmModel:
         header = read_header(self.path)
         return None if header is None else header.get("precision")
 
+    @property
+    def graph_dtypes(self) -> tuple[int, ...] | None:
+        """The aclDataTypes of the source graph's inputs and outputs (what a precision mode could have
+        narrowed), or None where the file does not say: a sim OM records them, a real OM does not."""
+        header = read_header(self.path)
+        if header is None:
+            return None
+        tensors = [*header.get("inputs", ()), *header.get("outputs", ())]
+        return tuple(int(t.get("graph_dtype", t["dtype"])) for t in tensors)
+
     def set_batch(self, dataset: Dataset, batch: int) -> None:
         ret = acl().mdl.set_dynamic_batch_size(self.model_id, dataset.handle, self.mbatch_index, batch)
         if ret:

@@ -39,6 +39,17 @@ PRECISION_OF_OM = {"fp32": "origin", "fp16": "fp16", "bf16": "bf16"}
 EXACT_LIMIT = 2**31 - 1
 
 
+def _native(model: device.OmModel, precision: str) -> bool:
+    """The graph's own floats are already ``precision`` (an fp16 model built with ATC's default
+    force_fp16): building in it narrowed nothing, so its answers are the model's own. Judged by the graph's
+    inputs and outputs, where the OM records them; False where it does not."""
+    graph = model.graph_dtypes
+    if graph is None:
+        return False
+    floats = {dtypes.by_acl(code).short for code in graph if dtypes.by_acl(code).is_float}
+    return floats <= {precision}
+
+
 def _can_cast(a: str, b: str) -> bool:
     """Requests of type ``a`` can go to an OM tensor of type ``b`` and its outputs come back (the fast path
     converts both ways, ``fp.CASTS``)."""
@@ -192,7 +203,7 @@ class Binding:
             return
         om_precision = PRECISION_OF_OM[built]
         if declared is None:
-            if om_precision != "origin":
+            if om_precision != "origin" and not _native(model, om_precision):
                 self.warnings.append(
                     f"{self.where}: the OM computes in {om_precision} (ATC's default --precision_mode="
                     "force_fp16, or a mixed mode), so answers differ from the original model's in about the "

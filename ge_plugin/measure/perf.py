@@ -122,9 +122,9 @@ def binary() -> Path:
     return found
 
 
-def environment(base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment perf_analyzer loads with: libcudart.so.12 from nvidia-cuda-runtime-cu12 on the path."""
-    env = dict(os.environ if base is None else base)
+def library_dir() -> Path:
+    """Where libcudart.so.12 lies: the ``lib`` of pip's nvidia-cuda-runtime-cu12. perf_analyzer has no
+    RUNPATH, so it finds the library only through ``LD_LIBRARY_PATH`` (``environment``)."""
     try:  # where the namespace package of nvidia-cuda-runtime-cu12 lies; nothing in it is imported
         spec = importlib.util.find_spec("nvidia.cuda_runtime")
     except ImportError:  # not even the ``nvidia`` namespace
@@ -138,7 +138,15 @@ def environment(base: dict[str, str] | None = None) -> dict[str, str]:
     libdir = next((Path(p) / "lib" for p in places if (Path(p) / "lib").is_dir()), None)
     if libdir is None or not (libdir / "libcudart.so.12").exists():
         raise BenchError(f"nvidia-cuda-runtime-cu12 is installed but has no lib/libcudart.so.12 ({libdir})")
-    env["LD_LIBRARY_PATH"] = ":".join(p for p in (str(libdir), env.get("LD_LIBRARY_PATH", "")) if p)
+    return libdir
+
+
+def environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment perf_analyzer loads with: ``base`` (this process's) with ``library_dir()`` first on
+    ``LD_LIBRARY_PATH``. bench, tune and ``ge-plugin perf-analyzer`` run it so."""
+    env = dict(os.environ if base is None else base)
+    libdir = str(library_dir())
+    env["LD_LIBRARY_PATH"] = ":".join(p for p in (libdir, env.get("LD_LIBRARY_PATH", "")) if p)
     return env
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+from numpy.typing import NDArray
 from onnx import TensorProto, helper, numpy_helper
 
 #: ATC accepts ONNX opsets 11-18; 17 is the newest whose ReduceMean still takes ``axes`` as an attribute.
@@ -51,17 +52,17 @@ class GraphBuilder:
         self._counts[full] = count + 1
         return full if count == 0 else f"{full}_{count}"
 
-    def weight(self, name: str, array: np.ndarray) -> str:
+    def weight(self, name: str, array: NDArray[Any]) -> str:
         """A float32 initializer named after its role (``layers.0/q_proj``)."""
         return self._initializer(self._fresh(name), np.ascontiguousarray(array, dtype=np.float32))
 
     def const(
-        self, values: float | int | Sequence[int] | Sequence[float] | np.ndarray, dtype: type = np.int64
+        self, values: float | int | Sequence[int] | Sequence[float] | NDArray[Any], dtype: type = np.int64
     ) -> str:
         """A small constant (an axis list, a shape, a scalar); a Python scalar gives a 0-d tensor."""
         return self._initializer(self._fresh("const"), np.asarray(values, dtype=dtype))
 
-    def _initializer(self, name: str, array: np.ndarray) -> str:
+    def _initializer(self, name: str, array: NDArray[Any]) -> str:
         self.initializers.append(numpy_helper.from_array(array, name))
         return name
 

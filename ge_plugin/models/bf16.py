@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+from numpy.typing import NDArray
 
 from ge_plugin.models._graph import GraphBuilder, tensor
 
@@ -34,7 +35,7 @@ def bf16_affine() -> onnx.ModelProto:
     )
 
 
-def bf16_affine_reference(x_bits: np.ndarray) -> np.ndarray:
+def bf16_affine_reference(x_bits: NDArray[np.uint16]) -> NDArray[np.uint16]:
     """The bits of ``y`` for the bits of ``x`` (both uint16), computed with numpy alone: float32 arithmetic,
     then round to nearest even on the upper 16 bits (NaN quieted)."""
     wide = (x_bits.astype(np.uint32) << 16).view(np.float32)

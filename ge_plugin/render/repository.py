@@ -17,7 +17,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Union
+from typing import NamedTuple, Union
 
 from ge_plugin._files import write_atomic
 from ge_plugin.errors import RenderError
@@ -37,8 +37,25 @@ _ANY_BACKEND = re.compile(r"^\s*(backend|platform)\s*:", re.MULTILINE)
 PathLike = Union[str, "os.PathLike[str]"]
 
 
+class Rendered(NamedTuple):
+    """What rendering one spec did to the repository."""
+
+    config: Path
+    #: the config's text changed (or it is new); False: left as it was, times included
+    rewritten: bool
+    #: what else was made or rewritten, relative to the model's folder: new version folders (``2/``) and
+    #: tokenizer copies
+    made: tuple[str, ...]
+
+
 def write_repository(specs: Sequence[ModelSpec], repo: PathLike) -> list[Path]:
-    """Render every spec into ``repo``; returns the config.pbtxt paths, in spec order.
+    """Render every spec into ``repo``; returns the config.pbtxt paths, in spec order (``render_repository``
+    says which changed)."""
+    return [rendered.config for rendered in render_repository(specs, repo)]
+
+
+def render_repository(specs: Sequence[ModelSpec], repo: PathLike) -> list[Rendered]:
+    """Render every spec into ``repo``, in spec order, saying what changed.
 
     A config is rewritten only when its text changes. RenderError when a model folder holds another
     backend's config (a name clash the user must resolve) or the file system refuses.
@@ -47,7 +64,7 @@ def write_repository(specs: Sequence[ModelSpec], repo: PathLike) -> list[Path]:
     _check_names(specs)
     if repo.exists() and not repo.is_dir():
         raise RenderError(f"{repo} is not a directory")
-    written = []
+    done = []
     for spec in specs:
         config = repo / spec.name / CONFIG_FILE
         text = render_text(spec)
@@ -57,9 +74,12 @@ def write_repository(specs: Sequence[ModelSpec], repo: PathLike) -> list[Path]:
                 f"{config} belongs to another backend; not overwriting it with model {spec.name!r} "
                 f"from {spec.path} (rename the model or move the folder)"
             )
+        made = []
         try:
             for number in spec.version_numbers:
                 version = config.parent / str(number)
+                if not version.is_dir():
+                    made.append(f"{number}/")
                 version.mkdir(parents=True, exist_ok=True)
                 keep = version / KEEP_FILE
                 if not keep.exists():
@@ -67,12 +87,13 @@ def write_repository(specs: Sequence[ModelSpec], repo: PathLike) -> list[Path]:
             for source, copy in _tokenizer_copies(spec, config.parent):
                 if _read_bytes(copy) != source:
                     write_atomic(copy, source)
+                    made.append(copy.name)
             if current != text:
                 _replace(config, text)
         except OSError as exc:
             raise RenderError(f"cannot write {config}: {exc.strerror or exc}") from None
-        written.append(config)
-    return written
+        done.append(Rendered(config, current != text, tuple(made)))
+    return done
 
 
 def diff_repository(specs: Sequence[ModelSpec], repo: PathLike) -> str:

@@ -62,12 +62,22 @@ def test_flags_failure_is_atc_like(base, capsys):
     assert err[1].startswith("E10035: --dynamic_batch_size has 1 profiles")
 
 
-def test_unknown_flag_is_a_usage_error(base, capsys):
+def test_unknown_flag_is_a_usage_error_in_atcs_words(base, capsys):
+    assert main(["atc", *base, "--frobnicate=1"]) == 2
+    assert capsys.readouterr().err == "ERROR: unknown command line flag 'frobnicate'\n"
+    assert main(["atc", *base, "--modle", "x.onnx"]) == 2  # a value apart from its flag
+    assert capsys.readouterr().err == (
+        "ERROR: unknown command line flag 'modle' (did you mean --mode or --model?)\n"
+    )
+    assert main(["atc", *base, "--mod=0"]) == 2  # no prefix matching: ATC has --mode and --model
+    assert "unknown command line flag 'mod'" in capsys.readouterr().err
+
+
+def test_other_commands_still_refuse_unknown_arguments_as_argparse_does(capsys):
     with pytest.raises(SystemExit) as exited:
-        main(["atc", *base, "--frobnicate=1"])
+        main(["validate", "specs", "--frobnicate"])
     assert exited.value.code == 2
-    with pytest.raises(SystemExit):
-        main(["atc", *base, "--mod=0"])  # no prefix matching: ATC has --mode and --model
+    assert "ge-plugin: error: unrecognized arguments: --frobnicate" in capsys.readouterr().err
 
 
 def test_help_lists_flags_and_ends_with_examples(capsys):

@@ -58,10 +58,14 @@ def test_render_writes_a_repository_that_parses(tmp_path):
     result = ge_plugin("render", "specs", "-o", str(out))
 
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == [
-        f"rendered {out / 'bert_model' / 'config.pbtxt'}",
-        f"rendered {out / 'cnn_jpeg' / 'config.pbtxt'}",
-        f"rendered {out / 'llama_model' / 'config.pbtxt'}",
+    lines = result.stdout.splitlines()
+    assert lines[:3] == [
+        f"rendered {out / 'bert_model' / 'config.pbtxt'} (new: 1/)",
+        f"rendered {out / 'cnn_jpeg' / 'config.pbtxt'} (new: 1/)",
+        f"rendered {out / 'llama_model' / 'config.pbtxt'} (new: 1/)",
+    ]
+    # the generating ones copy their tokenizer too, when demo-models has written it
+    assert [line.split(" (new: 1/")[0] for line in lines[3:]] == [
         f"rendered {out / 'llama_generate' / 'config.pbtxt'}",
         f"rendered {out / 'llama_generate_layers' / 'config.pbtxt'}",
     ]
@@ -75,6 +79,23 @@ def test_render_writes_a_repository_that_parses(tmp_path):
     assert list(config.dynamic_batching.preferred_batch_size) == [8]
     assert [g.name for g in config.instance_group] == ["npu0"]
     assert (out / "llama_model" / "1").is_dir()
+
+
+def test_render_again_says_what_it_left_unchanged(tmp_path):
+    out = tmp_path / "out"
+    ge_plugin("render", "specs/llama.yaml", "specs/bert.yaml", "-o", str(out))
+    bert = out / "bert_model" / "config.pbtxt"
+    bert.write_text(bert.read_text().replace("max_batch_size: 8", "max_batch_size: 4"))
+    before = (out / "llama_model" / "config.pbtxt").stat().st_mtime_ns
+
+    result = ge_plugin("render", "specs/llama.yaml", "specs/bert.yaml", "-o", str(out))
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"unchanged {out / 'llama_model' / 'config.pbtxt'}",
+        f"rendered {bert}",
+    ]
+    assert (out / "llama_model" / "config.pbtxt").stat().st_mtime_ns == before
 
 
 def test_render_check_passes_on_the_committed_model_repository():

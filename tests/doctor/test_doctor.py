@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -102,7 +104,41 @@ def test_doctor_warns_when_perf_analyzer_misses_a_library(monkeypatch):
     finding = doctor.check_perf_analyzer()
     assert finding.status == doctor.WARN
     assert "missing libcudart.so.12" in finding.detail
-    assert "only ge-plugin bench needs it" in finding.detail
+    assert "only ge-plugin bench, tune and perf-analyzer need it" in finding.detail
+
+
+def test_doctor_says_how_to_run_perf_analyzer_when_the_shell_alone_would_not_start_it():
+    from ge_plugin.measure import perf
+
+    # a user's shell after make setup and activate: nothing on LD_LIBRARY_PATH
+    finding = doctor.check_perf_analyzer({"PATH": "/usr/bin:/bin"})
+
+    assert finding.status == doctor.OK
+    assert "every library found when run as `ge-plugin perf-analyzer ARGS`" in finding.detail
+    assert "run alone from this shell it would not start (missing libcudart.so.12)" in finding.detail
+    assert f"export LD_LIBRARY_PATH={perf.library_dir()}" in finding.detail
+    # what doctor advises works: perf_analyzer alone starts with that path, and through the wrapper
+    env = {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": str(perf.library_dir())}
+    alone = subprocess.run([str(perf.binary()), "--version"], env=env, capture_output=True, text=True)
+    assert alone.returncode == 0 and "2.51" in alone.stdout + alone.stderr
+    wrapped = subprocess.run(
+        [str(Path(sys.executable).parent / "ge-plugin"), "perf-analyzer", "--version"],
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+    )
+    assert wrapped.returncode == 0 and "Perf Analyzer Version 2.51" in wrapped.stdout + wrapped.stderr
+
+
+def test_doctor_says_when_the_shell_finds_perf_analyzers_libraries_itself():
+    from ge_plugin.measure import perf
+
+    finding = doctor.check_perf_analyzer(
+        {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": str(perf.library_dir())}
+    )
+
+    assert finding.status == doctor.OK
+    assert finding.detail.endswith("every library found, from this shell too")
 
 
 @pytest.mark.parametrize("check", doctor.CHECKS, ids=lambda c: c.__name__)

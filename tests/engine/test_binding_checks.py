@@ -180,6 +180,40 @@ def test_engine_warns_when_an_undeclared_precision_is_reduced(cfg, oms):
     assert "declare parameters.precision 'fp16'" in warning
 
 
+@pytest.fixture(scope="module")
+def fp16_om(tmp_path_factory):
+    """y = x @ W + b, all fp16, built with ATC's default precision (force_fp16): a model that is fp16 itself."""
+    rng = np.random.default_rng(3)
+    weight = rng.standard_normal((8, 4)).astype(np.float16)
+    bias = rng.standard_normal(4).astype(np.float16)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["xw"]), helper.make_node("Add", ["xw", "b"], ["y"])],
+        "fp16_affine",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT16, ["batch", 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT16, ["batch", 4])],
+        [onnx.numpy_helper.from_array(weight, "W"), onnx.numpy_helper.from_array(bias, "b")],
+    )
+    directory = tmp_path_factory.mktemp("fp16")
+    model = directory / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), model)
+    flags = [f"--model={model}", "--framework=5", "--input_shape=x:-1,8", "--dynamic_batch_size=1,4"]
+    build(parse_args([*flags, "--soc_version=Ascend910B3", f"--output={directory / 'fp16'}"]))
+    return directory / "fp16.om", model
+
+
+def test_engine_loads_an_fp16_model_built_in_fp16_quietly_and_answers_bit_exact(cfg, fp16_om):
+    import onnxruntime
+
+    om, model = fp16_om
+    config = cfg.config("affine", om, [("x", "TYPE_FP16", [8])], [("y", "TYPE_FP16", [4])], max_batch_size=4)
+    x = np.random.default_rng(4).standard_normal((3, 8)).astype(np.float16)
+    with Engine.from_model_config(config, version_dir="/") as engine:
+        assert engine.warnings == []  # the OM computes in fp16, the model's own type: nothing was narrowed
+        answers = engine.execute([{"x": x[i : i + 1]} for i in range(3)])
+    (expected,) = onnxruntime.InferenceSession(str(model)).run(None, {"x": x})
+    np.testing.assert_array_equal(np.concatenate([a["y"] for a in answers]), expected)
+
+
 def test_engine_declared_precision_that_matches_the_om_loads_quietly(cfg, oms):
     with Engine.from_model_config(
         cfg.identity(oms["identity_fp16"], precision="fp16"), version_dir="/"
