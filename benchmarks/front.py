@@ -24,6 +24,7 @@ from pathlib import Path
 from benchmarks.proof.repository import FLOOR, PY_IDENTITY, build_repository
 from ge_plugin.measure.machine import describe as describe_machine
 from ge_plugin.measure.perf import _run, binary, parse_csv, version
+from ge_plugin.measure.records import PerfRow
 from ge_plugin.serve import ServerOptions, TritonServer, free_port
 
 CASES = {
@@ -33,7 +34,7 @@ CASES = {
 CONCURRENCIES = (1, 16)
 
 
-def p50_ms(
+def perf_row(
     url: str,
     model: str,
     extra: list[str],
@@ -42,9 +43,10 @@ def p50_ms(
     work: Path,
     ms: int,
     protocol: str = "http",
-) -> float:
-    """perf_analyzer's p50 in ms for one case (``protocol``: http or grpc)."""
-    csv_path = work / f"{model}-c{concurrency}-{url.rsplit(':', 1)[1]}.csv"
+) -> PerfRow:
+    """perf_analyzer's row for one case (``protocol``: http or grpc); on a busy machine, three windows as they
+    come rather than none."""
+    csv_path = work / f"{model}-{protocol}-c{concurrency}-{url.rsplit(':', 1)[1]}.csv"
     cmd = [
         str(binary()), "-i", protocol, "-u", url, "-m", model, f"--concurrency-range={concurrency}:{concurrency}",
         f"--input-data={data}", f"--measurement-interval={ms}", "--stability-percentage=20", "--max-trials=6",
@@ -58,7 +60,21 @@ def p50_ms(
         out = _run(cmd, timeout=300)
     if out.returncode != 0 or not csv_path.is_file():
         raise SystemExit(f"perf_analyzer failed: {' '.join(cmd)}\n{out.stdout}{out.stderr}")
-    return parse_csv(csv_path.read_text())[0].p50_us / 1000
+    return parse_csv(csv_path.read_text())[0]
+
+
+def p50_ms(
+    url: str,
+    model: str,
+    extra: list[str],
+    data: Path,
+    concurrency: int,
+    work: Path,
+    ms: int,
+    protocol: str = "http",
+) -> float:
+    """perf_analyzer's p50 in ms for one case (``protocol``: http or grpc)."""
+    return perf_row(url, model, extra, data, concurrency, work, ms, protocol).p50_us / 1000
 
 
 def front_cpu_s(server: TritonServer) -> float:

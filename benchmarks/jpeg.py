@@ -32,11 +32,12 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.front import perf_row
 from ge_plugin.atc.command import atc_args
 from ge_plugin.atc.flags import parse_args
 from ge_plugin.atc.simbuild import build
 from ge_plugin.measure.machine import describe as describe_machine
-from ge_plugin.measure.perf import SERVER_APIS, _run, binary, parse_csv, version
+from ge_plugin.measure.perf import SERVER_APIS, version
 from ge_plugin.models import write_demo_models
 from ge_plugin.render import write_repository
 from ge_plugin.serve import ServerOptions, TritonServer, free_port
@@ -135,21 +136,7 @@ def measure(
     url: str, protocol: str, model: str, data: Path, concurrency: int, work: Path, ms: int
 ) -> tuple[float, float]:
     """(requests/s, p50 ms) of one perf_analyzer run."""
-    csv_path = work / f"{model}-{protocol}-c{concurrency}.csv"
-    cmd = [
-        str(binary()), "-i", protocol, "-u", url, "-m", model, f"--concurrency-range={concurrency}:{concurrency}",
-        f"--input-data={data}", f"--measurement-interval={ms}", "--stability-percentage=20", "--max-trials=6",
-        "-f", str(csv_path),
-    ]  # fmt: skip
-    out = _run(cmd, timeout=300)
-    if out.returncode != 0:  # a shared machine: take three windows as they come rather than none
-        csv_path.unlink(missing_ok=True)
-        cmd = [c if not c.startswith("--stability-percentage") else "--stability-percentage=999" for c in cmd]
-        cmd = [c if not c.startswith("--max-trials") else "--max-trials=3" for c in cmd]
-        out = _run(cmd, timeout=300)
-    if out.returncode != 0 or not csv_path.is_file():
-        raise SystemExit(f"perf_analyzer failed: {' '.join(cmd)}\n{out.stdout}{out.stderr}")
-    row = parse_csv(csv_path.read_text())[0]
+    row = perf_row(url, model, [], data, concurrency, work, ms, protocol)
     return row.throughput, row.p50_us / 1000
 
 
