@@ -95,6 +95,17 @@ class Preprocessing:
         return json.dumps(attrs.asdict(self), sort_keys=True, separators=(",", ":"))
 
 
+def _json_object(text: str, expected: str) -> dict[str, Any]:
+    """``text`` as a JSON object; ConfigError ``expected`` (which says what the parameter takes) otherwise."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise ConfigError(expected) from None
+    if not isinstance(value, dict):
+        raise ConfigError(expected)
+    return value
+
+
 def _preprocessing(key: str, text: str) -> Preprocessing:
     """``{"input":"images","format":"jpeg",...}`` -> Preprocessing; every field checked, none unknown."""
     expected = (
@@ -102,12 +113,7 @@ def _preprocessing(key: str, text: str) -> Preprocessing:
         '{"input":"images","format":"jpeg","request":"uint8","resize":"stretch","max_bytes":4194304,'
         f'"max_side":4096}}, got {text!r}'
     )
-    try:
-        raw = json.loads(text)
-    except ValueError:
-        raise ConfigError(expected) from None
-    if not isinstance(raw, dict):
-        raise ConfigError(expected)
+    raw = _json_object(text, expected)
     fields = {f.name: f for f in attrs.fields(Preprocessing)}
     unknown = sorted(set(raw) - set(fields))
     if unknown:
@@ -328,12 +334,7 @@ def _version_paths(key: str, text: str) -> tuple[tuple[int, str], ...]:
         f"parameters.{key}: expected a JSON object of version -> OM path, e.g. "
         f'{{"2":"llama_v2.om"}}, got {text!r}'
     )
-    try:
-        mapping = json.loads(text)
-    except ValueError:
-        raise ConfigError(expected) from None
-    if not isinstance(mapping, dict):
-        raise ConfigError(expected)
+    mapping = _json_object(text, expected)
     out = []
     for version, path in mapping.items():
         # str.isdigit() is also true of "²" and other digits int() refuses or reads as another number
