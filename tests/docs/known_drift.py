@@ -7,10 +7,6 @@ docs test fails on one that runs, so that it leaves this list when its page is f
 from __future__ import annotations
 
 KNOWN_DRIFT: dict[tuple[str, str], str] = {
-    ("docs/simulator.md", "python -m ge_plugin.sim run my_acl_app.py"): (
-        "i31-jpeg (simulator.md): a synopsis with placeholders (my_acl_app.py, --its --own --args, model.om) "
-        "that no file answers: run a program the page shows, or mark what it needs"
-    ),
     ("docs/serving.md", "openssl rand -hex 32 > admin-key && chmod 600 admin-key"): (
         "hangs: i27-grpc (serving.md, Security): its last line, ge-plugin serve ... --admin-key-file admin-key, "
         "runs until stopped and no model is built before it: mark it `slow; serves` after a block that builds "
