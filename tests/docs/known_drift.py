@@ -7,11 +7,6 @@ docs test fails on one that runs, so that it leaves this list when its page is f
 from __future__ import annotations
 
 KNOWN_DRIFT: dict[tuple[str, str], str] = {
-    ("docs/serving.md", "openssl rand -hex 32 > admin-key && chmod 600 admin-key"): (
-        "hangs: i27-grpc (serving.md, Security): its last line, ge-plugin serve ... --admin-key-file admin-key, "
-        "runs until stopped and no model is built before it: mark it `slow; serves` after a block that builds "
-        "the repository"
-    ),
     ("docs/generate.md", "curl -s -X POST localhost:8000/v2/models/llama_generate/generate_stream"): (
         "i30-gen (generate.md): no server serves llama_generate when it runs: render the generating specs and "
         "mark it `slow; with ge-plugin serve model_repository`"
