@@ -112,8 +112,9 @@ def register(subparsers: Any) -> None:
             "a private Unix socket behind it: every message is parsed once with protobuf, inference requests "
             "whose shapes would crash a model's stub are answered INVALID_ARGUMENT, loads are checked as over "
             "HTTP, metadata over 16 KiB is refused; the rest re-encoded and forwarded. It costs about 0.5 to 0.7 "
-            "ms of CPU per small request (docs/serving.md). --no-grpc-guard: tritonserver serves gRPC itself, for trusted "
-            "networks only (any client can then crash a model, and loads over gRPC are closed) (default: on)"
+            "ms of CPU per small request (docs/serving.md). --no-grpc-guard: tritonserver serves gRPC itself, "
+            "for trusted networks only (any client can then crash a model, and loads over gRPC are closed) "
+            "(default: on)"
         ),
     )
     parser.add_argument(
