@@ -71,8 +71,8 @@ def register(subparsers: Any) -> None:
         default=None,
         help=(
             "as tritonserver's: explicit loads only the --load-model models at start (none without one) and "
-            "keeps the repository API open; without this flag, explicit with every model of REPO loaded at "
-            "start (a stop unloads them all before exiting)"
+            "keeps the repository API open; without this flag, explicit with the --load-model models loaded at "
+            "start, or every model of REPO when none is named (a stop unloads them all before exiting)"
         ),
     )
     parser.add_argument(
@@ -111,9 +111,10 @@ def register(subparsers: Any) -> None:
             "put ge-plugin's gRPC front (a process of its own) on the gRPC port, tritonserver's gRPC endpoint on "
             "a private Unix socket behind it: every message is parsed once with protobuf, inference requests "
             "whose shapes would crash a model's stub are answered INVALID_ARGUMENT, loads are checked as over "
-            "HTTP, metadata over 16 KiB is refused; the rest re-encoded and forwarded. It costs about 0.4 ms of "
-            "CPU per request (docs/serving.md). --no-grpc-guard: tritonserver serves gRPC itself, for trusted "
-            "networks only (any client can then crash a model, and loads over gRPC are closed) (default: on)"
+            "HTTP, metadata over 16 KiB is refused; the rest re-encoded and forwarded. It costs about 0.5 to 0.7 "
+            "ms of CPU per small request (docs/serving.md). --no-grpc-guard: tritonserver serves gRPC itself, "
+            "for trusted networks only (any client can then crash a model, and loads over gRPC are closed) "
+            "(default: on)"
         ),
     )
     parser.add_argument(

@@ -455,28 +455,7 @@ def not_run(block: Block, tier: str) -> Result | None:
         return Result(block.where, block.title, block.tier, "not run", f"covered by {d.covered_by}")
     if tier == "fast" and block.tier == "slow":
         return Result(block.where, block.title, block.tier, "not run", "slow tier (make test-docs)")
-    drift = known_drift(block)
-    if drift is not None and drift.startswith(HANGS):
-        return Result(block.where, block.title, block.tier, "not run", f"known drift: {drift}")
     return None
-
-
-#: a known drift that would hold its page's run until the block's timeout is not run at all
-HANGS = "hangs: "
-
-
-def known_drift(block: Block) -> str | None:
-    """What tests/docs/known_drift.py says of this block, if anything."""
-    from tests.docs.known_drift import KNOWN_DRIFT
-
-    return next(
-        (
-            why
-            for (page, start), why in KNOWN_DRIFT.items()
-            if page == block.path and block.title.startswith(start)
-        ),
-        None,
-    )
 
 
 def run_page(blocks: Sequence[Block], place: Place, *, tier: str) -> Iterator[Result]:

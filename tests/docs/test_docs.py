@@ -10,19 +10,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
 import time
-import warnings
 from functools import cache
 from pathlib import Path
 
 import pytest
 
 from tests.docs import markdown
-from tests.docs.known_drift import KNOWN_DRIFT
 
 ROOT = Path(__file__).resolve().parents[2]
 #: a page's run, all its blocks together, may take this long per tier
@@ -91,31 +88,14 @@ def run_page(page: str, tier: str, work: Path) -> list[dict]:
 
 
 def judge(page: str, results: list[dict]) -> None:
-    """Fail with every block that did not do what its page says, except the known drift, which must still
-    fail (a fixed one is taken off the list)."""
-    problems, fixed = [], []
-    for result in results:
-        drift = next(
-            (
-                why
-                for (where, start), why in KNOWN_DRIFT.items()
-                if where == page and result["title"].startswith(start)
-            ),
-            None,
-        )
-        ran_or_held = result["status"] == "failed" or result["why"].startswith("known drift")
-        if drift is not None and ran_or_held:  # seen in every run's summary until fixed
-            warnings.warn(f"known drift, {result['where']}: {drift} ({result['why'][:300]})", stacklevel=1)
-        if result["status"] == "failed" and drift is None:
-            problems.append(
-                f"{result['where']}: {result['title']}\n    {result['why']}\n" + _indent(result["output"])
-            )
-        elif result["status"] == "passed" and drift is not None:
-            fixed.append(
-                f"{result['where']}: {result['title']} runs now: take it off tests/docs/known_drift.py"
-            )
-    if problems or fixed:
-        pytest.fail("\n".join(problems + fixed), pytrace=False)
+    """Fail with every block that did not do what its page says."""
+    problems = [
+        f"{result['where']}: {result['title']}\n    {result['why']}\n" + _indent(result["output"])
+        for result in results
+        if result["status"] == "failed"
+    ]
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)
 
 
 def _indent(text: str) -> str:
@@ -133,15 +113,9 @@ def test_page_runs_as_written_slow_tier(page, tmp_path):
     judge(page, run_page(page, "slow", tmp_path / "run"))
 
 
-def test_judge_fails_on_a_new_failure_and_on_a_known_drift_that_runs_now(monkeypatch):
-    monkeypatch.setattr(sys.modules[__name__], "KNOWN_DRIFT", {("docs/x.md", "ge-plugin old"): "someone's"})
-    passed = {
-        "where": "docs/x.md:3",
-        "title": "ge-plugin old --flag",
-        "status": "passed",
-        "why": "",
-        "output": "",
-    }
+def test_judge_fails_naming_each_block_that_failed_and_nothing_else():
+    passed = {"where": "docs/x.md:3", "title": "ge-plugin ok", "status": "passed", "why": "", "output": ""}
+    shown = {"where": "docs/x.md:5", "title": "a: 1", "status": "not run", "why": "yaml: shown", "output": ""}
     failed = {
         "where": "docs/x.md:9",
         "title": "ge-plugin new",
@@ -149,11 +123,7 @@ def test_judge_fails_on_a_new_failure_and_on_a_known_drift_that_runs_now(monkeyp
         "why": "exit 1",
         "output": "boom",
     }
-    with pytest.raises(
-        pytest.fail.Exception, match=re.escape("runs now: take it off tests/docs/known_drift.py")
-    ):
-        judge("docs/x.md", [passed])
-    with pytest.raises(pytest.fail.Exception, match=re.escape("docs/x.md:9: ge-plugin new\n    exit 1")):
-        judge("docs/x.md", [failed])
-    with pytest.warns(UserWarning, match=re.escape("known drift, docs/x.md:3: someone's")):
-        judge("docs/x.md", [dict(passed, status="failed", why="exit 2")])
+    judge("docs/x.md", [passed, shown])
+    with pytest.raises(pytest.fail.Exception) as caught:
+        judge("docs/x.md", [passed, failed, shown])
+    assert str(caught.value) == "docs/x.md:9: ge-plugin new\n    exit 1\n    | boom\n"

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from tests.docs import markdown
-from tests.docs.known_drift import KNOWN_DRIFT
 from tests.docs.markdown import Directives, GrammarError, matches, parse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -135,12 +134,3 @@ def test_every_block_of_the_docs_is_run_by_a_tier_or_marked_with_why_not():
         lines = {" ".join(line.split("#")[0].split()) for line in (ROOT / covered).read_text().splitlines()}
         missing = [command for command in block.commands if command not in lines]
         assert not missing, f"{block.where}: covered by {covered}, which does not run {missing}"
-
-
-def test_every_known_drift_names_a_block_that_runs():
-    blocks = markdown.parse_all(ROOT)
-    for (page, start), why in KNOWN_DRIFT.items():
-        found = [b for b in blocks if b.path == page and b.title.startswith(start)]
-        assert len(found) == 1, f"known drift {page}: {start!r} matches {len(found)} blocks"
-        assert found[0].runs, f"known drift {found[0].where} is not run by any tier: take it off the list"
-        assert why, "say whose it is and what is wrong"
