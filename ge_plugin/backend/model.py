@@ -2,16 +2,17 @@
 
 Installed as ``<backend-dir>/ge/model.py`` (``ge-plugin install-backend``). It stays thin: parse the config
 once, hand each batch of requests to the engine (which says whether it answers them at once or from its
-completion thread: ``Engine.answers_later``), map answers to responses, and per request do no more than
-the least a Python backend does (the bench's floor: ``as_numpy()`` in, ``Tensor`` and ``InferenceResponse``
-out). Request tensors are read with ``as_numpy()``: the stub copied each input out of shared memory when it
-loaded the request, and ``as_numpy()`` hands that array over, where a DLPack view would make a capsule and a
-second array per input on top. A model with one output does not ask for each request's output names (there is
-only one to ask for). TYPE_BF16 tensors cross only as DLPack in Triton 2.51 (``as_numpy()`` refuses them,
-numpy cannot read them): the fast path views their words as uint16 (``bf16_view``) and hands bf16 outputs back
-as DLPack capsules over the same memory (``bf16_capsule``), so a bf16 model is served without a conversion or
-a copy of its own. ``GE_PLUGIN_STUB_TIMING`` (``timing``) times reading, the engine and responding, per
-execute, when set at initialize; unset, nothing is timed.
+completion thread: ``Engine.answers_later``), map answers to responses, and per request do no more than the
+least a Python backend does (the bench's floor: ``as_numpy()`` in, ``Tensor`` and ``InferenceResponse`` out).
+A request whose client left before its batch ran is answered CANCELLED (``departures``). Request tensors are
+read with ``as_numpy()``: the stub copied each input out of shared memory when it loaded the request, and
+``as_numpy()`` hands that array over, where a DLPack view would make a capsule and a second array per input on
+top. A model with one output does not ask for each request's output names (there is only one to ask for).
+TYPE_BF16 tensors cross only as DLPack in Triton 2.51 (``as_numpy()`` refuses them, numpy cannot read them):
+the fast path views their words as uint16 (``bf16_view``) and hands bf16 outputs back as DLPack capsules over
+the same memory (``bf16_capsule``), so a bf16 model is served without a conversion or a copy of its own.
+``GE_PLUGIN_STUB_TIMING`` (``timing``) times reading, the engine and responding, per execute, when set at
+initialize; unset, nothing is timed.
 Bad input fails only its own request (INVALID_ARG, naming the input); a device failure fails the requests
 of the execute it hit (INTERNAL) and the engine rebuilds what broke, so the instance stays usable.
 """
@@ -24,18 +25,14 @@ from typing import Any
 
 import triton_python_backend_utils as pb_utils
 
-from ge_plugin import __version__, device, fastpath, gone_clients
+from ge_plugin import __version__, device, fastpath
 from ge_plugin.backend import timing
+from ge_plugin.backend.departures import Departures
 from ge_plugin.backend.generate import GenerateModel, is_generating
 from ge_plugin.backend.metrics import MetricsPublisher, instance_labels
 from ge_plugin.backend.triton_log import log_to_triton
 from ge_plugin.engine import Answer, Engine, Lifetime
 from ge_plugin.errors import GePluginError, RequestError, UnavailableError
-
-#: Before a batch runs, requests whose client is gone are dropped, when the instance's executes keep the
-#: device this long (µs) per request or longer on average: each ``is_cancelled()`` is one synchronous IPC to
-#: tritonserver (about 45 µs measured), worth it only where the work it can save costs more
-CANCEL_CHECK_US = 1_000.0
 
 
 class TritonPythonModel:
@@ -98,8 +95,8 @@ class TritonPythonModel:
         )
         #: the engine says whether each batch is answered from its completion thread
         self.answers_later = self.engine.answers_later
-        #: tickets of HTTP requests whose client left (the front writes them; None without the front)
-        self.gone_clients = gone_clients.GoneClients.from_environment()
+        #: requests whose client left before their batch ran are answered CANCELLED, not run
+        self.departures = Departures(pb_utils, self.engine.stats)
         self.timer = timing.from_environment(self.name, labels["instance"])
 
     def _naming_the_model(self, message: str) -> str:
@@ -111,41 +108,18 @@ class TritonPythonModel:
         """Run the batch and return its responses, or, when the engine answers later (more lanes, or one
         whose executes take a device's time), return None as soon as the batch is on the device and send
         each response when it is done, so that Triton calls ``execute`` again with the next batch meanwhile."""
-        stats = self.engine.stats
-        executes = sum(stats.execute_buckets)
-        if executes and stats.execute_us_sum >= CANCEL_CHECK_US * executes * len(requests):
-            gone = self._gone(requests)
+        departures = self.departures
+        if departures.worth_checking(len(requests)):
+            gone = departures.gone(requests)
             if any(gone):
-                return self._without_the_gone(requests, gone)
+                return departures.serve_without(requests, gone, self._serve)
         if self.timer is not None:
             return self.timer.phases(requests, self._read, self._run, self._respond, self._stream_us)
+        return self._serve(requests)
+
+    def _serve(self, requests: list[Any]) -> list[Any] | None:
         outcomes = self._run(requests, self._read(requests))
         return None if outcomes is None else self._respond(outcomes)
-
-    def _gone(self, requests: list[Any]) -> list[bool]:
-        """Whether each request's client left: gRPC clients cancel (``is_cancelled``); an HTTP client's
-        departure only the front sees, and it names the request's ticket (``gone_clients``)."""
-        gone = [False] * len(requests)
-        if self.gone_clients is not None:
-            tickets = [json.loads(r.parameters() or "{}").get(gone_clients.PARAMETER, 0) for r in requests]
-            gone = self.gone_clients.contains(t if isinstance(t, int) and t > 0 else 0 for t in tickets)
-        return [left or request.is_cancelled() for left, request in zip(gone, requests)]
-
-    def _without_the_gone(self, requests: list[Any], gone: list[bool]) -> list[Any] | None:
-        """The batch run without its cancelled requests (their clients left while they waited), each of which
-        is answered CANCELLED, as Triton expects of a request it cancelled (a response object of its own:
-        one object returned for two requests crashes tritonserver 2.51)."""
-        live = [request for request, left in zip(requests, gone) if not left]
-        outcomes = self._run(live, self._read(live)) if live else None
-        if outcomes is None and live:  # the live ones are answered from the completion thread: these too
-            for request, left in zip(requests, gone):
-                if left:
-                    request.get_response_sender().send(
-                        _cancelled(), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL
-                    )
-            return None
-        answers = iter(self._respond(outcomes or []))
-        return [_cancelled() if left else next(answers) for left in gone]
 
     def _stream_us(self) -> float:
         return self.engine.stats.execute_us_sum
@@ -214,14 +188,6 @@ class TritonPythonModel:
         if engine is not None:
             engine.close()
             device.finalize()
-
-
-def _cancelled() -> Any:
-    return pb_utils.InferenceResponse(
-        error=pb_utils.TritonError(
-            "request cancelled before it ran (its client left)", pb_utils.TritonError.CANCELLED
-        )
-    )
 
 
 def _bf16_words(tensor: Any) -> object:
