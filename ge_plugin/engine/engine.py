@@ -1,19 +1,14 @@
 """One model instance on one device: everything allocated at start, requests gathered into gears.
 
-``Engine.execute(requests)`` takes what Triton's dynamic batcher grouped (a list of requests, each a
-mapping of input name to an array-like) and returns, per request, its outputs or the error that concerns
-it alone. ``Engine.submit(requests, ..., put)`` does the same without waiting: it returns once every batch
-is on the device, and a completion thread hands each request's answer to ``put`` when its batch is done, so
-that the next batch can be gathered meanwhile (``Engine.answers_later()`` says which of the two to call).
-
-Bad requests are refused before anything reaches the device and never take their batch-mates down; a
-device failure fails only the requests that fail on their own (``failures``), and a lane that cannot be
-rebuilt is tried again while the others serve (``recovery``). After start-up nothing is allocated per
-request on the device or in pinned memory. The engine itself is the bookkeeping between those parts: the
-planner turns requests into chunks (``planner``), the scheduler picks the lane each runs on
-(``scheduler``), and this module stages, launches, waits and answers. A model input that takes images
-(``preprocess``) adds a stage of its own (``preprocess``): its requests are admitted before planning, each
-lane decodes and resizes them on the device, and an image DVPP fails on fails its request alone.
+``Engine.execute(requests)`` takes what Triton's dynamic batcher grouped (per request, input name -> array)
+and returns, per request, its outputs or the error that concerns it alone; ``Engine.submit(requests, ...,
+put)`` returns once every batch is on the device and a completion thread hands each answer to ``put``, so the
+next batch is gathered meanwhile (``Engine.answers_later()`` says which to call). Bad requests are refused
+before the device and never take their batch-mates down; a device failure fails only the requests that fail
+on their own (``failures``); a lane that cannot be rebuilt is retried while the others serve (``recovery``).
+Nothing is allocated per request after start-up. This module is the bookkeeping between the planner (requests
+into chunks), the scheduler (which lane) and the image stage (``preprocess``: JPEGs admitted before planning,
+decoded per lane, an image DVPP fails on failing its request alone): it stages, launches, waits and answers.
 """
 
 from __future__ import annotations
@@ -167,7 +162,7 @@ class Engine:
         finish = self._finish
         chunks, put = self._plan(requests, requested_outputs, results.__setitem__)
         for chunk in chunks:
-            self._dispatch(InFlight(chunk, put, lifetime), finish)
+            self._start(InFlight(chunk, put, lifetime), finish)
         for lane in lanes:
             if lane.pending is not None:
                 finish(lane)
@@ -196,7 +191,7 @@ class Engine:
             self._completion = Completion(context, self._finish)
         chunks, put = self._plan(requests, requested_outputs, put)
         for chunk in chunks:
-            self._submit(InFlight(chunk, put, _UNTIL_PUT_RETURNS, queued=True))
+            self._start(InFlight(chunk, put, _UNTIL_PUT_RETURNS, queued=True), None)
 
     def device_memory(self) -> tuple[int, int]:
         """(free, total) bytes of this instance's device, every process's use included."""
@@ -239,47 +234,35 @@ class Engine:
 
     # -- running chunks on lanes ---------------------------------------------------------------------
 
-    def _dispatch(self, job: InFlight, finish: Callable[[Lane], None]) -> None:
-        """Stage and launch ``job`` on the next lane; a lane still running is finished first, here
-        (``finish``: ``_finish``, bound once per call). Its outcomes come from ``_finish``."""
-        lane = self.scheduler.take(job, finish)
-        if lane is None:
-            self.failures.fail_all(job, self.rebuilder.unavailable())
-            return
-        try:  # _run's start, inline: this is every synchronous execute's path
-            lane.reclaim()
-            self.planner.stage(job.chunk, lane.in_arrays)
-            self._launch(lane, job)
-        except (GePluginError, ValueError) as exc:
-            self.failures.failed(lane, job, exc)
-            self.scheduler.release(lane)
-
-    def _submit(self, job: InFlight) -> None:
-        """Start a submitted ``job``; its outcomes come from ``_finish`` on the completion thread.
-
-        It first tries to join the chunk a lane holds open (``_join``); if it does not fit, it is staged on
-        a free lane and either launched or, while the device is busy with another lane's execute, held open
-        itself (``Scheduler.hold``) to take the requests that come meanwhile: Triton keeps handing them over
-        (``submit`` returns at once). It is launched when the device has nothing else (``_landed``) or once
-        it is full."""
-        if self._join(job):
+    def _start(self, job: InFlight, finish: Callable[[Lane], None] | None) -> None:
+        """Stage ``job`` on the next lane (one compiled gather) and launch it; its outcomes come from
+        ``_finish``. An executed job (``finish``: ``_finish``, bound once per call) finishes a lane still
+        running first, here. A submitted one (``finish`` None, answered on the completion thread) first tries
+        to join the chunk a lane holds open (``_join``); if it does not fit, it is launched or, while the
+        device is busy with another lane's execute, held open itself (``Scheduler.hold``) to take the
+        requests Triton hands over meanwhile (``submit`` returns at once); a held chunk is launched when the
+        device has nothing else (``_landed``) or once it is full."""
+        queued = finish is None
+        if queued and self._join(job):
             return
         scheduler = self.scheduler
-        lane = scheduler.take(job, None)
+        lane = scheduler.take(job, finish)
         if lane is None:
             self.failures.fail_all(job, self.rebuilder.unavailable())
             return
         try:
             lane.reclaim()
             self.planner.stage(job.chunk, lane.in_arrays)
-            with self._mutex:
-                if not (self.config.batched and scheduler.hold(lane, job, self.gears.max_rows)):
-                    self._launch(lane, job)
+            if not queued:
+                self._launch(lane, job)
+            else:
+                with self._mutex:
+                    if not (self.config.batched and scheduler.hold(lane, job, self.gears.max_rows)):
+                        self._launch(lane, job)
+                job.chunk.arrays = None  # gathered; Triton frees them once submit() returns
         except (GePluginError, ValueError) as exc:
             self.failures.failed(lane, job, exc)
             scheduler.release(lane)
-            return
-        job.chunk.arrays = None  # gathered; Triton frees them once submit() returns
 
     def _join(self, job: InFlight) -> bool:
         """Add ``job``'s requests to the chunk held open, when a gear takes them all without moving the rows
@@ -316,9 +299,8 @@ class Engine:
         self._answer(lane, job)
 
     def _launch(self, lane: Lane, job: InFlight) -> None:
-        """Queue the staged chunk's copies and execute on ``lane``, and count the execute. A submitted job is
-        then the completion thread's to finish (called with the mutex held, so that jobs reach it in the
-        order they reach the device)."""
+        """Queue the staged chunk's copies and execute on ``lane`` and count it; a submitted job is then the
+        completion thread's (called with the mutex held: jobs reach it in the order they reach the device)."""
         job.started = time.perf_counter()
         lane.launch(*self.planner.launch_args(job.chunk))
         self.planner.count(job.chunk)
