@@ -115,7 +115,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--input-data",
         type=Path,
         metavar="FILE",
-        help="the requests to send, in perf_analyzer's --input-data format (default: one per dims gear or image size)",
+        help="the requests to send, in perf_analyzer's --input-data format (default: one per dims gear or image "
+        "size; a JPEG for an input with preprocess)",
     )
     parser.add_argument(
         "--knobs",

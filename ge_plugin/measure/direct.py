@@ -16,6 +16,7 @@ each (``acl.init`` runs once per process). ``run_child`` starts it and reads its
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import subprocess
@@ -86,15 +87,29 @@ def windows(latencies: np.ndarray[Any, Any], batch: int) -> tuple[Pass, ...]:
 def request_from_input_data(
     path: Path, dtypes: Mapping[str, np.dtype[Any]]
 ) -> dict[str, np.ndarray[Any, Any]]:
-    """The first entry of a perf_analyzer ``--input-data`` file as one request of batch 1."""
+    """The first entry of a perf_analyzer ``--input-data`` file as one request of batch 1: each tensor's
+    ``content``, or its ``b64`` (raw bytes; for BYTES, Triton's serialized elements: length, then bytes)."""
     try:
         entry = json.loads(Path(path).read_text())["data"][0]
         return {
-            name: np.asarray(value["content"], dtype=dtypes[name]).reshape([1, *value["shape"]])
-            for name, value in entry.items()
+            name: _tensor(value, dtypes[name]).reshape([1, *value["shape"]]) for name, value in entry.items()
         }
     except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
         raise BenchError(f"{path}: not a perf_analyzer input-data file with one entry: {exc}") from None
+
+
+def _tensor(value: Mapping[str, Any], dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+    if "b64" not in value:
+        return np.asarray(value["content"], dtype=dtype)
+    raw = base64.b64decode(value["b64"], validate=True)
+    if dtype != np.dtype(object):
+        return np.frombuffer(raw, dtype=dtype)
+    elements, at = [], 0
+    while at < len(raw):
+        size = int.from_bytes(raw[at : at + 4], "little")
+        elements.append(raw[at + 4 : at + 4 + size])
+        at += 4 + size
+    return np.array(elements, dtype=object)
 
 
 def allocation_count() -> int:

@@ -2,26 +2,73 @@
 
 By default one request per dims gear (or image size) of the input spec, taken in turn, so a candidate with
 coarser gears pays for the padding those requests need, as the same traffic would on a device. Values
-respect each input's ``range`` (token ids inside the vocabulary; a random id would be refused with 400).
-``--input-data FILE`` replaces them with the user's own traffic, in perf_analyzer's format.
+respect each input's ``range`` (token ids inside the vocabulary; a random id would be refused with 400). An
+input with ``preprocess`` takes encoded images, so its requests carry one JPEG a camera could have written
+(``sample_jpeg``), which DVPP decodes and resizes as it would a client's. ``--input-data FILE`` replaces them
+with the user's own traffic, in perf_analyzer's format.
 """
 
 from __future__ import annotations
 
+import base64
+import functools
+import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ge_plugin.errors import TuneError
-from ge_plugin.spec.model import ModelSpec
+from ge_plugin.params import REQUEST_TENSORS
+from ge_plugin.spec.model import InputDecl, ModelSpec
 
 #: a request's shape per input (dims without the batch dim), as the model's config declares them
 Shapes = dict[str, tuple[int, ...]]
 
 
+#: the size of the picture an image input's default requests carry: a small camera frame, which the model's
+#: own size is resized from (as most clients' pictures are)
+SAMPLE_SIZE = (320, 240)
+
+
+@functools.cache
+def sample_jpeg() -> bytes:
+    """A baseline JPEG of ``SAMPLE_SIZE`` (smooth colour ramps, quality 90), the same every time: what an
+    image input's default requests carry. Pillow encodes it (the ``sim`` extra installs it)."""
+    try:
+        from PIL import Image
+    except ImportError:
+        raise TuneError(
+            "an input with preprocess is sent JPEGs, which Pillow encodes: pip install pillow, or give your "
+            "own requests with --input-data"
+        ) from None
+    width, height = SAMPLE_SIZE
+    pixels = bytes(
+        channel
+        for y in range(height)
+        for x in range(width)
+        for channel in (x * 255 // width, y * 255 // height, (x + y) * 255 // (width + height))
+    )
+    out = io.BytesIO()
+    Image.frombytes("RGB", SAMPLE_SIZE, pixels).save(out, "JPEG", quality=90)
+    return out.getvalue()
+
+
+def request_dims(tensor: InputDecl) -> tuple[int, ...]:
+    """What a request of ``tensor`` holds, without the batch dim: the config's dims, or for an input with
+    ``preprocess`` the encoded images' tensor (an image's bytes, or one BYTES element)."""
+    if tensor.preprocess is None:
+        return tuple(tensor.dims)
+    return REQUEST_TENSORS[tensor.preprocess.request][1]
+
+
 def default_shapes(spec: ModelSpec) -> list[Shapes]:
     """One request shape per dims gear or image size of ``spec`` (one request when it has neither)."""
+    preprocessed = spec.preprocessed
+    if preprocessed is not None:  # the image's bytes, or one BYTES element; the other inputs fixed
+        image = preprocessed[1]
+        dims = (len(sample_jpeg()),) if image.preprocess and image.preprocess.request == "uint8" else (1,)
+        return [{t.name: dims if t is image else tuple(t.dims) for t in spec.inputs}]
     if spec.dims_gears:
         fills = [iter(gear) for gear in spec.dims_gear_values]
         out = []
@@ -46,6 +93,9 @@ def write_input_data(spec: ModelSpec, shapes: Sequence[Shapes], path: Path) -> P
         entry = {}
         for t in spec.inputs:
             shape = request[t.name]
+            if t.preprocess is not None:
+                entry[t.name] = _image(t, shape)
+                continue
             n = 1
             for d in shape:
                 n *= d
@@ -54,6 +104,16 @@ def write_input_data(spec: ModelSpec, shapes: Sequence[Shapes], path: Path) -> P
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"data": entries}) + "\n")
     return path
+
+
+def _image(tensor: InputDecl, shape: tuple[int, ...]) -> dict[str, Any]:
+    """An image input's requests: the sample JPEG's bytes (UINT8, base64 as perf_analyzer reads binary data),
+    or the same bytes as one BYTES element (base64 of Triton's serialized form: its length, then its bytes)."""
+    jpeg = sample_jpeg()
+    if tensor.preprocess is not None and tensor.preprocess.request == "bytes":
+        serialized = len(jpeg).to_bytes(4, "little") + jpeg
+        return {"b64": base64.b64encode(serialized).decode(), "shape": list(shape)}
+    return {"b64": base64.b64encode(jpeg).decode(), "shape": list(shape)}
 
 
 def _values(tensor: Any, n: int) -> list[Any]:
@@ -91,11 +151,12 @@ def read_shapes(path: Path, spec: ModelSpec) -> list[Shapes]:
             given = entry.get(t.name)
             shape = given.get("shape") if isinstance(given, dict) else None
             if shape is None:
-                if -1 in t.dims:
+                dims = request_dims(t)
+                if -1 in dims:
                     raise TuneError(
-                        f"{path}: data[{k}].{t.name} has no 'shape', and its dims {list(t.dims)} vary"
+                        f"{path}: data[{k}].{t.name} has no 'shape', and its dims {list(dims)} vary"
                     )
-                shape = list(t.dims)
+                shape = list(dims)
             if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 1 for d in shape):
                 raise TuneError(f"{path}: data[{k}].{t.name}.shape is {shape!r}, not a list of dims >= 1")
             request[t.name] = tuple(shape)
@@ -111,10 +172,9 @@ def refused_shape(spec: ModelSpec, shapes: Sequence[Shapes]) -> str:
 
     for request in shapes:
         for t in spec.inputs:
-            if len(request[t.name]) != len(t.dims):
-                return (
-                    f"{t.name} of shape {list(request[t.name])} has not the rank of its dims {list(t.dims)}"
-                )
+            dims = request_dims(t)
+            if len(request[t.name]) != len(dims):
+                return f"{t.name} of shape {list(request[t.name])} has not the rank of its dims {list(dims)}"
         if spec.dims_gears:
             need = [request[t.name][d] for t in spec.inputs for d, dim in enumerate(t.dims) if dim == -1]
             pads = [t.pad for t in spec.inputs for dim in t.dims if dim == -1]

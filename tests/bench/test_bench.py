@@ -73,10 +73,12 @@ def test_bench_measures_a_users_spec_through_triton_and_alone(tmp_path):
     )
     spec = tmp_path / "bert.yaml"
     spec.write_text((SPECS / "bert.yaml").read_text().replace("../build/models/", f"{models}/"))
+    jpeg = tmp_path / "cnn_jpeg.yaml"  # its requests are JPEGs, decoded on the (simulated) device
+    jpeg.write_text((SPECS / "cnn_jpeg.yaml").read_text().replace("../build/models/", f"{models}/"))
     profile = tmp_path / "profile.json"
     profile.write_text(json.dumps({"execute_latency_ms": {"base_ms": 2.0, "per_row_ms": 0.5}}))
     out = subprocess.run(
-        [sys.executable, "-m", "ge_plugin", "bench", str(spec), "--profile", str(profile), "--concurrency", "1,2",
+        [sys.executable, "-m", "ge_plugin", "bench", str(spec), str(jpeg), "--profile", str(profile), "--concurrency", "1,2",
          "--measurement-ms", "500", "--direct-seconds", "0.3", "-o", str(tmp_path / "out")],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
@@ -87,5 +89,10 @@ def test_bench_measures_a_users_spec_through_triton_and_alone(tmp_path):
     served = [line for line in lines if line.startswith("| bert_model | Triton, gRPC |")]
     assert [line.split(" | ")[2] for line in direct] == ["1", "2", "4", "8"]  # every batch gear of the spec
     assert [line.split(" | ")[3] for line in served] == ["1", "2"]
+    images = [line for line in lines if line.startswith("| cnn_jpeg |")]
+    assert [line.split(" | ")[1:4] for line in images] == [
+        *(["direct engine", batch, "1"] for batch in ("1", "2", "4", "8")),
+        *(["Triton, gRPC", "1", c] for c in ("1", "2")),
+    ]
     # the profile's device time is a floor under every latency, alone and served
-    assert all(float(line.split(" | ")[5]) >= 2.5 for line in direct + served)
+    assert all(float(line.split(" | ")[5]) >= 2.5 for line in direct + served + images)

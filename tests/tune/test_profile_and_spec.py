@@ -224,6 +224,38 @@ def test_requests_of_an_image_size_model_fit_only_its_sizes_unless_padded():
     assert "fits no image size" in inputs.refused_shape(padded, [{"images": (3, 500, 224)}])
 
 
+@pytest.mark.parametrize("request_tensor", ["uint8", "bytes"])
+def test_an_image_input_is_sent_a_real_jpeg_in_the_tensor_its_requests_take(tmp_path, request_tensor):
+    """bench and tune send a preprocessed input what its clients send (a JPEG's bytes as UINT8 [n], or one
+    BYTES element), never the model's float tensor; the direct engine reads the same file back."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from ge_plugin.measure.direct import request_from_input_data
+
+    text = (
+        (REPO / "specs" / "cnn_jpeg.yaml").read_text().replace("request: uint8", f"request: {request_tensor}")
+    )
+    (tmp_path / "cnn.yaml").write_text(text)
+    spec = load_spec(tmp_path / "cnn.yaml")
+    jpeg = inputs.sample_jpeg()
+    assert Image.open(io.BytesIO(jpeg)).format == "JPEG"
+    assert Image.open(io.BytesIO(jpeg)).size == inputs.SAMPLE_SIZE
+    shapes = inputs.default_shapes(spec)
+    assert shapes == [{"images": (len(jpeg),) if request_tensor == "uint8" else (1,)}]
+    assert inputs.refused_shape(spec, shapes) == ""
+    data = inputs.write_input_data(spec, shapes, tmp_path / "in.json")
+    assert inputs.read_shapes(data, spec) == shapes
+    dtype = np.dtype(np.uint8) if request_tensor == "uint8" else np.dtype(object)
+    (request,) = request_from_input_data(data, {"images": dtype}).values()
+    if request_tensor == "uint8":
+        assert request.shape == (1, len(jpeg)) and request.tobytes() == jpeg
+    else:
+        assert request.shape == (1, 1) and request[0, 0] == jpeg
+
+
 def test_the_edits_are_only_the_changed_knobs(ident):
     start = build_space(ident).start
     assert edits_for(ident, start) == []
