@@ -441,13 +441,17 @@ def _raise_on_stop_signals() -> dict[int, Any]:
 
 @contextlib.contextmanager
 def _while_stopping(process: subprocess.Popen[bytes]) -> Iterator[None]:
-    """While a stop runs, a further stop signal ends tritonserver at once instead of cutting the clean-up
-    short; the handlers are as they were afterwards."""
+    """While a stop runs, a stop signal ends tritonserver at once instead of cutting the clean-up short; the
+    handlers are as they were afterwards, and the signal is then raised again for them: a Ctrl-C that lands
+    while a command stops its server (the end of demo, tune's last candidate) still ends the command, where
+    it used to be spent on the stop and the command went on to exit 0."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    received: list[int] = []
 
-    def hurry(_signum: int, _frame: object) -> None:
+    def hurry(signum: int, _frame: object) -> None:
+        received.append(signum)
         if process.poll() is None:
             process.kill()
 
@@ -457,6 +461,8 @@ def _while_stopping(process: subprocess.Popen[bytes]) -> Iterator[None]:
     finally:
         for signum, handler in saved.items():
             signal.signal(signum, handler)
+        if received:
+            signal.raise_signal(received[0])
 
 
 class TritonServer:
