@@ -265,7 +265,8 @@ class Place:
 
     def start(self, argv: Sequence[str], log: Path, *, network: bool = False) -> subprocess.Popen[bytes]:
         """``argv`` in a process group of its own, output appended to ``log``; ``network``: outside the
-        page's namespace, on the host's network."""
+        page's namespace, on the host's network. Its stop signals act as in a user's terminal
+        (``as_in_a_terminal``), however the tests were started."""
         with log.open("ab") as out:
             return subprocess.Popen(
                 [*(() if network else self.prefix), *argv],
@@ -275,6 +276,7 @@ class Place:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 process_group=0,
+                preexec_fn=as_in_a_terminal,
             )
 
     def answers(self, port: int) -> bool:
@@ -289,6 +291,15 @@ class Place:
             return False
         probe = subprocess.run([*self.prefix, sys.executable, "-c", _PROBE, str(port)], capture_output=True)
         return probe.returncode == 0
+
+
+def as_in_a_terminal() -> None:
+    """In a child before it runs its program: Ctrl-C, SIGTERM and SIGHUP take their default action, as in a
+    terminal's shell. A suite started in the background (``make test &``: SIGINT ignored) or under nohup
+    (SIGHUP ignored) hands its children those signals ignored, and the Ctrl-C the page's servers are
+    stopped with would never reach them."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def http_port(command: str) -> int:

@@ -59,6 +59,13 @@ def leftovers(prefix: bytes, pid: int) -> list[str]:
     return alive + regions + rings
 
 
+def as_in_a_terminal() -> None:
+    """The command's stop signals take their default action, as in a terminal's shell: a suite started with
+    ``&`` (SIGINT ignored) or nohup (SIGHUP ignored) would hand them to it ignored, and Python keeps that."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def ready(port: int) -> bool:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/health/ready", timeout=2) as answer:
@@ -78,6 +85,7 @@ def signalled(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        preexec_fn=as_in_a_terminal,
     )
     try:
         deadline = time.monotonic() + 240
