@@ -104,12 +104,10 @@ def _tensor(value: Mapping[str, Any], dtype: np.dtype[Any]) -> np.ndarray[Any, A
     raw = base64.b64decode(value["b64"], validate=True)
     if dtype != np.dtype(object):
         return np.frombuffer(raw, dtype=dtype)
-    elements, at = [], 0
-    while at < len(raw):
-        size = int.from_bytes(raw[at : at + 4], "little")
-        elements.append(raw[at + 4 : at + 4 + size])
-        at += 4 + size
-    return np.array(elements, dtype=object)
+    from tritonclient.utils import deserialize_bytes_tensor
+
+    elements: np.ndarray[Any, Any] = deserialize_bytes_tensor(raw)
+    return elements
 
 
 def allocation_count() -> int:

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ge_plugin.errors import TuneError
 from ge_plugin.params import REQUEST_TENSORS
 from ge_plugin.spec.model import InputDecl, ModelSpec
@@ -111,7 +113,9 @@ def _image(tensor: InputDecl, shape: tuple[int, ...]) -> dict[str, Any]:
     or the same bytes as one BYTES element (base64 of Triton's serialized form: its length, then its bytes)."""
     jpeg = sample_jpeg()
     if tensor.preprocess is not None and tensor.preprocess.request == "bytes":
-        serialized = len(jpeg).to_bytes(4, "little") + jpeg
+        from tritonclient.utils import serialize_byte_tensor
+
+        serialized: bytes = serialize_byte_tensor(np.array([jpeg], dtype=object)).item()
         return {"b64": base64.b64encode(serialized).decode(), "shape": list(shape)}
     return {"b64": base64.b64encode(jpeg).decode(), "shape": list(shape)}
 
