@@ -662,7 +662,8 @@ class TritonServer:
 
     def wait_ready(self, timeout: float = 120.0, models: Sequence[str] = ()) -> None:
         """Until the server, and each of ``models``, says it is ready (tritonclient's ``is_server_ready`` /
-        ``is_model_ready``); ServeError if the server exits or the time runs out."""
+        ``is_model_ready``) and its metrics endpoint listens; ServeError if the server exits or the time runs
+        out."""
         import tritonclient.http as httpclient
         from tritonclient.utils import InferenceServerException
 
@@ -676,7 +677,11 @@ class TritonServer:
                         f"tritonserver exited with status {self.process.returncode} before it was ready"
                     )
                 try:
-                    if client.is_server_ready() and all(client.is_model_ready(m) for m in models):
+                    if (
+                        client.is_server_ready()
+                        and all(client.is_model_ready(m) for m in models)
+                        and self._metrics_listen()
+                    ):
                         return
                 except (InferenceServerException, OSError):
                     pass  # not listening yet
@@ -685,6 +690,17 @@ class TritonServer:
             client.close()
         waiting = f"{self.http_url}" + (f", models {', '.join(models)}" if models else "")
         raise ServeError(f"tritonserver was not ready after {timeout:.0f} s ({waiting})")
+
+    def _metrics_listen(self) -> bool:
+        """Whether tritonserver's own metrics endpoint, behind the metrics front, takes connections: it starts
+        after the HTTP one, and a scrape in between was answered 503 (not reachable) by the front."""
+        if self.metrics_front is None:
+            return True
+        try:
+            with socket.create_connection(("127.0.0.1", self.options.internal_metrics_port), timeout=2.0):
+                return True
+        except OSError:
+            return False
 
     def wait_grpc_front(self, timeout: float = 60.0) -> None:
         """Until the gRPC front listens (it starts beside tritonserver, in a process of its own); ServeError
