@@ -10,7 +10,6 @@ without touching site-packages; ``TritonServer`` starts the server bound to loop
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import hashlib
 import os
 import re
@@ -49,6 +48,7 @@ from ge_plugin.serve.memory import (
     largest_exchange,
     repository_configs,
 )
+from ge_plugin.serve.orphans import dying_with_this_process
 from ge_plugin.serve.supervise import StubWatch, stubs_of
 
 PYTRITON_PIN = "nvidia-pytriton==0.7.0"
@@ -361,19 +361,6 @@ def _flag_values(args: Sequence[str]) -> list[tuple[str, str]]:
     return found
 
 
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent(parent: int) -> None:
-    """In the forked child, before exec: SIGKILL when the parent dies, however it dies (the kernel sends it
-    when the thread that forked exits: ``TritonServer`` forks from the thread that waits for it)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-        os._exit(125)
-    if os.getppid() != parent:  # the parent died between fork and prctl
-        os._exit(125)
-
-
 def _mapped(region: Path) -> bool:
     """Whether any process still maps a /dev/shm region."""
     needle = str(region).encode()
@@ -503,7 +490,6 @@ class TritonServer:
                 internal_http_port=options.internal_http_port or free_port(),
                 internal_metrics_port=options.internal_metrics_port or free_port(),
             )
-        parent = os.getpid()
         try:
             if options.grpc_guard and not options.internal_grpc_socket:
                 _remove_stale_socket_dirs()
@@ -527,7 +513,6 @@ class TritonServer:
                         counter=counter,
                     ),
                     stderr=stderr,
-                    preexec_fn=lambda: _die_with_parent(parent),
                     # the allocator tritonserver gets: a 2 MiB answer cost the front 3.8 ms of CPU with glibc's
                     # malloc (fresh pages faulted in for every buffer), 2.3 ms with jemalloc (measured)
                     env={**os.environ, **allocator_environment(options.jemalloc, os.environ)},
@@ -535,12 +520,9 @@ class TritonServer:
             if options.http_guard:
                 self._open_fronts(options, env)
             self.command = options.command(self.dist, self.backend_dir.resolve())
+            # dies with this process, however it dies: whatever ends ge-plugin serve ends tritonserver
             self.process = subprocess.Popen(
-                self.command,
-                env=env,
-                stdout=stdout,
-                stderr=stderr,
-                preexec_fn=lambda: _die_with_parent(parent),
+                dying_with_this_process(self.command), env=env, stdout=stdout, stderr=stderr
             )
         except BaseException:
             self._close_fronts()

@@ -5,7 +5,7 @@ take turns on one GIL with the HTTP front's event loop. As a child process it ru
 core when there is one, and whatever happens to it happens to gRPC only. It gets its settings (keys
 included) pickled on its stdin, never on its command line, says ``ready PORT`` on its stdout once it
 listens, stops on SIGTERM, SIGINT or SIGHUP (no new call; calls in flight get ``grace_s``), and dies with its
-parent (the caller's ``preexec_fn``, as tritonserver does).
+parent, as tritonserver does (``serve.orphans``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import IO
 
 import attrs
@@ -26,6 +26,7 @@ import attrs
 from ge_plugin.errors import ServeError
 from ge_plugin.serve.grpc_front.gate import GrpcRules
 from ge_plugin.serve.grpc_front.server import MAX_MESSAGE_BYTES, MAX_METADATA_BYTES
+from ge_plugin.serve.orphans import dying_with_this_process
 
 READY_TIMEOUT_S = 60.0
 
@@ -54,17 +55,15 @@ class FrontProcess:
         settings: FrontSettings,
         *,
         stderr: IO[bytes] | None = None,
-        preexec_fn: Callable[[], None] | None = None,
         env: Mapping[str, str] | None = None,
     ):
         self.settings = settings
         self.port = 0
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "ge_plugin.serve.grpc_front"],
+            dying_with_this_process([sys.executable, "-m", "ge_plugin.serve.grpc_front"]),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=stderr,
-            preexec_fn=preexec_fn,
             env=env,
         )
         assert self.process.stdin is not None
