@@ -16,9 +16,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import shutil
-import signal
 import time
-import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -363,31 +361,17 @@ class RunningServer:
         return sorted(pids)
 
 
-#: tritonserver 2.51 has aborted as it started, before its first log line, its gRPC poller finding its epoll
-#: descriptor closed: twice in three full runs of make test on 2026-12-07 (about one start in 200), never
-#: when the test ran alone. Not what any test here is about: such a start is tried once more, with a warning
-POLLER_ABORT = "epoll_wait error: Bad file descriptor"
-
-
 @contextlib.contextmanager
 def running_server(options: ServerOptions, log_path: Path) -> Iterator[RunningServer]:
     """Start, wait until ready (printing the log's tail if it never is), stop on exit; then the backend's
     stubs must have given the simulator's sanitizer (on for the session) no error or leak to report."""
-    for attempt in (1, 2):
-        with open(log_path, "wb") as log, TritonServer(options, stdout=log, stderr=log) as triton:
-            server = RunningServer(triton, log_path)
-            try:
-                triton.wait_ready(timeout=START_TIMEOUT_S)
-            except ServeError as exc:
-                tail = server.log_tail()
-                if attempt == 1 and triton.process.returncode == -signal.SIGABRT and POLLER_ABORT in tail:
-                    warnings.warn(
-                        f"tritonserver aborted as it started ({tail.strip()}); started again", stacklevel=1
-                    )
-                    continue
-                raise ServeError(f"{exc}\n--- {log_path} (tail) ---\n{tail}") from None
-            yield server
-        break
+    with open(log_path, "wb") as log, TritonServer(options, stdout=log, stderr=log) as triton:
+        server = RunningServer(triton, log_path)
+        try:
+            triton.wait_ready(timeout=START_TIMEOUT_S)
+        except ServeError as exc:
+            raise ServeError(f"{exc}\n--- {log_path} (tail) ---\n{server.log_tail()}") from None
+        yield server
     findings = [
         line
         for line in log_path.read_text(errors="replace").splitlines()
